@@ -1,0 +1,86 @@
+#include "common/check.h"
+
+#include "common/error.h"
+
+namespace djl_attn {
+
+std::string ArgName::prefix() const { return std::string(op) + ": " + arg; }
+
+void check_dim(const Tensor& t, ArgName name, int64_t expected, const char* layout) {
+  int64_t dim = t.dim();
+  if (dim != expected) {
+    fail_invalid(name.prefix(), ": expected ", expected, " dims ", layout, ", got ", dim,
+                 " dims with shape ", shape_str(t.sizes()));
+  }
+}
+
+void check_size(const Tensor& t, ArgName name, int64_t d, const char* dim_name, int64_t expected,
+                const char* expected_from) {
+  int64_t got = t.size(d);
+  if (got != expected) {
+    fail_invalid(name.prefix(), ": expected size ", expected, " for ", dim_name, " (", expected_from,
+                 "), got ", got, " in shape ", shape_str(t.sizes()));
+  }
+}
+
+void check_dtype_in(const Tensor& t, ArgName name, std::initializer_list<DType> allowed) {
+  DType dtype = t.dtype();
+  for (DType a : allowed) {
+    if (a == dtype) return;
+  }
+  std::string list;
+  for (DType a : allowed) list += (list.empty() ? "" : ", ") + std::string(dtype_name(a));
+  fail_invalid(name.prefix(), ": expected dtype in {", list, "}, got ", dtype_name(dtype));
+}
+
+void check_dtype(const Tensor& t, ArgName name, DType expected) {
+  DType dtype = t.dtype();
+  if (dtype != expected) {
+    fail_invalid(name.prefix(), ": expected dtype ", dtype_name(expected), ", got ",
+                 dtype_name(dtype));
+  }
+}
+
+void check_same_dtype(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name) {
+  if (t.dtype() != ref.dtype()) {
+    fail_invalid(name.prefix(), ": expected the dtype of ", ref_name.arg, " (",
+                 dtype_name(ref.dtype()), "), got ", dtype_name(t.dtype()));
+  }
+}
+
+void check_same_device(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name) {
+  Device device = t.device();
+  Device expected = ref.device();
+  if (device != expected) {
+    fail_invalid(name.prefix(), ": expected the device of ", ref_name.arg, " (", expected.str(),
+                 "), got ", device.str());
+  }
+}
+
+void check_supported_device(const Tensor& t, ArgName name) {
+  if (t.device().type == DeviceType::kOther) {
+    fail_invalid(name.prefix(), ": expected a cpu or cuda tensor, got ", t.device().str());
+  }
+}
+
+void check_last_dim_contiguous(const Tensor& t, ArgName name) {
+  if (t.size(-1) > 1 && t.stride(-1) != 1) {
+    fail_invalid(name.prefix(), ": expected a contiguous last dim (stride 1), got stride ",
+                 t.stride(-1));
+  }
+}
+
+void check_contiguous(const Tensor& t, ArgName name) {
+  std::vector<int64_t> sizes = t.sizes();
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] > 1 && t.stride(static_cast<int64_t>(i)) != expected) {
+      fail_invalid(name.prefix(), ": expected a contiguous tensor, got stride ",
+                   t.stride(static_cast<int64_t>(i)), " at dim ", i, " of shape ",
+                   shape_str(sizes));
+    }
+    expected *= sizes[i];
+  }
+}
+
+}  // namespace djl_attn

@@ -1,0 +1,31 @@
+// Argument checks shared by every operator binding. Each failure throws InvalidArgument with a
+// message of the form "<op>: <argument>: expected <rule>, got <value>".
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "common/tensor.h"
+
+namespace djl_attn {
+
+// Names the operator and argument in messages: ArgName{"flash_attention", "q"}.
+struct ArgName {
+  const char* op;
+  const char* arg;
+  std::string prefix() const;  // "flash_attention: q"
+};
+
+// `layout` describes the expected dims, e.g. "[B, Sq, Hq, D]".
+void check_dim(const Tensor& t, ArgName name, int64_t expected, const char* layout);
+void check_size(const Tensor& t, ArgName name, int64_t d, const char* dim_name, int64_t expected,
+                const char* expected_from);
+void check_dtype_in(const Tensor& t, ArgName name, std::initializer_list<DType> allowed);
+void check_dtype(const Tensor& t, ArgName name, DType expected);
+void check_same_dtype(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name);
+void check_same_device(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name);
+void check_supported_device(const Tensor& t, ArgName name);
+void check_last_dim_contiguous(const Tensor& t, ArgName name);
+void check_contiguous(const Tensor& t, ArgName name);
+
+}  // namespace djl_attn

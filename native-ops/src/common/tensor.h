@@ -1,0 +1,68 @@
+// An owning view of a PyTorch tensor handle through the stable C shim, and the few facts about
+// it that kernels need (sizes, strides in elements, dtype, device, data pointer).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shim/torch_shim.h"
+
+namespace djl_attn {
+
+enum class DType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kOther };
+const char* dtype_name(DType dtype);
+
+enum class DeviceType { kCpu, kCuda, kOther };
+
+struct Device {
+  DeviceType type;
+  int32_t index;  // -1 on the CPU
+  bool operator==(const Device& other) const {
+    return type == other.type && index == other.index;
+  }
+  bool operator!=(const Device& other) const { return !(*this == other); }
+  std::string str() const;  // "cpu", "cuda:0"
+};
+
+// Owns one AtenTensorHandle: deletes it on destruction, moves but never copies. Accessors throw
+// NativeError when a shim call fails.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(shim::AtenTensorHandle handle) : handle_(handle) {}
+  Tensor(Tensor&& other) noexcept : handle_(other.release()) {}
+  Tensor& operator=(Tensor&& other) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor();
+
+  bool defined() const { return handle_ != nullptr; }
+  shim::AtenTensorHandle get() const { return handle_; }
+  // Gives up ownership (for returning the handle through the dispatcher stack).
+  shim::AtenTensorHandle release();
+
+  int64_t dim() const;
+  int64_t size(int64_t d) const;     // d may be negative, counted from the end
+  int64_t stride(int64_t d) const;   // in elements
+  std::vector<int64_t> sizes() const;
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  void* data() const;
+  template <typename T>
+  T* data_as() const {
+    return static_cast<T*>(data());
+  }
+
+  // A contiguous tensor from PyTorch's allocator (its caching allocator on CUDA).
+  static Tensor empty(const std::vector<int64_t>& sizes, DType dtype, Device device);
+
+ private:
+  shim::AtenTensorHandle handle_ = nullptr;
+};
+
+// "[2, 3, 4]"
+std::string shape_str(const std::vector<int64_t>& sizes);
+
+}  // namespace djl_attn

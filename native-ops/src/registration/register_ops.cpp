@@ -1,0 +1,112 @@
+// All djl_attn schemas, and the CPU kernels, registered when the library is loaded.
+//
+// Schemas are defined here whether or not a kernel exists yet: a missing kernel then fails
+// with PyTorch's own "could not run ... with the CPU backend" rather than an unknown operator.
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "common/error.h"
+#include "flash/flash_cpu.h"
+#include "flash/flash_op.h"
+#include "registration/registration.h"
+
+namespace djl_attn {
+namespace {
+
+// Names fixed; argument lists may grow, never silently change meaning (see docs/operators.md).
+constexpr const char* kSchemas[] = {
+    "flash_attention(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal)"
+    " -> (Tensor, Tensor)",
+    "flash_attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q,"
+    " Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal)"
+    " -> (Tensor, Tensor)",
+    "bert_attention(Tensor qkv, Tensor? qkv_bias, Tensor? kv_lens, int num_heads, float scale)"
+    " -> Tensor",
+    "add_bias_residual_layernorm(Tensor x, Tensor? bias, Tensor residual, Tensor gamma,"
+    " Tensor beta, float eps) -> Tensor",
+    "add_bias_gelu(Tensor x, Tensor? bias, bool tanh_approximation) -> Tensor",
+    "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,"
+    " Tensor slot_mapping) -> ()",
+    "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,"
+    " Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes) -> Tensor",
+    "causal_dot_product(Tensor q, Tensor k, Tensor v) -> Tensor",
+};
+
+void flash_attention_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
+  static const flash::FlashBackend backend{flash::run_flash_attention_cpu, nullptr};
+  flash::flash_attention_boxed(stack, backend);
+}
+
+constexpr KernelEntry kCpuKernels[] = {
+    {"flash_attention", flash_attention_cpu},
+};
+
+struct RegistrationState {
+  std::mutex mutex;
+  bool defined = false;   // the namespace is defined in this process
+  bool ours = false;      // ... by this copy of the library
+  std::string message;    // why it is not defined
+};
+
+RegistrationState& state() {
+  static RegistrationState instance;
+  return instance;
+}
+
+void check(shim::AOTITorchError code, const std::string& what) {
+  if (code != 0) fail_native("registering djl_attn operators: ", what, " failed (error ", code, ")");
+}
+
+void define_schemas() {
+  const auto& api = shim::torch();
+  shim::TorchLibraryHandle library = nullptr;
+  // A second copy of this library (another path, another class loader) finds the namespace
+  // taken: torch rejects a second definition, and that copy then registers nothing.
+  if (api.library_init_def("djl_attn", __FILE__, __LINE__, &library) != 0) {
+    state().defined = true;
+    state().ours = false;
+    return;
+  }
+  for (const char* schema : kSchemas) check(api.library_def(library, schema), schema);
+  // The library object stays alive for the life of the process: deleting it would unregister.
+  state().defined = true;
+  state().ours = true;
+  register_kernels("CPU", kCpuKernels, sizeof(kCpuKernels) / sizeof(kCpuKernels[0]));
+}
+
+// Runs once when the shared library is loaded (dlopen from Java or torch.ops.load_library).
+struct RegisterAtLoad {
+  RegisterAtLoad() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    try {
+      define_schemas();
+    } catch (const std::exception& e) {
+      // A throw out of a load-time constructor would abort the host process.
+      state().message = e.what();
+      std::fprintf(stderr, "djl_attn: operators not registered: %s\n", e.what());
+    }
+  }
+} register_at_load;
+
+}  // namespace
+
+bool operators_registered(std::string* message) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!state().defined && message != nullptr) *message = state().message;
+  return state().defined;
+}
+
+void register_kernels(const char* dispatch_key, const KernelEntry* kernels, int count) {
+  if (!state().ours) return;
+  const auto& api = shim::torch();
+  shim::TorchLibraryHandle library = nullptr;
+  check(api.library_init_impl("djl_attn", dispatch_key, __FILE__, __LINE__, &library),
+        std::string("library_init_impl(") + dispatch_key + ")");
+  for (int i = 0; i < count; ++i) {
+    check(api.library_impl(library, kernels[i].name, kernels[i].fn), kernels[i].name);
+  }
+}
+
+}  // namespace djl_attn

@@ -1,0 +1,80 @@
+#include "shim/torch_shim.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "common/error.h"
+
+namespace djl_attn::shim {
+namespace {
+
+// RTLD_NOLOAD: never load a libtorch of our own; use the one the host process loaded (DJL
+// extracts it to its cache, Python's torch package has its own). The soname finds either.
+void* open_loaded(const char* soname) { return dlopen(soname, RTLD_NOW | RTLD_NOLOAD); }
+
+template <typename Fn>
+void resolve_symbol(void* library, const char* name, Fn& slot) {
+  void* symbol = dlsym(library, name);
+  if (symbol == nullptr) {
+    fail_native("libtorch_cpu.so does not export ", name,
+                ": djl-attention needs PyTorch 2.7 or newer (the stable C shim)");
+  }
+  slot = reinterpret_cast<Fn>(symbol);
+}
+
+TorchApi resolve_all() {
+  void* library = open_loaded("libtorch_cpu.so");
+  if (library == nullptr) {
+    fail_native("libtorch_cpu.so is not loaded in this process: initialise PyTorch (DJL's "
+                "PyTorch engine or `import torch`) before loading libdjl_attn.so");
+  }
+  TorchApi api{};
+#define DJL_ATTN_RESOLVE(field) resolve_symbol(library, "aoti_torch_" #field, api.field)
+  DJL_ATTN_RESOLVE(dtype_float32);
+  DJL_ATTN_RESOLVE(dtype_float16);
+  DJL_ATTN_RESOLVE(dtype_bfloat16);
+  DJL_ATTN_RESOLVE(dtype_int32);
+  DJL_ATTN_RESOLVE(dtype_int64);
+  DJL_ATTN_RESOLVE(device_type_cpu);
+  DJL_ATTN_RESOLVE(device_type_cuda);
+  DJL_ATTN_RESOLVE(get_data_ptr);
+  DJL_ATTN_RESOLVE(get_dim);
+  DJL_ATTN_RESOLVE(get_sizes);
+  DJL_ATTN_RESOLVE(get_strides);
+  DJL_ATTN_RESOLVE(get_dtype);
+  DJL_ATTN_RESOLVE(get_device_type);
+  DJL_ATTN_RESOLVE(get_device_index);
+  DJL_ATTN_RESOLVE(empty_strided);
+  DJL_ATTN_RESOLVE(new_tensor_handle);
+  DJL_ATTN_RESOLVE(delete_tensor_object);
+  DJL_ATTN_RESOLVE(library_init_def);
+  DJL_ATTN_RESOLVE(library_init_impl);
+  DJL_ATTN_RESOLVE(library_def);
+  DJL_ATTN_RESOLVE(library_impl);
+  DJL_ATTN_RESOLVE(call_dispatcher);
+#undef DJL_ATTN_RESOLVE
+  // The handle stays open on purpose: the functions must outlive every caller.
+  return api;
+}
+
+}  // namespace
+
+const TorchApi& torch() {
+  // A function-local static is initialised once, thread-safely; if resolution throws, the next
+  // call tries again (and reports the same error).
+  static const TorchApi api = resolve_all();
+  return api;
+}
+
+GetCurrentCudaStream current_cuda_stream_fn() {
+  static const GetCurrentCudaStream fn = []() -> GetCurrentCudaStream {
+    void* library = open_loaded("libtorch_cuda.so");
+    if (library == nullptr) return nullptr;
+    return reinterpret_cast<GetCurrentCudaStream>(
+        dlsym(library, "aoti_torch_get_current_cuda_stream"));
+  }();
+  return fn;
+}
+
+}  // namespace djl_attn::shim

@@ -1,0 +1,67 @@
+// Our own declarations of the PyTorch stable C shim functions the library uses.
+//
+// Where the contract comes from: libtorch exports these `aoti_torch_*` C functions from
+// libtorch_cpu.so (and `aoti_torch_get_current_cuda_stream` from libtorch_cuda.so) since 2.7;
+// they are declared upstream in torch/csrc/inductor/aoti_torch/c/shim.h and form the base of
+// the LibTorch Stable ABI. We declare only the signatures we call, as function-pointer types,
+// and resolve them at load time with dlopen(RTLD_NOLOAD) + dlsym on the copy of libtorch that
+// the host process (DJL or Python) already loaded. No libtorch header or library is needed to
+// build, and one binary runs under libtorch 2.7.1 (DJL) and torch 2.11 / 2.13 (Python).
+#pragma once
+
+#include <cstdint>
+
+namespace djl_attn::shim {
+
+// Opaque handles: an AtenTensorHandle is an `at::Tensor*` owned by whoever received it new.
+struct AtenTensorOpaque;
+using AtenTensorHandle = AtenTensorOpaque*;
+struct TorchLibraryOpaque;
+using TorchLibraryHandle = TorchLibraryOpaque*;
+using StableIValue = uint64_t;
+using AOTITorchError = int32_t;  // 0 = success
+using BoxedKernel = void (*)(StableIValue* stack, uint64_t num_args, uint64_t num_outputs);
+
+// One pointer per shim function we use; filled by resolve().
+struct TorchApi {
+  int32_t (*dtype_float32)();
+  int32_t (*dtype_float16)();
+  int32_t (*dtype_bfloat16)();
+  int32_t (*dtype_int32)();
+  int32_t (*dtype_int64)();
+  int32_t (*device_type_cpu)();
+  int32_t (*device_type_cuda)();
+
+  AOTITorchError (*get_data_ptr)(AtenTensorHandle, void** ret);
+  AOTITorchError (*get_dim)(AtenTensorHandle, int64_t* ret);
+  AOTITorchError (*get_sizes)(AtenTensorHandle, int64_t** ret);    // borrowed
+  AOTITorchError (*get_strides)(AtenTensorHandle, int64_t** ret);  // borrowed
+  AOTITorchError (*get_dtype)(AtenTensorHandle, int32_t* ret);
+  AOTITorchError (*get_device_type)(AtenTensorHandle, int32_t* ret);
+  AOTITorchError (*get_device_index)(AtenTensorHandle, int32_t* ret);
+  AOTITorchError (*empty_strided)(int64_t ndim, const int64_t* sizes, const int64_t* strides,
+                                  int32_t dtype, int32_t device_type, int32_t device_index,
+                                  AtenTensorHandle* ret);
+  AOTITorchError (*new_tensor_handle)(AtenTensorHandle orig, AtenTensorHandle* ret);
+  AOTITorchError (*delete_tensor_object)(AtenTensorHandle);
+
+  AOTITorchError (*library_init_def)(const char* ns, const char* file, uint32_t line,
+                                     TorchLibraryHandle* ret);
+  AOTITorchError (*library_init_impl)(const char* ns, const char* dispatch_key, const char* file,
+                                      uint32_t line, TorchLibraryHandle* ret);
+  AOTITorchError (*library_def)(TorchLibraryHandle, const char* schema);
+  AOTITorchError (*library_impl)(TorchLibraryHandle, const char* name, BoxedKernel fn);
+  AOTITorchError (*call_dispatcher)(const char* op_name, const char* overload_name,
+                                    StableIValue* stack);
+};
+
+// The resolved API. Throws NativeError naming the missing symbol when libtorch is not loaded
+// in this process or is older than 2.7. Thread-safe; resolves once.
+const TorchApi& torch();
+
+// Resolves `aoti_torch_get_current_cuda_stream` from libtorch_cuda.so, or returns null when
+// libtorch_cuda.so is not loaded (a CPU-only torch).
+using GetCurrentCudaStream = AOTITorchError (*)(int32_t device_index, void** ret_stream);
+GetCurrentCudaStream current_cuda_stream_fn();
+
+}  // namespace djl_attn::shim
