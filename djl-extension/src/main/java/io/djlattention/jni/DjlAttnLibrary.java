@@ -1,0 +1,73 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.jni;
+
+import org.bytedeco.javacpp.annotation.Cast;
+import org.bytedeco.javacpp.annotation.Name;
+import org.bytedeco.javacpp.annotation.Platform;
+
+/**
+ * The native methods of the bridge: the C interface of {@code libdjl_attn.so}
+ * ({@code native-ops/include/djl_attn/c_api.h}), one method per C function, primitives and
+ * {@code long} tensor handles only.
+ *
+ * <p>JavaCPP generates the JNI library for this class at build time; {@link LibraryLoader} loads
+ * it (and {@code libdjl_attn.so}, which it links) from the jar. Nothing here may be called before
+ * {@link LibraryLoader#load()}.
+ */
+@Platform(include = "djl_attn/c_api.h", link = "djl_attn")
+public final class DjlAttnLibrary {
+
+    /** Status of {@link #call}: success. */
+    public static final int OK = 0;
+    /** Status of {@link #call}: the operator rejected its arguments. */
+    public static final int INVALID_ARGUMENT = 1;
+    /** Status of {@link #call}: any other native failure. */
+    public static final int NATIVE_ERROR = 2;
+
+    /** Argument kind: a tensor handle. */
+    public static final int ARG_TENSOR = 0;
+    /** Argument kind: a tensor handle, or 0 for None. */
+    public static final int ARG_OPTIONAL_TENSOR = 1;
+    /** Argument kind: an integer. */
+    public static final int ARG_INT = 2;
+    /** Argument kind: the bits of a double. */
+    public static final int ARG_FLOAT = 3;
+    /** Argument kind: 0 or 1. */
+    public static final int ARG_BOOL = 4;
+
+    private DjlAttnLibrary() {}
+
+    @Name("djl_attn_registration_status")
+    static native int registrationStatus();
+
+    @Name("djl_attn_registration_message")
+    static native String registrationMessage();
+
+    @Name("djl_attn_set_num_threads")
+    static native void setNumThreads(int numThreads);
+
+    @Name("djl_attn_get_num_threads")
+    static native int getNumThreads();
+
+    /**
+     * Calls {@code djl_attn::<opName>} through PyTorch's dispatcher.
+     *
+     * @return {@link #OK}, {@link #INVALID_ARGUMENT} or {@link #NATIVE_ERROR}
+     */
+    @Name("djl_attn_call")
+    static native int call(
+            String opName,
+            int numArgs,
+            @Cast("const int32_t*") int[] argKinds,
+            @Cast("const int64_t*") long[] argValues,
+            int numOutputs,
+            @Cast("int64_t*") long[] outputs);
+
+    @Name("djl_attn_last_error_message")
+    static native String lastErrorMessage();
+
+    @Name("djl_attn_delete_tensor")
+    static native void deleteTensor(long handle);
+}

@@ -1,0 +1,137 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/flash/flash_simple.cuh"
+
+namespace djl_attn::flash {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kWarpSize = 32;
+// Each lane holds head-dim elements lane, lane + 32, ...: 8 slots cover D = 256.
+constexpr int kSlots = kMaxHeadDim / kWarpSize;
+
+__device__ __forceinline__ float load_float(const float* p) { return *p; }
+__device__ __forceinline__ float load_float(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float load_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+
+template <typename T>
+__device__ __forceinline__ T store_float(float x);
+template <>
+__device__ __forceinline__ float store_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half store_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 store_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+__device__ __forceinline__ int64_t clamp_index(int64_t x, int64_t lo, int64_t hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+    flash_simple_kernel(FlashParams p, int64_t row_blocks) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t block = blockIdx.x;
+  const int64_t bh = block / row_blocks;
+  const int64_t row = (block % row_blocks) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= p.seqlen_q) return;  // whole warps exit together: shuffles stay full-mask
+  const int64_t b = bh / p.heads_q;
+  const int64_t h = bh % p.heads_q;
+  const int64_t h_kv = h / (p.heads_q / p.heads_kv);
+  const int64_t dim = p.head_dim;
+
+  int64_t kv_len = p.seqlen_k;
+  // The binding checked kv_lens; clamping keeps a bad value from reading out of bounds anyway.
+  if (p.kv_lens != nullptr) kv_len = clamp_index(p.kv_lens[b], 0, p.seqlen_k);
+  int64_t key_end = kv_len;
+  if (p.causal) key_end = clamp_index(row + kv_len - p.seqlen_q + 1, 0, kv_len);
+
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + row * p.q_seq_stride +
+               h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
+
+  float q_reg[kSlots];
+  float acc[kSlots];
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int64_t d = lane + i * kWarpSize;
+    q_reg[i] = d < dim ? load_float(q + d) * p.scale : 0.f;
+    acc[i] = 0.f;
+  }
+  float row_max = -INFINITY;
+  float row_sum = 0.f;
+  for (int64_t j = 0; j < key_end; ++j) {
+    const T* kj = k + j * p.k_seq_stride;
+    float partial = 0.f;
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      const int64_t d = lane + i * kWarpSize;
+      if (d < dim) partial += q_reg[i] * load_float(kj + d);
+    }
+    const float score = warp_sum(partial);
+    const float new_max = fmaxf(row_max, score);
+    const float correction = __expf(row_max - new_max);
+    const float weight = __expf(score - new_max);
+    row_sum = row_sum * correction + weight;
+    const T* vj = v + j * p.v_seq_stride;
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      const int64_t d = lane + i * kWarpSize;
+      if (d < dim) acc[i] = acc[i] * correction + weight * load_float(vj + d);
+    }
+    row_max = new_max;
+  }
+
+  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + row * p.out_seq_stride +
+           h * p.out_head_stride;
+  const float inv_sum = row_sum > 0.f ? 1.f / row_sum : 0.f;
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int64_t d = lane + i * kWarpSize;
+    if (d < dim) out[d] = store_float<T>(acc[i] * inv_sum);
+  }
+  if (lane == 0) {
+    p.lse[(b * p.heads_q + h) * p.seqlen_q + row] =
+        row_sum > 0.f ? row_max + logf(row_sum) : -INFINITY;
+  }
+}
+
+template <typename T>
+void launch(const FlashParams& p, cudaStream_t stream) {
+  const int64_t row_blocks = (p.seqlen_q + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t blocks = row_blocks * p.batch * p.heads_q;
+  if (blocks > 0x7fffffffLL) {
+    fail_invalid("flash_attention: B * Hq * ceil(Sq / 4) = ", blocks,
+                 " exceeds the CUDA grid limit of 2^31 - 1 blocks");
+  }
+  flash_simple_kernel<T><<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(
+      p, row_blocks);
+  DJL_ATTN_CUDA_CHECK_LAUNCH("flash_simple_kernel");
+}
+
+}  // namespace
+
+void run_flash_attention_simple_cuda(const FlashParams& params, void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (params.dtype) {
+    case ElementType::kFloat32: return launch<float>(params, s);
+    case ElementType::kFloat16: return launch<__half>(params, s);
+    case ElementType::kBFloat16: return launch<__nv_bfloat16>(params, s);
+  }
+}
+
+}  // namespace djl_attn::flash
