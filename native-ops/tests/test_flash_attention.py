@@ -1,0 +1,143 @@
+"""djl_attn.flash_attention against the float64 reference, on CPU and (when present) CUDA."""
+
+import math
+
+import pytest
+import torch
+
+import reference
+from reference import assert_close
+
+flash = torch.ops.djl_attn.flash_attention
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def make_inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype, device):
+    q = torch.randn(batch, seqlen_q, heads_q, dim, dtype=dtype, device=device)
+    k = torch.randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=device)
+    v = torch.randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=device)
+    return q, k, v
+
+
+def check(q, k, v, kv_lens, causal, scale=None):
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    out, lse = flash(q, k, v, kv_lens, scale, causal)
+    ref_out, ref_lse = reference.flash_attention(q, k, v, kv_lens, scale, causal)
+    assert out.dtype == q.dtype and lse.dtype == torch.float32
+    assert_close(out.cpu(), ref_out.cpu(), q.dtype, "out")
+    # The logsumexp is float32 whatever the input dtype; low-precision inputs only change the
+    # scores it is computed from, which the reference sees too.
+    assert_close(lse.cpu(), ref_lse.cpu(), torch.float32 if q.dtype == torch.float32 else q.dtype, "lse")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [32, 64, 80, 128])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (7, 7), (129, 129), (7, 129), (129, 7), (1, 1000)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_dense(device, dtype, dim, seqlen_q, seqlen_k, causal):
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 4, dim, dtype, device)
+    check(q, k, v, None, causal)
+
+
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 2), (8, 1), (4, 4)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_mqa_with_ragged_kv_lens(device, heads_q, heads_kv, causal):
+    q, k, v = make_inputs(4, 37, 113, heads_q, heads_kv, 64, torch.float32, device)
+    kv_lens = torch.tensor([113, 1, 0, 60], dtype=torch.int32, device=device)
+    check(q, k, v, kv_lens, causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_long_sequence(device, dtype):
+    q, k, v = make_inputs(1, 1000, 1000, 2, 1, 128, dtype, device)
+    check(q, k, v, None, True)
+
+
+def test_views_of_fused_qkv(device):
+    # q, k, v as strided views into one [B, S, 3, H, D] projection: only the last dim is
+    # contiguous.
+    qkv = torch.randn(2, 50, 3, 4, 64, device=device)
+    q, k, v = qkv.unbind(2)
+    assert not q.is_contiguous()
+    check(q, k, v, None, True)
+
+
+def test_custom_scale(device):
+    q, k, v = make_inputs(1, 9, 9, 2, 2, 32, torch.float32, device)
+    check(q, k, v, None, False, scale=0.37)
+
+
+def test_empty_batch(device):
+    q, k, v = make_inputs(0, 5, 5, 2, 2, 32, torch.float32, device)
+    out, lse = flash(q, k, v, None, 1.0, False)
+    assert out.shape == (0, 5, 2, 32) and lse.shape == (0, 2, 5)
+
+
+def test_no_keys_gives_zero_output_and_minus_inf_lse(device):
+    q, k, v = make_inputs(1, 3, 0, 2, 2, 32, torch.float32, device)
+    out, lse = flash(q, k, v, None, 1.0, False)
+    assert torch.equal(out.cpu(), torch.zeros(1, 3, 2, 32))
+    assert torch.isneginf(lse).all()
+
+
+# --- validation: every rule names the argument, the expectation and what it got ---------------
+
+
+def error_of(*args):
+    with pytest.raises((ValueError, RuntimeError)) as info:
+        flash(*args)
+    return str(info.value)
+
+
+def test_rejects_wrong_rank(device):
+    q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float32, device)
+    assert "q: expected 4 dims [B, Sq, Hq, D], got 3" in error_of(q[0], k, v, None, 1.0, False)
+    assert "k: expected 4 dims" in error_of(q, k[0], v, None, 1.0, False)
+
+
+def test_rejects_mismatched_batch_and_head_dim(device):
+    q, k, v = make_inputs(2, 4, 4, 2, 2, 32, torch.float32, device)
+    assert "k: expected size 2 for B" in error_of(q, k[:1], v, None, 1.0, False)
+    assert "k: expected size 32 for D" in error_of(q, k[..., :16], v, None, 1.0, False)
+    assert "v: expected size 4 for Sk" in error_of(q, k, v[:, :3], None, 1.0, False)
+
+
+def test_rejects_heads_not_multiple(device):
+    q, k, v = make_inputs(1, 4, 4, 6, 4, 32, torch.float32, device)
+    assert "divides the query heads Hq = 6, got Hkv = 4" in error_of(q, k, v, None, 1.0, False)
+
+
+def test_rejects_unsupported_and_mixed_dtypes(device):
+    q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float32, device)
+    assert "q: expected dtype in {float32, float16, bfloat16}, got" in error_of(
+        q.double(), k.double(), v.double(), None, 1.0, False
+    )
+    assert "k: expected the dtype of q (float32), got float16" in error_of(q, k.half(), v, None, 1.0, False)
+
+
+def test_rejects_non_contiguous_last_dim(device):
+    q, k, v = make_inputs(1, 4, 4, 2, 2, 64, torch.float32, device)
+    assert "q: expected a contiguous last dim" in error_of(q[..., ::2], k[..., :32], v[..., :32], None, 1.0, False)
+
+
+def test_rejects_bad_kv_lens(device):
+    q, k, v = make_inputs(2, 4, 6, 2, 2, 32, torch.float32, device)
+    lens = torch.tensor([6, 2], dtype=torch.int32, device=device)
+    assert "kv_lens: expected size 2 for B" in error_of(q, k, v, lens[:1], 1.0, False)
+    assert "kv_lens: expected dtype int32, got int64" in error_of(q, k, v, lens.long(), 1.0, False)
+    too_long = torch.tensor([7, 2], dtype=torch.int32, device=device)
+    assert "kv_lens: expected values in [0, Sk = 6], got 7 at index 0" in error_of(q, k, v, too_long, 1.0, False)
+    negative = torch.tensor([1, -1], dtype=torch.int32, device=device)
+    assert "got -1 at index 1" in error_of(q, k, v, negative, 1.0, False)
+
+
+def test_rejects_non_finite_scale(device):
+    q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float32, device)
+    assert "scale: expected a finite value" in error_of(q, k, v, None, float("nan"), False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="mixing devices needs a GPU")
+def test_rejects_mixed_devices():
+    q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float32, "cuda")
+    assert "k: expected the device of q (cuda:0), got cpu" in error_of(q, k.cpu(), v, None, 1.0, False)
