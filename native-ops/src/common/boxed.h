@@ -3,7 +3,8 @@
 // Conventions of PyTorch's stable ABI boxed kernels (verified on 2.7.1 and 2.13): each Tensor
 // argument arrives as a new handle the kernel owns; `Tensor?` arrives as 0 for None, otherwise
 // as a pointer to a heap StableIValue holding a new handle (the receiver frees both); `float`
-// arrives as the bits of a double, `int` as int64, `bool` as 0/1. Outputs are new handles
+// arrives as the bits of a double, `int` as int64, `bool` in the low byte (the
+// other bytes are undefined). Outputs are new handles
 // written to stack[0..num_outputs).
 #pragma once
 
@@ -37,7 +38,11 @@ inline int64_t read_int(const shim::StableIValue* stack, int index) {
   return static_cast<int64_t>(stack[index]);
 }
 
-inline bool read_bool(const shim::StableIValue* stack, int index) { return stack[index] != 0; }
+// A bool occupies only the low byte of its slot: libtorch 2.7.1 leaves the other bytes
+// uninitialised (seen: 0x08c4834816d5ad00 for false), so reading the whole word is wrong.
+inline bool read_bool(const shim::StableIValue* stack, int index) {
+  return (stack[index] & 0xffu) != 0;
+}
 
 inline void put_tensor(shim::StableIValue* stack, int index, Tensor tensor) {
   stack[index] = reinterpret_cast<shim::StableIValue>(tensor.release());
