@@ -6,9 +6,10 @@
 // Python callers see the exception itself as a RuntimeError carrying the same message.
 #pragma once
 
-#include <sstream>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace djl_attn {
 
@@ -36,12 +37,28 @@ const std::string& last_error_message();
 void clear_last_error();
 void record_error(ErrorKind kind, const std::string& message);
 
-// Builds a message from streamable parts: fail_invalid("q: expected 4 dims, got ", dim).
+// Message parts are appended to a std::string without iostreams: under torch 2.11 (the GPU
+// machine) an ostringstream in this library crashed inside libstdc++'s locale code the first time
+// an error message was built, while std::string formatting is locale-free and safe everywhere.
+inline void append_part(std::string& out, const std::string& part) { out += part; }
+inline void append_part(std::string& out, const char* part) { out += part; }
+inline void append_part(std::string& out, char part) { out += part; }
+inline void append_part(std::string& out, double part) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", part);
+  out += buffer;
+}
+template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+void append_part(std::string& out, Int part) {
+  out += std::to_string(part);
+}
+
+// Builds a message from parts: concat("q: expected 4 dims, got ", dim).
 template <typename... Parts>
 std::string concat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
+  std::string out;
+  (append_part(out, parts), ...);
+  return out;
 }
 
 template <typename... Parts>

@@ -1,7 +1,5 @@
 #include "common/tensor.h"
 
-#include <sstream>
-
 #include "common/error.h"
 
 namespace djl_attn {
@@ -148,11 +146,12 @@ Tensor Tensor::empty(const std::vector<int64_t>& sizes, DType dtype, Device devi
 }
 
 std::string shape_str(const std::vector<int64_t>& sizes) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << ']';
-  return out.str();
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(sizes[i]);
+  }
+  return out + "]";
 }
 
 }  // namespace djl_attn
