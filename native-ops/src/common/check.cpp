@@ -72,6 +72,10 @@ void check_last_dim_contiguous(const Tensor& t, ArgName name) {
 
 void check_contiguous(const Tensor& t, ArgName name) {
   std::vector<int64_t> sizes = t.sizes();
+  // An empty tensor holds no element to misplace, whatever strides PyTorch gave it.
+  for (int64_t s : sizes) {
+    if (s == 0) return;
+  }
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     if (sizes[i] > 1 && t.stride(static_cast<int64_t>(i)) != expected) {
