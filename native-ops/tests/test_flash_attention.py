@@ -1,6 +1,8 @@
 """djl_attn.flash_attention against the float64 reference, on CPU and (when present) CUDA."""
 
 import math
+import pathlib
+import re
 
 import pytest
 import torch
@@ -11,6 +13,29 @@ from reference import assert_close
 flash = torch.ops.djl_attn.flash_attention
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+LOW_PRECISION = [torch.float16, torch.bfloat16]
+CUDA = torch.cuda.is_available()
+cuda_only = pytest.mark.skipif(not CUDA, reason="large shapes run on the GPU only")
+
+
+def compiled_head_dims():
+    """The head dims of the tensor-core kernel, read from the one list in flash_params.h."""
+    header = pathlib.Path(__file__).resolve().parent.parent / "src" / "flash" / "flash_params.h"
+    line = re.search(r"#define DJL_FLASH_FOR_EACH_HEAD_DIM\(X\)(.*)", header.read_text()).group(1)
+    return [int(d) for d in re.findall(r"X\((\d+)\)", line)]
+
+
+HEAD_DIMS = compiled_head_dims()
+# Padded up to the next compiled one (80 -> 96, 40 -> 64), and a D % 8 != 0 that takes the
+# simple kernel.
+ODD_HEAD_DIMS = [80, 40, 33]
+
+
+def cpu_light(device, skip):
+    """Keeps the CPU run short: grids meant for the CUDA kernels run a slice of themselves on
+    the CPU (whose one kernel the dense tests already cover)."""
+    if device == "cpu" and skip:
+        pytest.skip("this case exercises the CUDA kernels; the CPU runs a slice of the grid")
 
 
 def make_inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype, device):
@@ -22,6 +47,8 @@ def make_inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype, device
 
 def check(q, k, v, kv_lens, causal, scale=None):
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch, seqlen_q, heads_q, _ = q.shape
+    reference.poison_allocator(q.device, (q.shape, q.dtype), ((batch, heads_q, seqlen_q), torch.float32))
     out, lse = flash(q, k, v, kv_lens, scale, causal)
     ref_out, ref_lse = reference.flash_attention(q, k, v, kv_lens, scale, causal)
     assert out.dtype == q.dtype and lse.dtype == torch.float32
@@ -40,12 +67,104 @@ def test_dense(device, dtype, dim, seqlen_q, seqlen_k, causal):
     check(q, k, v, None, causal)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("heads_q,heads_kv", [(8, 2), (8, 1), (4, 4)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_gqa_mqa_with_ragged_kv_lens(device, heads_q, heads_kv, causal):
-    q, k, v = make_inputs(4, 37, 113, heads_q, heads_kv, 64, torch.float32, device)
+def test_gqa_mqa_with_ragged_kv_lens(device, dtype, heads_q, heads_kv, causal):
+    cpu_light(device, dtype != torch.float32)
+    q, k, v = make_inputs(4, 37, 113, heads_q, heads_kv, 64, dtype, device)
     kv_lens = torch.tensor([113, 1, 0, 60], dtype=torch.int32, device=device)
     check(q, k, v, kv_lens, causal)
+
+
+# --- the tensor-core CUDA kernel: every compiled head dim, tile edges, GQA, kv_lens ----------
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", HEAD_DIMS + ODD_HEAD_DIMS)
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (7, 300), (128, 128), (129, 64), (1000, 1000)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dims(device, dtype, dim, seqlen_q, seqlen_k, causal):
+    cpu_light(device, seqlen_q * seqlen_k > 128 * 300 or dim != 80)
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 2, dim, dtype, device)
+    check(q, k, v, None, causal)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_seqlen_4096(dtype, dim, causal):
+    q, k, v = make_inputs(1, 4096, 4096, 2, 1, dim, dtype, "cuda")
+    check(q, k, v, None, causal)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_seqlen_4096_gqa_kv_lens(dtype):
+    q, k, v = make_inputs(2, 1000, 4096, 8, 1, 128, dtype, "cuda")
+    kv_lens = torch.tensor([4096, 1500], dtype=torch.int32, device="cuda")
+    check(q, k, v, kv_lens, True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_kv_lens_with_one_valid_key(device, dtype, dim, causal):
+    # Row 1 of the batch sees exactly one key; row 2 none (output 0, lse -inf); rows end
+    # mid-tile and on a tile edge.
+    cpu_light(device, dim != 64)
+    q, k, v = make_inputs(5, 7, 200, 8, 1, dim, dtype, device)
+    kv_lens = torch.tensor([200, 1, 0, 64, 129], dtype=torch.int32, device=device)
+    check(q, k, v, kv_lens, causal)
+
+
+# --- split-KV (flash-decoding): few query tiles, long keys ------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch,seqlen_q,seqlen_k,heads_q,heads_kv,dim", [
+    (1, 1, 1000, 8, 8, 128),
+    (2, 1, 1000, 32, 8, 128),
+    (1, 1, 1000, 8, 1, 64),
+    (1, 7, 1000, 4, 4, 64),
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_split_kv(device, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, causal):
+    cpu_light(device, dtype != torch.float32)
+    q, k, v = make_inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype, device)
+    check(q, k, v, None, causal)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("batch,seqlen_q,seqlen_k,heads_q,heads_kv,dim", [
+    (1, 1, 32768, 32, 8, 128),
+    (2, 1, 8192, 8, 1, 64),
+    (1, 16, 20000, 4, 2, 256),
+    (3, 1, 5000, 4, 4, 96),
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_split_kv_long(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, causal):
+    q, k, v = make_inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype, "cuda")
+    kv_lens = torch.randint(1, seqlen_k + 1, (batch,), dtype=torch.int32, device="cuda")
+    kv_lens[0] = seqlen_k
+    check(q, k, v, kv_lens, causal)
+
+
+def test_views_of_fused_qkv_low_precision(device):
+    # Strided views with 16-byte aligned rows take the tensor-core kernel on the GPU.
+    for dtype in LOW_PRECISION:
+        qkv = torch.randn(2, 130, 3, 4, 64, device=device, dtype=dtype)
+        q, k, v = qkv.unbind(2)
+        check(q, k, v, None, True)
+
+
+def test_unaligned_views(device):
+    # Rows that start 2 bytes past a 16-byte boundary: the GPU falls back to the simple kernel.
+    x = torch.randn(2, 40, 4, 65, device=device, dtype=torch.float16)
+    q = x[..., 1:]
+    check(q, q, q, None, False)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -47,29 +47,49 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   const int64_t block = blockIdx.x;
   const int64_t bh = block / row_blocks;
   const int64_t row = (block % row_blocks) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (row >= p.seqlen_q) return;  // whole warps exit together: shuffles stay full-mask
   const int64_t b = bh / p.heads_q;
   const int64_t h = bh % p.heads_q;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
+  const int64_t k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
+  const int64_t seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - q_row0 : p.seqlen_q;
+  if (row >= seqlen_q) return;  // whole warps exit together: shuffles stay full-mask
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int64_t dim = p.head_dim;
 
   int64_t kv_len = p.seqlen_k;
   // The binding checked kv_lens; clamping keeps a bad value from reading out of bounds anyway.
-  if (p.kv_lens != nullptr) kv_len = clamp_index(p.kv_lens[b], 0, p.seqlen_k);
+  if (varlen) {
+    kv_len = clamp_index(p.cu_seqlens_k[b + 1] - k_row0, 0, p.seqlen_k);
+  } else if (p.kv_lens != nullptr) {
+    kv_len = clamp_index(p.kv_lens[b], 0, p.seqlen_k);
+  }
   int64_t key_end = kv_len;
-  if (p.causal) key_end = clamp_index(row + kv_len - p.seqlen_q + 1, 0, kv_len);
+  if (p.causal) key_end = clamp_index(row + kv_len - seqlen_q + 1, 0, kv_len);
 
-  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + row * p.q_seq_stride +
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + (q_row0 + row) * p.q_seq_stride +
                h * p.q_head_stride;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + k_row0 * p.k_seq_stride +
+               h_kv * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + k_row0 * p.v_seq_stride +
+               h_kv * p.v_head_stride;
+  const T* q_bias = p.q_bias ? static_cast<const T*>(p.q_bias) + h * dim : nullptr;
+  const T* k_bias = p.k_bias ? static_cast<const T*>(p.k_bias) + h_kv * dim : nullptr;
+  const T* v_bias = p.v_bias ? static_cast<const T*>(p.v_bias) + h_kv * dim : nullptr;
 
   float q_reg[kSlots];
   float acc[kSlots];
+  // Bias of this lane's head-dim elements for k and v, loaded once (0 where there is none).
+  float k_add[kSlots];
+  float v_add[kSlots];
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int64_t d = lane + i * kWarpSize;
-    q_reg[i] = d < dim ? load_float(q + d) * p.scale : 0.f;
+    const bool in = d < dim;
+    const float q_add = in && q_bias ? load_float(q_bias + d) : 0.f;
+    k_add[i] = in && k_bias ? load_float(k_bias + d) : 0.f;
+    v_add[i] = in && v_bias ? load_float(v_bias + d) : 0.f;
+    q_reg[i] = in ? (load_float(q + d) + q_add) * p.scale : 0.f;
     acc[i] = 0.f;
   }
   float row_max = -INFINITY;
@@ -80,7 +100,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const int64_t d = lane + i * kWarpSize;
-      if (d < dim) partial += q_reg[i] * load_float(kj + d);
+      if (d < dim) partial += q_reg[i] * (load_float(kj + d) + k_add[i]);
     }
     const float score = warp_sum(partial);
     const float new_max = fmaxf(row_max, score);
@@ -91,12 +111,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const int64_t d = lane + i * kWarpSize;
-      if (d < dim) acc[i] = acc[i] * correction + weight * load_float(vj + d);
+      if (d < dim) acc[i] = acc[i] * correction + weight * (load_float(vj + d) + v_add[i]);
     }
     row_max = new_max;
   }
 
-  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + row * p.out_seq_stride +
+  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + (q_row0 + row) * p.out_seq_stride +
            h * p.out_head_stride;
   const float inv_sum = row_sum > 0.f ? 1.f / row_sum : 0.f;
 #pragma unroll
@@ -105,7 +125,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
     if (d < dim) out[d] = store_float<T>(acc[i] * inv_sum);
   }
   if (lane == 0) {
-    p.lse[(b * p.heads_q + h) * p.seqlen_q + row] =
+    p.lse[lse_offset(p, b, h) + row] =
         row_sum > 0.f ? row_max + logf(row_sum) : -INFINITY;
   }
 }

@@ -27,21 +27,22 @@ struct Rows {
   int64_t stride;  // elements between consecutive rows
 };
 
+// `bias` (null for none) is added to every element, so biased inputs always take the copy.
 template <typename T>
-Rows load_rows(const T* src, int64_t src_stride, int64_t rows, int64_t dim, float* buffer) {
+Rows load_rows(const T* src, int64_t src_stride, int64_t rows, int64_t dim, const T* bias,
+               float* buffer) {
   if constexpr (std::is_same_v<T, float>) {
-    (void)rows;
-    (void)dim;
-    (void)buffer;
-    return {src, src_stride};
-  } else {
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = src + r * src_stride;
-      float* dst = buffer + r * dim;
-      for (int64_t d = 0; d < dim; ++d) dst[d] = to_float(row[d]);
-    }
-    return {buffer, dim};
+    if (bias == nullptr) return {src, src_stride};
   }
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = src + r * src_stride;
+    float* dst = buffer + r * dim;
+    for (int64_t d = 0; d < dim; ++d) dst[d] = to_float(row[d]);
+    if (bias != nullptr) {
+      for (int64_t d = 0; d < dim; ++d) dst[d] += to_float(bias[d]);
+    }
+  }
+  return {buffer, dim};
 }
 
 // s[r][c] = q[r] . k[c] for one tile. Cloned for AVX2+FMA so the dot products vectorise where
@@ -86,25 +87,40 @@ struct Workspace {
 template <typename T>
 void attend_tile(const FlashParams& p, int64_t b, int64_t h, int64_t m0, Workspace& ws) {
   const int64_t dim = p.head_dim;
-  const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
+  const int64_t k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
+  const int64_t seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - q_row0 : p.seqlen_q;
+  if (m0 >= seqlen_q) return;  // varlen: this sequence is shorter than the longest
+  const int64_t rows = std::min(kBlockM, seqlen_q - m0);
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
-  const int64_t kv_len = p.kv_lens ? p.kv_lens[b] : p.seqlen_k;
+  const int64_t kv_len = varlen ? p.cu_seqlens_k[b + 1] - k_row0
+                                : (p.kv_lens ? p.kv_lens[b] : p.seqlen_k);
   // Query row i sees keys j <= i + diagonal (bottom-right aligned causal mask).
-  const int64_t diagonal = kv_len - p.seqlen_q;
+  const int64_t diagonal = kv_len - seqlen_q;
 
   // Keys this tile needs at all: the causal limit of its last row.
   int64_t key_end = kv_len;
   if (p.causal) key_end = std::clamp<int64_t>(m0 + rows - 1 + diagonal + 1, 0, kv_len);
 
-  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + q_row0 * p.q_seq_stride +
+               h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + k_row0 * p.k_seq_stride +
+               h_kv * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + k_row0 * p.v_seq_stride +
+               h_kv * p.v_head_stride;
+  const T* q_bias = p.q_bias ? static_cast<const T*>(p.q_bias) + h * dim : nullptr;
+  const T* k_bias = p.k_bias ? static_cast<const T*>(p.k_bias) + h_kv * dim : nullptr;
+  const T* v_bias = p.v_bias ? static_cast<const T*>(p.v_bias) + h_kv * dim : nullptr;
 
   // The scale is folded into the query once instead of into every score.
   float* q_tile = ws.q.data();
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = q + (m0 + r) * p.q_seq_stride;
-    for (int64_t d = 0; d < dim; ++d) q_tile[r * dim + d] = to_float(row[d]) * p.scale;
+    for (int64_t d = 0; d < dim; ++d) {
+      const float bias = q_bias ? to_float(q_bias[d]) : 0.f;
+      q_tile[r * dim + d] = (to_float(row[d]) + bias) * p.scale;
+    }
   }
   float* acc = ws.acc.data();
   float* row_max = ws.row_max.data();
@@ -116,8 +132,10 @@ void attend_tile(const FlashParams& p, int64_t b, int64_t h, int64_t m0, Workspa
   float* s = ws.s.data();
   for (int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
-    Rows k_rows = load_rows(k + n0 * p.k_seq_stride, p.k_seq_stride, cols, dim, ws.k.data());
-    Rows v_rows = load_rows(v + n0 * p.v_seq_stride, p.v_seq_stride, cols, dim, ws.v.data());
+    Rows k_rows =
+        load_rows(k + n0 * p.k_seq_stride, p.k_seq_stride, cols, dim, k_bias, ws.k.data());
+    Rows v_rows =
+        load_rows(v + n0 * p.v_seq_stride, p.v_seq_stride, cols, dim, v_bias, ws.v.data());
     tile_scores(q_tile, rows, k_rows, cols, dim, s);
 
     for (int64_t r = 0; r < rows; ++r) {
@@ -153,8 +171,9 @@ void attend_tile(const FlashParams& p, int64_t b, int64_t h, int64_t m0, Workspa
   }
 
   // The division by the softmax sum is deferred to here, once per row.
-  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + h * p.out_head_stride;
-  float* lse = p.lse + (b * p.heads_q + h) * p.seqlen_q;
+  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + q_row0 * p.out_seq_stride +
+           h * p.out_head_stride;
+  float* lse = p.lse + lse_offset(p, b, h);
   for (int64_t r = 0; r < rows; ++r) {
     T* out_row = out + (m0 + r) * p.out_seq_stride;
     const float* ar = acc + r * dim;

@@ -13,6 +13,7 @@ namespace djl_attn::flash {
 namespace {
 
 constexpr const char* kOp = "flash_attention";
+constexpr const char* kVarlenOp = "flash_attention_varlen";
 
 ElementType element_type(DType dtype) {
   switch (dtype) {
@@ -20,6 +21,19 @@ ElementType element_type(DType dtype) {
     case DType::kBFloat16: return ElementType::kBFloat16;
     default: return ElementType::kFloat32;  // checked to be float32 before
   }
+}
+
+// Reads `count` int32 values of a tensor that may live on the device.
+std::vector<int32_t> read_int32(const Tensor& t, int64_t count, const FlashBackend& backend) {
+  std::vector<int32_t> values(count);
+  if (count == 0) return values;
+  if (backend.copy_to_host != nullptr) {
+    backend.copy_to_host(values.data(), t.data(), values.size() * sizeof(int32_t));
+  } else {
+    const int32_t* src = t.data_as<int32_t>();
+    values.assign(src, src + count);
+  }
+  return values;
 }
 
 void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
@@ -31,20 +45,79 @@ void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
   check_same_device(kv_lens, name, q, {kOp, "q"});
   check_contiguous(kv_lens, name);
   const int64_t batch = kv_lens.size(0);
-  if (batch == 0) return;
-  std::vector<int32_t> values(batch);
-  if (backend.copy_to_host != nullptr) {
-    backend.copy_to_host(values.data(), kv_lens.data(), values.size() * sizeof(int32_t));
-  } else {
-    const int32_t* src = kv_lens.data_as<int32_t>();
-    values.assign(src, src + batch);
-  }
+  const std::vector<int32_t> values = read_int32(kv_lens, batch, backend);
   for (int64_t b = 0; b < batch; ++b) {
     if (values[b] < 0 || values[b] > seqlen_k) {
       fail_invalid(name.prefix(), ": expected values in [0, Sk = ", seqlen_k, "], got ", values[b],
                    " at index ", b);
     }
   }
+}
+
+// The rules q, k and v share in both layouts: heads, head dim, dtype, device, last dim
+// contiguous. `dim_axis` and `head_axis` locate D and H (3 and 2 batched, 2 and 1 varlen).
+void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int head_axis,
+               int dim_axis) {
+  const ArgName q_name{op, "q"}, k_name{op, "k"}, v_name{op, "v"};
+  const int64_t heads_q = q.size(head_axis), dim = q.size(dim_axis);
+  const int64_t heads_kv = k.size(head_axis);
+  check_size(k, k_name, dim_axis, "D", dim, "the head dim of q");
+  check_size(v, v_name, head_axis - 1, head_axis == 2 ? "Sk" : "total_k", k.size(head_axis - 1),
+             "the sequence length of k");
+  check_size(v, v_name, head_axis, "Hkv", heads_kv, "the heads of k");
+  check_size(v, v_name, dim_axis, "D", dim, "the head dim of q");
+  if (heads_kv < 1 || heads_q % heads_kv != 0) {
+    fail_invalid(op, ": k: expected a number of heads Hkv >= 1 that divides the query heads Hq = ",
+                 heads_q, ", got Hkv = ", heads_kv);
+  }
+  if (dim < 1 || dim > kMaxHeadDim) {
+    fail_invalid(q_name.prefix(), ": expected a head dim D in [1, ", kMaxHeadDim, "], got ", dim);
+  }
+  check_dtype_in(q, q_name, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_same_dtype(k, k_name, q, q_name);
+  check_same_dtype(v, v_name, q, q_name);
+  check_supported_device(q, q_name);
+  check_same_device(k, k_name, q, q_name);
+  check_same_device(v, v_name, q, q_name);
+  check_last_dim_contiguous(q, q_name);
+  check_last_dim_contiguous(k, k_name);
+  check_last_dim_contiguous(v, v_name);
+}
+
+// cu_seqlens: int32 [B + 1] on q's device, starting at 0, non-decreasing, ending at `total`,
+// with no length above `max_seqlen`. Returns the host copy.
+std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const Tensor& q,
+                                      int64_t batch_plus_one, int64_t total, int64_t max_seqlen,
+                                      const char* total_name, const char* max_name,
+                                      const FlashBackend& backend) {
+  const ArgName name{kVarlenOp, arg};
+  check_dim(cu, name, 1, "[B + 1]");
+  if (batch_plus_one >= 0) {
+    check_size(cu, name, 0, "B + 1", batch_plus_one, "the size of cu_seqlens_q");
+  } else if (cu.size(0) < 1) {
+    fail_invalid(name.prefix(), ": expected at least 1 element [B + 1], got 0");
+  }
+  check_dtype(cu, name, DType::kInt32);
+  check_same_device(cu, name, q, {kVarlenOp, "q"});
+  check_contiguous(cu, name);
+  std::vector<int32_t> values = read_int32(cu, cu.size(0), backend);
+  if (values[0] != 0) fail_invalid(name.prefix(), ": expected 0 at index 0, got ", values[0]);
+  for (size_t b = 1; b < values.size(); ++b) {
+    const int64_t len = static_cast<int64_t>(values[b]) - values[b - 1];
+    if (len < 0) {
+      fail_invalid(name.prefix(), ": expected non-decreasing values, got ", values[b],
+                   " after ", values[b - 1], " at index ", b);
+    }
+    if (len > max_seqlen) {
+      fail_invalid(name.prefix(), ": expected sequence lengths <= ", max_name, " = ", max_seqlen,
+                   ", got ", len, " for sequence ", b - 1);
+    }
+  }
+  if (values.back() != total) {
+    fail_invalid(name.prefix(), ": expected a last value equal to ", total_name, " = ", total,
+                 ", got ", values.back());
+  }
+  return values;
 }
 
 }  // namespace
@@ -65,27 +138,8 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   const int64_t batch = q.size(0), seqlen_q = q.size(1), heads_q = q.size(2), dim = q.size(3);
   const int64_t seqlen_k = k.size(1), heads_kv = k.size(2);
   check_size(k, k_name, 0, "B", batch, "the batch of q");
-  check_size(k, k_name, 3, "D", dim, "the head dim of q");
   check_size(v, v_name, 0, "B", batch, "the batch of q");
-  check_size(v, v_name, 1, "Sk", seqlen_k, "the sequence length of k");
-  check_size(v, v_name, 2, "Hkv", heads_kv, "the heads of k");
-  check_size(v, v_name, 3, "D", dim, "the head dim of q");
-  if (heads_kv < 1 || heads_q % heads_kv != 0) {
-    fail_invalid(kOp, ": k: expected a number of heads Hkv >= 1 that divides the query heads Hq = ",
-                 heads_q, ", got Hkv = ", heads_kv);
-  }
-  if (dim < 1 || dim > kMaxHeadDim) {
-    fail_invalid(q_name.prefix(), ": expected a head dim D in [1, ", kMaxHeadDim, "], got ", dim);
-  }
-  check_dtype_in(q, q_name, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
-  check_same_dtype(k, k_name, q, q_name);
-  check_same_dtype(v, v_name, q, q_name);
-  check_supported_device(q, q_name);
-  check_same_device(k, k_name, q, q_name);
-  check_same_device(v, v_name, q, q_name);
-  check_last_dim_contiguous(q, q_name);
-  check_last_dim_contiguous(k, k_name);
-  check_last_dim_contiguous(v, v_name);
+  check_qkv(kOp, q, k, v, 2, 3);
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
   if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
 
@@ -110,6 +164,76 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
     p.batch = batch;
     p.seqlen_q = seqlen_q;
     p.seqlen_k = seqlen_k;
+    p.heads_q = heads_q;
+    p.heads_kv = heads_kv;
+    p.head_dim = dim;
+    p.scale = static_cast<float>(scale);
+    p.causal = causal;
+    p.dtype = element_type(q.dtype());
+    backend.launch(p);
+  }
+
+  put_tensor(stack, 0, std::move(out));
+  put_tensor(stack, 1, std::move(lse));
+}
+
+void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend& backend) {
+  Tensor q = take_tensor(stack, 0);
+  Tensor k = take_tensor(stack, 1);
+  Tensor v = take_tensor(stack, 2);
+  Tensor cu_seqlens_q = take_tensor(stack, 3);
+  Tensor cu_seqlens_k = take_tensor(stack, 4);
+  const int64_t max_seqlen_q = read_int(stack, 5);
+  const int64_t max_seqlen_k = read_int(stack, 6);
+  const double scale = read_float(stack, 7);
+  const bool causal = read_bool(stack, 8);
+
+  const ArgName q_name{kVarlenOp, "q"}, k_name{kVarlenOp, "k"}, v_name{kVarlenOp, "v"};
+  check_dim(q, q_name, 3, "[total_q, Hq, D]");
+  check_dim(k, k_name, 3, "[total_k, Hkv, D]");
+  check_dim(v, v_name, 3, "[total_k, Hkv, D]");
+  check_qkv(kVarlenOp, q, k, v, 1, 2);
+  const int64_t total_q = q.size(0), heads_q = q.size(1), dim = q.size(2);
+  const int64_t total_k = k.size(0), heads_kv = k.size(1);
+  if (max_seqlen_q < 0 || max_seqlen_q > total_q) {
+    fail_invalid(kVarlenOp, ": max_seqlen_q: expected a value in [0, total_q = ", total_q,
+                 "], got ", max_seqlen_q);
+  }
+  if (max_seqlen_k < 0 || max_seqlen_k > total_k) {
+    fail_invalid(kVarlenOp, ": max_seqlen_k: expected a value in [0, total_k = ", total_k,
+                 "], got ", max_seqlen_k);
+  }
+  if (!std::isfinite(scale)) fail_invalid(kVarlenOp, ": scale: expected a finite value, got ", scale);
+  check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q, -1, total_q, max_seqlen_q, "total_q",
+                   "max_seqlen_q", backend);
+  const int64_t batch = cu_seqlens_q.size(0) - 1;
+  check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q, batch + 1, total_k, max_seqlen_k, "total_k",
+                   "max_seqlen_k", backend);
+
+  const Device device = q.device();
+  Tensor out = Tensor::empty({total_q, heads_q, dim}, q.dtype(), device);
+  // [Hq, total_q], FlashAttention's varlen layout: each head's rows are contiguous.
+  Tensor lse = Tensor::empty({heads_q, total_q}, DType::kFloat32, device);
+
+  if (batch > 0 && total_q > 0 && heads_q > 0) {
+    FlashParams p{};
+    p.q = q.data();
+    p.k = k.data();
+    p.v = v.data();
+    p.out = out.data();
+    p.lse = lse.data_as<float>();
+    p.lse_batch_stride = 0;
+    p.lse_head_stride = total_q;
+    p.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
+    p.cu_seqlens_k = cu_seqlens_k.data_as<int32_t>();
+    p.q_seq_stride = q.stride(0), p.q_head_stride = q.stride(1);
+    p.k_seq_stride = k.stride(0), p.k_head_stride = k.stride(1);
+    p.v_seq_stride = v.stride(0), p.v_head_stride = v.stride(1);
+    p.out_seq_stride = heads_q * dim;
+    p.out_head_stride = dim;
+    p.batch = batch;
+    p.seqlen_q = max_seqlen_q;
+    p.seqlen_k = max_seqlen_k;
     p.heads_q = heads_q;
     p.heads_kv = heads_kv;
     p.head_dim = dim;

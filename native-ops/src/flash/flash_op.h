@@ -22,4 +22,9 @@ struct FlashBackend {
 //     -> (Tensor out, Tensor lse)
 void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backend);
 
+// flash_attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q,
+//     Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal)
+//     -> (Tensor out [total_q, Hq, D], Tensor lse [Hq, total_q] float32)
+void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend& backend);
+
 }  // namespace djl_attn::flash

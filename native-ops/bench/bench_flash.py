@@ -1,0 +1,259 @@
+"""Throughput of djl_attn.flash_attention against torch's scaled_dot_product_attention backends.
+
+One run, the same inputs for every kernel: prefill TFLOP/s (fp16/bf16, D 64/128, S 512..16k,
+causal and not, total tokens fixed so that batch * heads fills the GPU) for our kernel and for
+SDPA's flash, cuDNN, memory-efficient and math backends; decode (Sq = 1) latency and K/V read
+bandwidth with a device-to-device copy as the bandwidth reference.
+
+    python3 bench/bench_flash.py --device cuda --out flash.md
+
+Layouts: ours takes q/k/v [B, S, H, D]; SDPA gets transposed views [B, H, S, D] of the same
+tensors. FLOPs = 4 * B * H * Sq * Sk * D, halved for causal. Times are medians of CUDA-event
+timings after warm-up, each call after an L2 flush.
+"""
+
+import argparse
+import datetime
+import os
+import pathlib
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
+
+
+def load_libraries():
+    """Loads libdjl_attn.so and libdjl_attn_cuda.so from $DJL_ATTN_LIB_DIR or native-ops/build."""
+    for d in (os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build"):
+        if d and (pathlib.Path(d) / "libdjl_attn.so").is_file():
+            torch.ops.load_library(str(pathlib.Path(d) / "libdjl_attn.so"))
+            if torch.cuda.is_available():
+                torch.ops.load_library(str(pathlib.Path(d) / "libdjl_attn_cuda.so"))
+            return
+    sys.exit("bench_flash: libdjl_attn.so not found: build native-ops first")
+
+try:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    BACKENDS = [
+        ("flash", SDPBackend.FLASH_ATTENTION),
+        ("cudnn", SDPBackend.CUDNN_ATTENTION),
+        ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+        ("math", SDPBackend.MATH),
+    ]
+except ImportError:  # torch without torch.nn.attention: SDPA columns read n/a
+    BACKENDS = []
+
+flash = None  # torch.ops.djl_attn.flash_attention, once the libraries are loaded
+TOTAL_TOKENS = 16384
+HIDDEN = 2048  # heads * head dim
+# The math backend materialises B * H * S * S scores several times over: above this length it
+# takes seconds per call and tens of GiB, so it is skipped (n/a) there.
+MATH_MAX_S = 2048
+
+
+_L2_FLUSH = None
+
+
+def bench(fn, min_reps=5, max_reps=50, budget_s=0.15):
+    """Median milliseconds of fn() over CUDA events, after warm-up.
+
+    Before each timed call a 256 MiB buffer is overwritten: that evicts the inputs from L2 (so
+    decode reads K/V from memory, not from the previous call's cache) and keeps the GPU busy
+    while the host enqueues the call, so that launch overhead stays outside the events.
+    """
+    global _L2_FLUSH
+    if _L2_FLUSH is None:
+        _L2_FLUSH = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    spent = 0.0
+    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s * 1e3):
+        _L2_FLUSH.fill_(1.0)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        t = start.elapsed_time(end)
+        times.append(t)
+        spent += t
+    return statistics.median(times)
+
+
+def sdpa_fn(backend, q, k, v, causal, enable_gqa=False):
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def run():
+        with sdpa_kernel(backend):
+            kwargs = {"enable_gqa": True} if enable_gqa else {}
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **kwargs)
+
+    return run
+
+
+def try_time(fn):
+    try:
+        fn()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return None  # backend not available for this shape, dtype or GPU
+    return bench(fn)
+
+
+def copy_bandwidth(device):
+    """GB/s of a 1 GiB device-to-device copy, counting bytes read plus bytes written."""
+    src = torch.randn(1 << 28, device=device)  # 1 GiB of float32
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src))
+    return 2 * src.numel() * 4 / (ms * 1e-3) / 1e9
+
+
+def prefill_rows(device, log):
+    rows = []
+    for dtype in (torch.float16, torch.bfloat16):
+        for dim in (64, 128):
+            heads = HIDDEN // dim
+            for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
+                batch = TOTAL_TOKENS // seqlen
+                shape = (batch, seqlen, heads, dim)
+                q = torch.randn(shape, dtype=dtype, device=device)
+                k = torch.randn(shape, dtype=dtype, device=device)
+                v = torch.randn(shape, dtype=dtype, device=device)
+                scale = dim ** -0.5
+                for causal in (False, True):
+                    flops = 4 * batch * heads * seqlen * seqlen * dim / (2 if causal else 1)
+                    ours_out = flash(q, k, v, None, scale, causal)[0]
+                    ms = bench(lambda: flash(q, k, v, None, scale, causal))
+                    row = {"dtype": str(dtype).split(".")[1], "D": dim, "S": seqlen, "causal": causal,
+                           "B": batch, "H": heads, "ours": flops / ms / 1e9}
+                    diff = None
+                    for name, backend in BACKENDS:
+                        if name == "math" and seqlen > MATH_MAX_S:
+                            row[name] = None
+                            continue
+                        fn = sdpa_fn(backend, q, k, v, causal)
+                        t = try_time(fn)
+                        row[name] = None if t is None else flops / t / 1e9
+                        if t is not None and diff is None:
+                            diff = (fn().transpose(1, 2).float() - ours_out.float()).abs().max().item()
+                    row["maxdiff"] = diff
+                    rows.append(row)
+                    log(row)
+                del q, k, v
+    return rows
+
+
+def decode_rows(device, log, copy_gbs):
+    rows = []
+    heads_q, heads_kv, dim = 32, 8, 128
+    for dtype in (torch.float16,):
+        for batch in (1, 32):
+            for seqlen_k in (1024, 8192, 32768):
+                q = torch.randn(batch, 1, heads_q, dim, dtype=dtype, device=device)
+                k = torch.randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=device)
+                v = torch.randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=device)
+                kv_bytes = 2 * k.numel() * k.element_size()
+                scale = dim ** -0.5
+                ms = bench(lambda: flash(q, k, v, None, scale, False))
+                row = {"dtype": str(dtype).split(".")[1], "B": batch, "Sk": seqlen_k, "us": ms * 1e3,
+                       "GB/s": kv_bytes / (ms * 1e-3) / 1e9}
+                row["of_copy"] = row["GB/s"] / copy_gbs
+                for name, backend in BACKENDS:
+                    if name == "math":
+                        continue
+                    t = try_time(sdpa_fn(backend, q, k, v, False, enable_gqa=True))
+                    row[name + "_us"] = None if t is None else t * 1e3
+                rows.append(row)
+                log(row)
+                del q, k, v
+    return rows
+
+
+def fmt(x, spec="%.0f"):
+    return "n/a" if x is None else spec % x
+
+
+def markdown(device_name, copy_gbs, prefill, decode):
+    names = [n for n, _ in BACKENDS]
+    lines = [
+        "### flash_attention vs torch SDPA (%s, torch %s, %s)"
+        % (device_name, torch.__version__, datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")),
+        "",
+        "Prefill, TFLOP/s (4·B·H·S²·D, halved for causal), %d tokens per batch, H·D = %d. "
+        "math is skipped (n/a) above S = %d. maxdiff: largest |ours - SDPA| over the output."
+        % (TOTAL_TOKENS, HIDDEN, MATH_MAX_S),
+        "",
+        "| dtype | D | S | causal | B×H | ours | " + " | ".join(names) + " | ours/flash | ours/best | maxdiff |",
+        "|" + "---|" * (9 + len(names)),
+    ]
+    for r in prefill:
+        others = [r[n] for n in names if r.get(n) is not None]
+        best = max(others) if others else None
+        lines.append(
+            "| %s | %d | %d | %s | %d×%d | %s | %s | %s | %s | %s |" % (
+                r["dtype"], r["D"], r["S"], "yes" if r["causal"] else "no", r["B"], r["H"], fmt(r["ours"]),
+                " | ".join(fmt(r[n]) for n in names),
+                fmt(r["ours"] / r["flash"] if r.get("flash") else None, "%.2f"),
+                fmt(r["ours"] / best if best else None, "%.2f"),
+                fmt(r["maxdiff"], "%.1e"),
+            )
+        )
+    sdpa_names = [n for n in names if n != "math"]
+    lines += [
+        "",
+        "Decode (Sq = 1, Hq = 32, Hkv = 8, D = 128): microseconds, K/V bytes read per second, and that "
+        "rate as a fraction of a 1 GiB device-to-device copy (%.0f GB/s, read + write). SDPA with "
+        "enable_gqa, microseconds." % copy_gbs,
+        "",
+        "| dtype | B | Sk | ours µs | GB/s | of copy | " + " | ".join(n + " µs" for n in sdpa_names) + " |",
+        "|" + "---|" * (6 + len(sdpa_names)),
+    ]
+    for r in decode:
+        lines.append(
+            "| %s | %d | %d | %s | %s | %s | %s |" % (
+                r["dtype"], r["B"], r["Sk"], fmt(r["us"], "%.1f"), fmt(r["GB/s"]), fmt(r["of_copy"], "%.2f"),
+                " | ".join(fmt(r[n + "_us"], "%.1f") for n in sdpa_names),
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--out", default=None, help="write the markdown table here")
+    args = parser.parse_args()
+    if args.device != "cuda" or not torch.cuda.is_available():
+        print("bench_flash: needs a CUDA device; nothing to measure")
+        return
+    load_libraries()
+    global flash
+    flash = torch.ops.djl_attn.flash_attention
+    device = torch.device(args.device)
+    props = torch.cuda.get_device_properties(device)
+    name = "%s, %d SMs" % (props.name, props.multi_processor_count)
+    print("device:", name, flush=True)
+
+    def log(row):
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+
+    copy_gbs = copy_bandwidth(device)
+    print("device-to-device copy: %.0f GB/s (read + write)" % copy_gbs, flush=True)
+    decode = decode_rows(device, log, copy_gbs)
+    prefill = prefill_rows(device, log)
+    table = markdown(name, copy_gbs, prefill, decode)
+    print()
+    print(table)
+    if args.out:
+        pathlib.Path(args.out).write_text(table)
+
+
+if __name__ == "__main__":
+    main()
