@@ -1,0 +1,237 @@
+"""One BERT encoder layer: the fused djl_attn operator sequence against the eager op sequence of
+stock DJL, same weights and inputs, in one run.
+
+    python3 bench/bench_bert.py --device cuda --out bert.md            # fp16, 32x128 and 8x512
+    python3 bench/bench_bert.py --device cpu --out bert-cpu.md         # float32
+
+Fused (4 GEMMs + 4 fused kernels, no transpose): QKV GEMM (torch.mm, one [3*hidden, hidden]
+weight) -> bert_attention (QKV bias, head split, padding mask, attention, head merge) ->
+output GEMM -> add_bias_residual_layernorm -> FFN GEMM 1 -> add_bias_gelu -> FFN GEMM 2 ->
+add_bias_residual_layernorm.
+
+Eager (what stock DJL issues): three Q/K/V linear layers, reshape and transpose to heads, matmul,
+scale, mask add (-100000 offset), softmax, matmul, transpose back, output linear, residual add,
+LayerNorm, linear, GELU (erf), linear, residual add, LayerNorm.
+
+Times are medians after warm-up (CUDA events on the GPU, perf_counter on the CPU), eager and
+fused runs alternating. The fused output is checked against the eager one before timing.
+"""
+
+import argparse
+import datetime
+import math
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
+HIDDEN, HEADS, INTERMEDIATE, EPS = 768, 12, 3072, 1e-12
+
+
+def load_libraries(device):
+    """Loads libdjl_attn.so (and libdjl_attn_cuda.so for --device cuda)."""
+    for d in (os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build"):
+        if d and (pathlib.Path(d) / "libdjl_attn.so").is_file():
+            torch.ops.load_library(str(pathlib.Path(d) / "libdjl_attn.so"))
+            if device == "cuda":
+                torch.ops.load_library(str(pathlib.Path(d) / "libdjl_attn_cuda.so"))
+            return
+    sys.exit("bench_bert: libdjl_attn.so not found: set DJL_ATTN_LIB_DIR or build native-ops")
+
+
+def make_weights(dtype, device):
+    """Stock-layout weights ([out, in], as DJL's Linear holds them) and their fused forms."""
+    g = torch.Generator().manual_seed(0)
+
+    def rand(*shape, std):
+        return (torch.randn(*shape, generator=g) * std).to(dtype=dtype, device=device)
+
+    w = {}
+    for name in ("q", "k", "v", "o"):
+        w["w" + name] = rand(HIDDEN, HIDDEN, std=1 / math.sqrt(HIDDEN))
+        w["b" + name] = rand(HIDDEN, std=0.1)
+    w["w1"], w["b1"] = rand(INTERMEDIATE, HIDDEN, std=1 / math.sqrt(HIDDEN)), rand(INTERMEDIATE, std=0.1)
+    w["w2"], w["b2"] = rand(HIDDEN, INTERMEDIATE, std=1 / math.sqrt(INTERMEDIATE)), rand(HIDDEN, std=0.1)
+    for n in ("1", "2"):
+        w["gamma" + n] = (1 + rand(HIDDEN, std=0.1)).contiguous()
+        w["beta" + n] = rand(HIDDEN, std=0.1)
+    # Fused forms, made once at load time by the Java block: one QKV weight, [in, out] layouts
+    # so that every GEMM is a plain mm.
+    w["wqkv_t"] = torch.cat([w["wq"], w["wk"], w["wv"]]).t().contiguous()
+    w["bqkv"] = torch.cat([w["bq"], w["bk"], w["bv"]]).contiguous()
+    for name in ("o", "1", "2"):
+        w["w%s_t" % name] = w["w" + name].t().contiguous()
+    return w
+
+
+def eager_layer(x, mask_offset, w):
+    """Stock DJL's op sequence. x [B, S, C]; mask_offset [B, 1, 1, S] (0 or -100000)."""
+    batch, seqlen, _ = x.shape
+    dim = HIDDEN // HEADS
+
+    def heads(t):
+        return t.reshape(batch, seqlen, HEADS, dim).transpose(1, 2)
+
+    q = heads(F.linear(x, w["wq"], w["bq"]))
+    k = heads(F.linear(x, w["wk"], w["bk"]))
+    v = heads(F.linear(x, w["wv"], w["bv"]))
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    scores = scores * (1.0 / math.sqrt(dim))
+    scores = scores + mask_offset
+    probs = torch.softmax(scores, dim=-1)
+    ctx = torch.matmul(probs, v).transpose(1, 2).reshape(batch, seqlen, HIDDEN)
+    h = F.linear(ctx, w["wo"], w["bo"])
+    h = h + x
+    h = F.layer_norm(h, (HIDDEN,), w["gamma1"], w["beta1"], EPS)
+    f = F.linear(h, w["w1"], w["b1"])
+    f = F.gelu(f)
+    f = F.linear(f, w["w2"], w["b2"])
+    y = f + h
+    return F.layer_norm(y, (HIDDEN,), w["gamma2"], w["beta2"], EPS)
+
+
+def fused_layer(x, kv_lens, w):
+    """4 GEMMs and 4 djl_attn kernels."""
+    ops = torch.ops.djl_attn
+    batch, seqlen, _ = x.shape
+    x2 = x.reshape(batch * seqlen, HIDDEN)
+    qkv = torch.mm(x2, w["wqkv_t"]).view(batch, seqlen, 3 * HIDDEN)
+    ctx = ops.bert_attention(qkv, w["bqkv"], kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
+    o = torch.mm(ctx.view(batch * seqlen, HIDDEN), w["wo_t"])
+    h = ops.add_bias_residual_layernorm(o, w["bo"], x2, w["gamma1"], w["beta1"], EPS)
+    f = ops.add_bias_gelu(torch.mm(h, w["w1_t"]), w["b1"], False)
+    f = torch.mm(f, w["w2_t"])
+    y = ops.add_bias_residual_layernorm(f, w["b2"], h, w["gamma2"], w["beta2"], EPS)
+    return y.view(batch, seqlen, HIDDEN)
+
+
+def eager_attention(x, mask_offset, w):
+    """The attention half of the eager layer, up to the merged heads."""
+    batch, seqlen, _ = x.shape
+    dim = HIDDEN // HEADS
+    q, k, v = (F.linear(x, w["w" + n], w["b" + n]).reshape(batch, seqlen, HEADS, dim).transpose(1, 2)
+               for n in "qkv")
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(dim)) + mask_offset
+    return torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2).reshape(batch, seqlen, HIDDEN)
+
+
+def fused_attention(x, kv_lens, w):
+    batch, seqlen, _ = x.shape
+    qkv = torch.mm(x.reshape(batch * seqlen, HIDDEN), w["wqkv_t"]).view(batch, seqlen, 3 * HIDDEN)
+    return torch.ops.djl_attn.bert_attention(qkv, w["bqkv"], kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
+
+
+def median_ms(fns, device, reps, warmup):
+    """Median milliseconds of each fn, the fns run in alternation so that a shared machine's
+    load changes hit all of them alike."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    if device == "cuda":
+        torch.cuda.synchronize()
+    for _ in range(reps):
+        for fn, out in zip(fns, times):
+            if device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                out.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                out.append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in times]
+
+
+def device_name(device):
+    if device == "cuda":
+        return torch.cuda.get_device_name(0)
+    name = "cpu"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    # The CPU may be shared: the load average says how much to trust the numbers.
+    return "%s, %d threads, load average %.1f" % (name, torch.get_num_threads(), os.getloadavg()[0])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--out", required=True, help="markdown table to write")
+    parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None,
+                        help="default: float16 on cuda, float32 on cpu")
+    parser.add_argument("--configs", default=None,
+                        help="comma-separated BATCHxSEQ (default 32x128,8x512; cpu 8x128,2x512)")
+    parser.add_argument("--reps", type=int, default=None, help="timed runs per measurement")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench_bert: --device cuda but torch sees no GPU")
+    load_libraries(args.device)
+    dtype = getattr(torch, args.dtype or ("float16" if args.device == "cuda" else "float32"))
+    configs = args.configs or ("32x128,8x512" if args.device == "cuda" else "8x128,2x512")
+    configs = [tuple(int(v) for v in c.split("x")) for c in configs.split(",")]
+    reps = args.reps or (30 if args.device == "cuda" else 5)
+    warmup = 5 if args.device == "cuda" else 2
+    dev = device_name(args.device)
+    print("bench_bert: %s, %s, torch %s" % (dev, dtype, torch.__version__), flush=True)
+
+    w = make_weights(dtype, args.device)
+    rows = []
+    torch.manual_seed(1)
+    with torch.inference_mode():
+        for batch, seqlen in configs:
+            x = torch.randn(batch, seqlen, HIDDEN, dtype=dtype, device=args.device)
+            kv_lens = torch.full((batch,), seqlen, dtype=torch.int32, device=args.device)
+            mask_offset = torch.zeros(batch, 1, 1, seqlen, dtype=dtype, device=args.device)
+            diff = (fused_layer(x, kv_lens, w).float() - eager_layer(x, mask_offset, w).float()).abs().max().item()
+            # LayerNorm outputs are O(1): the two sequences round differently, nothing more.
+            limit = {torch.float32: 1e-3, torch.float16: 1e-1, torch.bfloat16: 2.5e-1}[dtype]
+            if not diff <= limit:
+                sys.exit("bench_bert: fused and eager layers differ by %g at %dx%d" % (diff, batch, seqlen))
+            measures = [
+                ("layer", lambda: eager_layer(x, mask_offset, w), lambda: fused_layer(x, kv_lens, w)),
+                ("attention", lambda: eager_attention(x, mask_offset, w),
+                 lambda: fused_attention(x, kv_lens, w)),
+            ]
+            for what, eager_fn, fused_fn in measures:
+                eager_ms, fused_ms = median_ms([eager_fn, fused_fn], args.device, reps, warmup)
+                tokens = batch * seqlen
+                rows.append((what, batch, seqlen, eager_ms, fused_ms, eager_ms / fused_ms,
+                             tokens / fused_ms * 1e3, diff))
+                print("%-9s B=%-3d S=%-4d eager %8.3f ms  fused %8.3f ms  x%.2f" %
+                      (what, batch, seqlen, eager_ms, fused_ms, eager_ms / fused_ms), flush=True)
+
+    lines = [
+        "### BERT-base layer: fused djl_attn sequence vs stock DJL's eager ops",
+        "",
+        "%s, %s, torch %s, %s. hidden %d, %d heads, intermediate %d; no padding (kv_lens = S). "
+        "Median of %d runs after warm-up. `python3 bench/bench_bert.py --device %s --dtype %s "
+        "--configs %s --reps %d`" % (
+            dev, str(dtype).replace("torch.", ""), torch.__version__,
+            datetime.date.today().isoformat(), HIDDEN, HEADS, INTERMEDIATE, reps, args.device,
+            str(dtype).replace("torch.", ""), ",".join("%dx%d" % c for c in configs), reps),
+        "",
+        "| part | batch | S | eager ms | fused ms | speed-up | fused tokens/s | max abs diff (layer) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for what, batch, seqlen, eager_ms, fused_ms, ratio, tps, diff in rows:
+        lines.append("| %s | %d | %d | %.3f | %.3f | %.2fx | %.0f | %.1e |" %
+                     (what, batch, seqlen, eager_ms, fused_ms, ratio, tps, diff))
+    pathlib.Path(args.out).write_text("\n".join(lines) + "\n")
+    print("wrote %s" % args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// add_bias_gelu and add_bias_residual_affine on CUDA: one read and one write of the activations,
+// a 16-byte vector per thread and step, the per-channel vectors read through L1/L2 (C elements
+// shared by every row).
+
+#include <cmath>
+
+#include "cuda/bert/bert_cuda.cuh"
+#include "cuda/bert/bert_dispatch.cuh"
+#include "cuda/bert/bert_vector.cuh"
+#include "cuda/common/cuda_check.h"
+
+namespace djl_attn::bert {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float gelu_erf(float v) {
+  return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+}
+
+__device__ __forceinline__ float gelu_tanh(float v) {
+  return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+}
+
+template <typename T, typename P, int N, Epilogue kEpilogue>
+__global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseParams p) {
+  const int64_t row_vecs = p.channels / N;
+  const int64_t total = p.rows * row_vecs;
+  // The channel of a vector is its index modulo the row; 32-bit division is several times
+  // cheaper than 64-bit and covers every tensor below 2^32 vectors.
+  const bool narrow = total <= 0xffffffffLL;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total;
+       i += step) {
+    const int64_t c =
+        N * (narrow ? static_cast<int64_t>(static_cast<uint32_t>(i) % static_cast<uint32_t>(row_vecs))
+                    : i % row_vecs);
+    float v[N];
+    load_floats<T, N>(static_cast<const T*>(p.x) + i * N, v);
+    if (p.bias != nullptr) {
+      float b[N];
+      load_floats<P, N>(static_cast<const P*>(p.bias) + c, b);
+#pragma unroll
+      for (int e = 0; e < N; ++e) v[e] += b[e];
+    }
+    if constexpr (kEpilogue == Epilogue::kAffine) {
+      float r[N], scale[N], shift[N];
+      load_floats<T, N>(static_cast<const T*>(p.residual) + i * N, r);
+      load_floats<P, N>(static_cast<const P*>(p.scale) + c, scale);
+      load_floats<P, N>(static_cast<const P*>(p.shift) + c, shift);
+#pragma unroll
+      for (int e = 0; e < N; ++e) v[e] = (v[e] + r[e]) * scale[e] + shift[e];
+    } else if constexpr (kEpilogue == Epilogue::kGeluErf) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) v[e] = gelu_erf(v[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < N; ++e) v[e] = gelu_tanh(v[e]);
+    }
+    store_floats<T, N>(static_cast<T*>(p.out) + i * N, v);
+  }
+}
+
+template <typename T, typename P, int N>
+void launch(const ElementwiseParams& p, cudaStream_t stream) {
+  const int64_t total = p.rows * (p.channels / N);
+  const unsigned blocks = grid_size((total + kThreads - 1) / kThreads);
+  switch (p.epilogue) {
+    case Epilogue::kGeluErf:
+      elementwise_kernel<T, P, N, Epilogue::kGeluErf><<<blocks, kThreads, 0, stream>>>(p);
+      break;
+    case Epilogue::kGeluTanh:
+      elementwise_kernel<T, P, N, Epilogue::kGeluTanh><<<blocks, kThreads, 0, stream>>>(p);
+      break;
+    case Epilogue::kAffine:
+      elementwise_kernel<T, P, N, Epilogue::kAffine><<<blocks, kThreads, 0, stream>>>(p);
+      break;
+    default:
+      fail_native("bert elementwise: unsupported epilogue ", static_cast<int>(p.epilogue));
+  }
+  DJL_ATTN_CUDA_CHECK_LAUNCH("elementwise_kernel");
+}
+
+template <typename T, typename P>
+void run_typed(const ElementwiseParams& p) {
+  constexpr int kVector = vector_width<T>();
+  const int device = pointer_device(p.x);
+  cuda::DeviceGuard guard(device);
+  cudaStream_t stream = cuda::current_stream(device);
+  const int64_t param_bytes = kVector * static_cast<int64_t>(sizeof(P));
+  const bool vectorised =
+      p.channels % kVector == 0 && aligned(p.x, 16) && aligned(p.out, 16) &&
+      (p.residual == nullptr || aligned(p.residual, 16)) &&
+      (p.bias == nullptr || aligned(p.bias, param_bytes)) &&
+      (p.scale == nullptr || aligned(p.scale, param_bytes)) &&
+      (p.shift == nullptr || aligned(p.shift, param_bytes));
+  if (vectorised) {
+    launch<T, P, kVector>(p, stream);
+  } else {
+    launch<T, P, 1>(p, stream);
+  }
+}
+
+}  // namespace
+
+void run_elementwise_cuda(const ElementwiseParams& params) {
+  DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype, "bert elementwise",
+                          [&] { run_typed<T, P>(params); });
+}
+
+}  // namespace djl_attn::bert
