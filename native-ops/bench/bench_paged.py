@@ -1,0 +1,258 @@
+"""Benchmark of djl_attn.paged_attention (decode) and reshape_and_cache.
+
+For batch in {1, 32, 128} and context in {1k, 4k, 16k} (Hq = 32, Hkv = 8, D = 128, float16,
+block size 16, every sequence's blocks shuffled over the pool) it measures, in one run:
+  - paged_attention under the launcher's choice (auto) and with each kernel forced through
+    DJL_ATTN_PAGED_KERNEL=v1|v2, as GB/s of K/V bytes read (num_seqs * ctx * Hkv * D * 2 bytes *
+    2 for K and V). "op" times the whole call: it includes the binding's validation, which
+    copies block_tables and context_lens to the host and waits for them; "kernel" is the
+    device time of the kernels alone (torch.profiler), what the memory system achieves;
+  - the device-to-device copy bandwidth of a large tensor (bytes read + written), the ceiling;
+  - dense decode on the same data through torch.nn.functional.scaled_dot_product_attention:
+    K/V gathered once (before timing) into contiguous [B, Hkv, ctx, D], and the query's Hq / Hkv
+    heads per kv head folded into query rows ([B, Hkv, Hq/Hkv, D]), so SDPA reads each K/V byte
+    once, as the paged kernel does.
+It also times reshape_and_cache for a decode step (one token per sequence) and a prefill chunk.
+
+Usage: python3 bench_paged.py --device cuda --out paged.md   (H100: about a minute)
+Times are medians of CUDA-event timings after warm-up, with L2 flushed before every call.
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
+LIB_DIRS = [os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build"]
+
+BATCHES = [1, 32, 128]
+CONTEXTS = [1024, 4096, 16384]
+HEADS_Q, HEADS_KV, DIM, BLOCK = 32, 8, 128, 16
+DTYPE = torch.float16
+VARIANTS = ["auto", "v1", "v2"]
+
+
+def find_lib(name):
+    for d in LIB_DIRS:
+        if d and (pathlib.Path(d) / name).is_file():
+            return str(pathlib.Path(d) / name)
+    sys.exit("%s not found in %s: build native-ops first" % (name, [str(d) for d in LIB_DIRS]))
+
+
+_FLUSH = []
+
+
+def flush_l2():
+    """Overwrites more than the L2 cache (50 MiB on H100) so that small caches (batch 1 at 1k is
+    4 MB of K/V) are read from memory, not from L2, in every timed call."""
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(256 << 20, dtype=torch.int8, device="cuda"))
+    _FLUSH[0].zero_()
+
+
+def time_ms(fn, budget_ms=150.0, min_reps=10, max_reps=200):
+    """Median milliseconds of fn() over CUDA events, after warm-up, L2 flushed before each."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush_l2()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    first = max(start.elapsed_time(end), 1e-3)
+    reps = int(min(max_reps, max(min_reps, budget_ms / first)))
+    times = []
+    for _ in range(reps):
+        flush_l2()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def kernel_ms(fn, match, reps=10):
+    """(mean device milliseconds per call, names seen) of the CUDA kernels whose names contain
+    one of `match` (kernel names, never the operator's own name, whose device time would count
+    them twice). NaN when the profiler cannot see the kernels."""
+    fn()
+    torch.cuda.synchronize()
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                flush_l2()
+                fn()
+            torch.cuda.synchronize()
+        events = prof.key_averages()
+    except Exception as e:  # no CUPTI: report op times only
+        print("profiler unavailable: %s" % e, flush=True)
+        return float("nan"), set()
+    total_us, seen = 0.0, set()
+    for event in events:
+        hits = [m for m in match if m in event.key]
+        if hits:
+            total_us += getattr(event, "device_time_total", None) or event.cuda_time_total
+            seen.update(hits)
+    return (total_us / reps / 1e3 if total_us > 0 else float("nan")), seen
+
+
+def copy_bandwidth():
+    """GB/s of a device-to-device tensor copy, counting bytes read plus bytes written."""
+    src = torch.randn(1 << 28, dtype=DTYPE, device="cuda")  # 512 MiB
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() * src.element_size() / ms / 1e6
+
+
+def set_variant(variant):
+    if variant == "auto":
+        os.environ.pop("DJL_ATTN_PAGED_KERNEL", None)
+    else:
+        os.environ["DJL_ATTN_PAGED_KERNEL"] = variant
+
+
+def bench_decode(batch, context, copy_gbs):
+    blocks_per_seq = context // BLOCK
+    num_blocks = batch * blocks_per_seq
+    shape = (num_blocks, BLOCK, HEADS_KV, DIM)
+    key_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    value_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    tables = torch.randperm(num_blocks, device="cuda").to(torch.int32).view(batch, blocks_per_seq)
+    lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    query = torch.randn(batch, HEADS_Q, DIM, dtype=DTYPE, device="cuda")
+    scale = DIM**-0.5
+    kv_bytes = 2 * batch * context * HEADS_KV * DIM * key_cache.element_size()
+    op = torch.ops.djl_attn.paged_attention
+
+    def paged():
+        return op(query, key_cache, value_cache, tables, lens, scale, context, None)
+
+    row = {"batch": batch, "context": context, "MB": kv_bytes / 1e6}
+    outs = {}
+    for variant in VARIANTS:
+        set_variant(variant)
+        ms = time_ms(paged)
+        kms, seen = kernel_ms(paged, ("paged_attention_kernel", "paged_attention_reduce_kernel"))
+        if variant == "auto":
+            row["chose"] = "v2" if "paged_attention_reduce_kernel" in seen else "v1"
+        row[variant] = (kv_bytes / ms / 1e6, kv_bytes / kms / 1e6)
+        outs[variant] = paged()
+    set_variant("auto")
+
+    # Dense K/V for SDPA, gathered once: [B, Hkv, ctx, D].
+    def dense(cache):
+        return cache[tables.long()].view(batch, context, HEADS_KV, DIM).transpose(1, 2).contiguous()
+
+    k_dense, v_dense = dense(key_cache), dense(value_cache)
+    del key_cache, value_cache
+    group = HEADS_Q // HEADS_KV
+    q_rows = query.view(batch, HEADS_KV, group, DIM)
+
+    def sdpa():
+        return F.scaled_dot_product_attention(q_rows, k_dense, v_dense, scale=scale)
+
+    ms = time_ms(sdpa)
+    row["sdpa"] = kv_bytes / ms / 1e6
+    expected = sdpa().reshape(batch, HEADS_Q, DIM)
+    err = max((o.float() - expected.float()).abs().max().item() for o in outs.values())
+    row["max_err"] = err
+    row["auto_pct_copy"] = 100.0 * row["auto"][1] / copy_gbs
+    del k_dense, v_dense
+    torch.cuda.empty_cache()
+    return row
+
+
+def bench_cache_write(tokens):
+    num_blocks = max(4096, 2 * tokens // BLOCK)
+    shape = (num_blocks, BLOCK, HEADS_KV, DIM)
+    key_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    value_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    key = torch.randn(tokens, HEADS_KV, DIM, dtype=DTYPE, device="cuda")
+    value = torch.randn(tokens, HEADS_KV, DIM, dtype=DTYPE, device="cuda")
+    slots = torch.randperm(num_blocks * BLOCK, device="cuda")[:tokens]
+    op = torch.ops.djl_attn.reshape_and_cache
+
+    def write():
+        op(key, value, key_cache, value_cache, slots)
+
+    ms = time_ms(write)
+    kms, _ = kernel_ms(write, ("reshape_and_cache_kernel",))
+    moved = 4 * tokens * HEADS_KV * DIM * key.element_size()  # K, V read and written
+    return {"tokens": tokens, "op_us": ms * 1e3, "kernel_us": kms * 1e3,
+            "kernel_gbs": moved / kms / 1e6}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda"])
+    parser.add_argument("--out", default=None, help="write the markdown table here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_paged.py needs a GPU")
+    torch.ops.load_library(find_lib("libdjl_attn.so"))
+    torch.ops.load_library(find_lib("libdjl_attn_cuda.so"))
+    torch.manual_seed(0)
+    props = torch.cuda.get_device_properties(0)
+    device_line = "%s, %d SMs, torch %s" % (props.name, props.multi_processor_count, torch.__version__)
+    print(device_line, flush=True)
+
+    copy_gbs = copy_bandwidth()
+    print("device-to-device copy: %.0f GB/s (read + write)" % copy_gbs, flush=True)
+
+    rows = []
+    for batch in BATCHES:
+        for context in CONTEXTS:
+            row = bench_decode(batch, context, copy_gbs)
+            rows.append(row)
+            print("batch %4d ctx %6d: auto(%s) %s v1 %s v2 %s sdpa %.0f GB/s, max |diff| %.2g" % (
+                batch, context, row.get("chose", "?"), *("%.0f/%.0f" % row[v] for v in VARIANTS),
+                row["sdpa"], row["max_err"]), flush=True)
+    writes = [bench_cache_write(t) for t in (128, 16384)]
+    for w in writes:
+        print("reshape_and_cache %d tokens: op %.1f us, kernel %.1f us (%.0f GB/s)" % (
+            w["tokens"], w["op_us"], w["kernel_us"], w["kernel_gbs"]), flush=True)
+
+    lines = [
+        "### paged_attention decode (%s)" % device_line,
+        "",
+        "Hq = %d, Hkv = %d, D = %d, float16, block size %d, shuffled block tables. GB/s of K/V "
+        "read; each cell is op / kernel: op times the whole call (validation copies block_tables "
+        "and context_lens to the host), kernel is device time only. Copy bandwidth "
+        "(device-to-device, read + write): **%.0f GB/s**. SDPA: dense decode on the same K/V "
+        "gathered beforehand, GQA heads folded into query rows." % (
+            HEADS_Q, HEADS_KV, DIM, BLOCK, copy_gbs),
+        "",
+        "| batch | context | K/V MB | auto | v1 | v2 | SDPA dense | auto kernel % of copy | max abs diff vs SDPA |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append("| %d | %d | %.0f | %s (%s) | %s | %s | %.0f | %.0f%% | %.1e |" % (
+            r["batch"], r["context"], r["MB"], "%.0f / %.0f" % r["auto"], r.get("chose", "?"),
+            *("%.0f / %.0f" % r[v] for v in VARIANTS[1:]),
+            r["sdpa"], r["auto_pct_copy"], r["max_err"]))
+    lines += [
+        "",
+        "reshape_and_cache (Hkv = %d, D = %d, float16, random slots):" % (HEADS_KV, DIM),
+        "",
+        "| tokens | op us | kernel us | kernel GB/s (K/V read + written) |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for w in writes:
+        lines.append("| %d | %.1f | %.1f | %.0f |" % (w["tokens"], w["op_us"], w["kernel_us"],
+                                                      w["kernel_gbs"]))
+    table = "\n".join(lines) + "\n"
+    print()
+    print(table)
+    if args.out:
+        pathlib.Path(args.out).write_text(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+// The paged decode kernels for __half caches, every head dim and block size.
+#include "cuda/paged/paged_attention_launch.cuh"
+
+namespace djl_attn::paged::kernels {
+template void launch_paged_attention<__half>(const PagedAttentionParams&, const LaunchPlan&, void*);
+}  // namespace djl_attn::paged::kernels

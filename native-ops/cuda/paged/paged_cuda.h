@@ -1,0 +1,23 @@
+// The paged KV cache operators on CUDA. Each entry point makes the tensors' device current and
+// launches on PyTorch's current stream of that device.
+#pragma once
+
+#include "paged/paged_params.h"
+
+namespace djl_attn::paged {
+
+// One thread block per token; 16-byte vector copies where key/value rows and strides allow
+// them, element copies otherwise.
+void run_reshape_and_cache_cuda(const ReshapeAndCacheParams& params);
+
+// Decode attention: the v1 kernel (one thread block per (query head, sequence) over the whole
+// context) or the v2 kernel (one per (query head, sequence, partition of 128 to 512 tokens)) plus a reduce
+// kernel. The launcher picks by context length and SM count; DJL_ATTN_PAGED_KERNEL=v1|v2
+// forces one (auto or unset: the launcher's choice).
+void run_paged_attention_cuda(const PagedAttentionParams& params);
+
+// Chunked-prefill attention: one warp per (query row, head), keys streamed through the block
+// table with an online softmax. Simple and correct, not tuned.
+void run_paged_prefill_cuda(const PagedPrefillParams& params);
+
+}  // namespace djl_attn::paged

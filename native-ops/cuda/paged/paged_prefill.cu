@@ -1,0 +1,122 @@
+// paged_prefill_attention on CUDA: a simple, correct kernel. One warp per (query row, head):
+// lane l holds head-dim elements l, l + 32, ...; keys are streamed one at a time through the
+// block table with an online softmax. It reads each key once per query row, so it is for
+// chunked prefill of moderate chunks, not tuned.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/paged/paged_attention_kernel.cuh"
+#include "cuda/paged/paged_cuda.h"
+
+namespace djl_attn::paged {
+namespace {
+
+using kernels::from_float;
+using kernels::to_float;
+using kernels::warp_sum;
+
+constexpr int kWarpSize = 32;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kSlots = 256 / kWarpSize;  // the largest supported head dim over a warp
+
+// Grid (ceil(max_seqlen_q / 4), Hq, num_seqs).
+template <typename T>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+    paged_prefill_kernel(PagedPrefillParams p) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t head = blockIdx.y;
+  const int64_t seq = blockIdx.z;
+  const int64_t chunk_begin = p.cu_seqlens_q[seq];
+  const int64_t chunk = p.cu_seqlens_q[seq + 1] - chunk_begin;
+  if (row >= chunk) return;  // whole warps leave together: shuffles stay full-mask
+  const int64_t context = p.context_lens[seq];
+  // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
+  const int64_t position = context - chunk + row;
+  const int64_t dim = p.head_dim, bs = p.block_size;
+  const int64_t kv_head = head / (p.heads_q / p.heads_kv);
+  const int64_t token_stride = p.heads_kv * dim;
+  const int32_t* table = p.block_tables + seq * p.max_blocks;
+  const T* k_cache = static_cast<const T*>(p.key_cache) + kv_head * dim;
+  const T* v_cache = static_cast<const T*>(p.value_cache) + kv_head * dim;
+  const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
+
+  const T* q = static_cast<const T*>(p.query) + (chunk_begin + row) * p.q_token_stride +
+               head * p.q_head_stride;
+  float q_reg[kSlots], acc[kSlots];
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int64_t d = lane + i * kWarpSize;
+    q_reg[i] = d < dim ? to_float(q[d]) * p.scale : 0.f;
+    acc[i] = 0.f;
+  }
+  float row_max = -INFINITY, row_sum = 0.f;
+  for (int64_t j = 0; j <= position; ++j) {
+    const int64_t offset = (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * token_stride;
+    const T* k = k_cache + offset;
+    float partial = 0.f;
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      const int64_t d = lane + i * kWarpSize;
+      if (d < dim) partial += q_reg[i] * to_float(k[d]);
+    }
+    const float score = warp_sum(partial) + slope * static_cast<float>(j - position);
+    const float new_max = fmaxf(row_max, score);
+    const float correction = __expf(row_max - new_max);
+    const float weight = __expf(score - new_max);
+    row_sum = row_sum * correction + weight;
+    const T* v = v_cache + offset;
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      const int64_t d = lane + i * kWarpSize;
+      if (d < dim) acc[i] = acc[i] * correction + weight * to_float(v[d]);
+    }
+    row_max = new_max;
+  }
+
+  T* out = static_cast<T*>(p.out) + ((chunk_begin + row) * p.heads_q + head) * dim;
+  const float inv_sum = row_sum > 0.f ? 1.f / row_sum : 0.f;
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int64_t d = lane + i * kWarpSize;
+    if (d < dim) out[d] = from_float<T>(acc[i] * inv_sum);
+  }
+}
+
+template <typename T>
+void launch(const PagedPrefillParams& p, cudaStream_t stream) {
+  constexpr int64_t kMaxGridYZ = 65535;
+  if (p.heads_q > kMaxGridYZ || p.num_seqs > kMaxGridYZ) {
+    fail_invalid("paged_prefill_attention: expected at most ", kMaxGridYZ,
+                 " query heads and sequences per call on CUDA, got ", p.heads_q, " and ",
+                 p.num_seqs);
+  }
+  const int64_t row_blocks = (p.max_seqlen_q + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (row_blocks == 0) return;
+  if (row_blocks > 0x7fffffffLL) {
+    fail_invalid("paged_prefill_attention: max_seqlen_q: expected at most 2^33, got ",
+                 p.max_seqlen_q);
+  }
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.heads_q),
+                  static_cast<unsigned>(p.num_seqs));
+  paged_prefill_kernel<T><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+  DJL_ATTN_CUDA_CHECK_LAUNCH("paged_prefill_kernel");
+}
+
+}  // namespace
+
+void run_paged_prefill_cuda(const PagedPrefillParams& p) {
+  const int device = cuda::device_of(p.query);
+  cuda::DeviceGuard guard(device);
+  cudaStream_t stream = cuda::current_stream(device);
+  switch (p.dtype) {
+    case ElementType::kFloat32: return launch<float>(p, stream);
+    case ElementType::kFloat16: return launch<__half>(p, stream);
+    case ElementType::kBFloat16: return launch<__nv_bfloat16>(p, stream);
+  }
+}
+
+}  // namespace djl_attn::paged

@@ -1,0 +1,354 @@
+#include "paged/paged_op.h"
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "common/boxed.h"
+#include "common/check.h"
+#include "common/error.h"
+
+namespace djl_attn::paged {
+namespace {
+
+constexpr const char* kCacheOp = "reshape_and_cache";
+constexpr const char* kDecodeOp = "paged_attention";
+constexpr const char* kPrefillOp = "paged_prefill_attention";
+
+ElementType element_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return ElementType::kFloat16;
+    case DType::kBFloat16: return ElementType::kBFloat16;
+    default: return ElementType::kFloat32;  // checked to be float32 before
+  }
+}
+
+// A small index tensor's values on the host: copied from the device when the backend has one.
+template <typename I>
+std::vector<I> host_values(const Tensor& t, const PagedBackend& backend) {
+  std::vector<I> values(static_cast<size_t>(t.numel()));
+  if (values.empty()) return values;
+  if (backend.copy_to_host != nullptr) {
+    backend.copy_to_host(values.data(), t.data(), values.size() * sizeof(I));
+  } else {
+    const I* src = t.data_as<I>();
+    values.assign(src, src + values.size());
+  }
+  return values;
+}
+
+// The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, one dtype and
+// device with `ref` (the query or the new keys), supported sizes when `attention`.
+void check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
+                  const Tensor& ref, ArgName ref_name, bool attention) {
+  const ArgName kc{op, "key_cache"}, vc{op, "value_cache"};
+  check_dim(key_cache, kc, 4, "[num_blocks, block_size, Hkv, D]");
+  check_dim(value_cache, vc, 4, "[num_blocks, block_size, Hkv, D]");
+  check_size(value_cache, vc, 0, "num_blocks", key_cache.size(0), "the blocks of key_cache");
+  check_size(value_cache, vc, 1, "block_size", key_cache.size(1), "the block size of key_cache");
+  check_size(value_cache, vc, 2, "Hkv", key_cache.size(2), "the heads of key_cache");
+  check_size(value_cache, vc, 3, "D", key_cache.size(3), "the head dim of key_cache");
+  check_same_dtype(key_cache, kc, ref, ref_name);
+  check_same_dtype(value_cache, vc, ref, ref_name);
+  check_same_device(key_cache, kc, ref, ref_name);
+  check_same_device(value_cache, vc, ref, ref_name);
+  check_contiguous(key_cache, kc);
+  check_contiguous(value_cache, vc);
+  const int64_t block_size = key_cache.size(1);
+  if (attention) {
+    if (!is_supported_block_size(block_size)) {
+      fail_invalid(kc.prefix(), ": expected a block size in {8, 16, 32}, got ", block_size);
+    }
+  } else if (block_size < 1) {
+    fail_invalid(kc.prefix(), ": expected a block size >= 1, got ", block_size);
+  }
+  if (key_cache.size(2) < 1) {
+    fail_invalid(kc.prefix(), ": expected Hkv >= 1, got ", key_cache.size(2));
+  }
+}
+
+// Query [rows, Hq, D]: rank, dtype, device, last dim.
+void check_query(const char* op, const Tensor& query, const char* layout) {
+  const ArgName qn{op, "query"};
+  check_dim(query, qn, 3, layout);
+  check_dtype_in(query, qn, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_supported_device(query, qn);
+  check_last_dim_contiguous(query, qn);
+}
+
+// Query [rows, Hq, D] against the (checked) caches [.., .., Hkv, D]: heads and head dim.
+void check_query_heads(const char* op, const Tensor& query, const Tensor& key_cache) {
+  const int64_t dim = query.size(2);
+  if (!is_supported_head_dim(dim)) {
+    fail_invalid(op, ": query: expected a head dim D in {64, 80, 96, 128, 256}, got ", dim);
+  }
+  check_size(key_cache, {op, "key_cache"}, 3, "D", dim, "the head dim of query");
+  const int64_t heads_q = query.size(1), heads_kv = key_cache.size(2);
+  if (heads_q % heads_kv != 0) {
+    fail_invalid(op, ": key_cache: expected a number of heads Hkv that divides the query heads Hq = ",
+                 heads_q, ", got Hkv = ", heads_kv);
+  }
+}
+
+void check_index_tensor(const char* op, const Tensor& t, const char* arg, int64_t dims,
+                        const char* layout, DType dtype, const Tensor& ref) {
+  const ArgName name{op, arg};
+  check_dim(t, name, dims, layout);
+  check_dtype(t, name, dtype);
+  check_same_device(t, name, ref, {op, "query"});
+  check_contiguous(t, name);
+}
+
+void check_alibi(const char* op, const Tensor& slopes, const Tensor& query) {
+  const ArgName name{op, "alibi_slopes"};
+  check_dim(slopes, name, 1, "[Hq]");
+  check_size(slopes, name, 0, "Hq", query.size(1), "the heads of query");
+  check_dtype(slopes, name, DType::kFloat32);
+  check_same_device(slopes, name, query, {op, "query"});
+  check_contiguous(slopes, name);
+}
+
+// Context lengths within [0, max_blocks * block_size] and the blocks each sequence uses within
+// [0, num_blocks): the kernels then never read outside the caches or the table.
+void check_block_tables(const char* op, const std::vector<int32_t>& context_lens,
+                        const std::vector<int32_t>& tables, int64_t max_blocks,
+                        int64_t block_size, int64_t num_blocks) {
+  for (size_t s = 0; s < context_lens.size(); ++s) {
+    const int64_t len = context_lens[s];
+    if (len < 0 || len > max_blocks * block_size) {
+      fail_invalid(op, ": context_lens: expected values in [0, max_blocks * block_size = ",
+                   max_blocks * block_size, "], got ", len, " at index ", s);
+    }
+    const int64_t used = (len + block_size - 1) / block_size;
+    for (int64_t i = 0; i < used; ++i) {
+      const int64_t id = tables[s * max_blocks + i];
+      if (id < 0 || id >= num_blocks) {
+        fail_invalid(op, ": block_tables: expected block ids in [0, num_blocks = ", num_blocks,
+                     ") for the ", used, " blocks sequence ", s, " uses, got ", id, " at [", s,
+                     ", ", i, "]");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& backend) {
+  Tensor key = take_tensor(stack, 0);
+  Tensor value = take_tensor(stack, 1);
+  Tensor key_cache = take_tensor(stack, 2);
+  Tensor value_cache = take_tensor(stack, 3);
+  Tensor slot_mapping = take_tensor(stack, 4);
+
+  const ArgName kn{kCacheOp, "key"}, vn{kCacheOp, "value"}, sn{kCacheOp, "slot_mapping"};
+  check_dim(key, kn, 3, "[T, Hkv, D]");
+  check_dim(value, vn, 3, "[T, Hkv, D]");
+  check_dtype_in(key, kn, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_supported_device(key, kn);
+  check_same_dtype(value, vn, key, kn);
+  check_same_device(value, vn, key, kn);
+  check_last_dim_contiguous(key, kn);
+  check_last_dim_contiguous(value, vn);
+  const int64_t tokens = key.size(0), heads_kv = key.size(1), dim = key.size(2);
+  check_size(value, vn, 0, "T", tokens, "the tokens of key");
+  check_size(value, vn, 1, "Hkv", heads_kv, "the heads of key");
+  check_size(value, vn, 2, "D", dim, "the head dim of key");
+  check_caches(kCacheOp, key_cache, value_cache, key, kn, false);
+  check_size(key_cache, {kCacheOp, "key_cache"}, 2, "Hkv", heads_kv, "the heads of key");
+  check_size(key_cache, {kCacheOp, "key_cache"}, 3, "D", dim, "the head dim of key");
+  check_dim(slot_mapping, sn, 1, "[T]");
+  check_size(slot_mapping, sn, 0, "T", tokens, "the tokens of key");
+  check_dtype(slot_mapping, sn, DType::kInt64);
+  check_same_device(slot_mapping, sn, key, kn);
+  check_contiguous(slot_mapping, sn);
+
+  const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
+  const int64_t slots = num_blocks * block_size;
+  // Every slot is checked before anything is written: a bad call leaves the caches untouched.
+  const std::vector<int64_t> slot_values = host_values<int64_t>(slot_mapping, backend);
+  int64_t writes = 0;
+  for (size_t t = 0; t < slot_values.size(); ++t) {
+    if (slot_values[t] >= slots) {
+      fail_invalid(sn.prefix(), ": expected slots < num_blocks * block_size = ", slots,
+                   " (or negative to skip), got ", slot_values[t], " at index ", t);
+    }
+    if (slot_values[t] >= 0) ++writes;
+  }
+  if (writes == 0 || heads_kv == 0 || dim == 0) return;
+
+  ReshapeAndCacheParams p{};
+  p.key = key.data();
+  p.value = value.data();
+  p.key_cache = key_cache.data();
+  p.value_cache = value_cache.data();
+  p.slot_mapping = slot_mapping.data_as<int64_t>();
+  p.key_token_stride = key.stride(0), p.key_head_stride = key.stride(1);
+  p.value_token_stride = value.stride(0), p.value_head_stride = value.stride(1);
+  p.num_tokens = tokens;
+  p.heads_kv = heads_kv;
+  p.head_dim = dim;
+  p.block_size = block_size;
+  p.num_blocks = num_blocks;
+  p.dtype = element_type(key.dtype());
+  backend.reshape_and_cache(p);
+}
+
+void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend) {
+  Tensor query = take_tensor(stack, 0);
+  Tensor key_cache = take_tensor(stack, 1);
+  Tensor value_cache = take_tensor(stack, 2);
+  Tensor block_tables = take_tensor(stack, 3);
+  Tensor context_lens = take_tensor(stack, 4);
+  const double scale = read_float(stack, 5);
+  const int64_t max_context_len = read_int(stack, 6);
+  std::optional<Tensor> alibi = take_optional_tensor(stack, 7);
+
+  check_query(kDecodeOp, query, "[num_seqs, Hq, D]");
+  check_caches(kDecodeOp, key_cache, value_cache, query, {kDecodeOp, "query"}, true);
+  check_query_heads(kDecodeOp, query, key_cache);
+  if (alibi) check_alibi(kDecodeOp, *alibi, query);
+  const int64_t num_seqs = query.size(0), heads_q = query.size(1), dim = query.size(2);
+  check_index_tensor(kDecodeOp, block_tables, "block_tables", 2, "[num_seqs, max_blocks]",
+                     DType::kInt32, query);
+  check_size(block_tables, {kDecodeOp, "block_tables"}, 0, "num_seqs", num_seqs,
+             "the sequences of query");
+  check_index_tensor(kDecodeOp, context_lens, "context_lens", 1, "[num_seqs]", DType::kInt32,
+                     query);
+  check_size(context_lens, {kDecodeOp, "context_lens"}, 0, "num_seqs", num_seqs,
+             "the sequences of query");
+  if (!std::isfinite(scale)) fail_invalid(kDecodeOp, ": scale: expected a finite value, got ", scale);
+  if (max_context_len < 0 || max_context_len > (int64_t{1} << 30)) {
+    fail_invalid(kDecodeOp, ": max_context_len: expected a value in [0, 2^30], got ",
+                 max_context_len);
+  }
+
+  const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
+  const int64_t max_blocks = block_tables.size(1);
+  const std::vector<int32_t> lens = host_values<int32_t>(context_lens, backend);
+  const std::vector<int32_t> tables = host_values<int32_t>(block_tables, backend);
+  check_block_tables(kDecodeOp, lens, tables, max_blocks, block_size, num_blocks);
+  for (size_t s = 0; s < lens.size(); ++s) {
+    if (lens[s] > max_context_len) {
+      fail_invalid(kDecodeOp, ": context_lens: expected values <= max_context_len = ",
+                   max_context_len, ", got ", lens[s], " at index ", s);
+    }
+  }
+
+  Tensor out = Tensor::empty({num_seqs, heads_q, dim}, query.dtype(), query.device());
+  if (num_seqs > 0 && heads_q > 0) {
+    PagedAttentionParams p{};
+    p.query = query.data();
+    p.key_cache = key_cache.data();
+    p.value_cache = value_cache.data();
+    p.block_tables = block_tables.data_as<int32_t>();
+    p.context_lens = context_lens.data_as<int32_t>();
+    p.alibi_slopes = alibi ? alibi->data_as<float>() : nullptr;
+    p.out = out.data();
+    p.q_seq_stride = query.stride(0), p.q_head_stride = query.stride(1);
+    p.num_seqs = num_seqs;
+    p.heads_q = heads_q;
+    p.heads_kv = key_cache.size(2);
+    p.head_dim = dim;
+    p.block_size = block_size;
+    p.num_blocks = num_blocks;
+    p.max_blocks = max_blocks;
+    p.max_context_len = max_context_len;
+    p.scale = static_cast<float>(scale);
+    p.dtype = element_type(query.dtype());
+    backend.paged_attention(p);
+  }
+  put_tensor(stack, 0, std::move(out));
+}
+
+void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend) {
+  Tensor query = take_tensor(stack, 0);
+  Tensor key_cache = take_tensor(stack, 1);
+  Tensor value_cache = take_tensor(stack, 2);
+  Tensor block_tables = take_tensor(stack, 3);
+  Tensor cu_seqlens_q = take_tensor(stack, 4);
+  Tensor context_lens = take_tensor(stack, 5);
+  const double scale = read_float(stack, 6);
+  const int64_t max_seqlen_q = read_int(stack, 7);
+  std::optional<Tensor> alibi = take_optional_tensor(stack, 8);
+
+  check_query(kPrefillOp, query, "[T, Hq, D]");
+  check_caches(kPrefillOp, key_cache, value_cache, query, {kPrefillOp, "query"}, true);
+  check_query_heads(kPrefillOp, query, key_cache);
+  if (alibi) check_alibi(kPrefillOp, *alibi, query);
+  const int64_t tokens = query.size(0), heads_q = query.size(1), dim = query.size(2);
+  check_index_tensor(kPrefillOp, context_lens, "context_lens", 1, "[num_seqs]", DType::kInt32,
+                     query);
+  const int64_t num_seqs = context_lens.size(0);
+  check_index_tensor(kPrefillOp, block_tables, "block_tables", 2, "[num_seqs, max_blocks]",
+                     DType::kInt32, query);
+  check_size(block_tables, {kPrefillOp, "block_tables"}, 0, "num_seqs", num_seqs,
+             "the sequences of context_lens");
+  check_index_tensor(kPrefillOp, cu_seqlens_q, "cu_seqlens_q", 1, "[num_seqs + 1]",
+                     DType::kInt32, query);
+  check_size(cu_seqlens_q, {kPrefillOp, "cu_seqlens_q"}, 0, "num_seqs + 1", num_seqs + 1,
+             "the sequences of context_lens plus one");
+  if (!std::isfinite(scale)) fail_invalid(kPrefillOp, ": scale: expected a finite value, got ", scale);
+  if (max_seqlen_q < 0 || max_seqlen_q > tokens) {
+    fail_invalid(kPrefillOp, ": max_seqlen_q: expected a value in [0, T = ", tokens, "], got ",
+                 max_seqlen_q);
+  }
+
+  const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
+  const int64_t max_blocks = block_tables.size(1);
+  const std::vector<int32_t> lens = host_values<int32_t>(context_lens, backend);
+  const std::vector<int32_t> tables = host_values<int32_t>(block_tables, backend);
+  const std::vector<int32_t> cu = host_values<int32_t>(cu_seqlens_q, backend);
+  check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
+  const ArgName cn{kPrefillOp, "cu_seqlens_q"};
+  if (cu[0] != 0) fail_invalid(cn.prefix(), ": expected 0 at index 0, got ", cu[0]);
+  if (cu[num_seqs] != tokens) {
+    fail_invalid(cn.prefix(), ": expected the last value to be T = ", tokens, " (the rows of query), got ",
+                 cu[num_seqs]);
+  }
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    if (cu[s + 1] < cu[s]) {
+      fail_invalid(cn.prefix(), ": expected non-decreasing values, got ", cu[s], " then ",
+                   cu[s + 1], " at index ", s);
+    }
+  }
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int64_t n = int64_t{cu[s + 1]} - cu[s];
+    if (n > max_seqlen_q) {
+      fail_invalid(kPrefillOp, ": max_seqlen_q: expected >= every chunk length, got ",
+                   max_seqlen_q, " < ", n, " for sequence ", s);
+    }
+    if (n > lens[s]) {
+      fail_invalid(kPrefillOp, ": context_lens: expected each context to hold its chunk of new "
+                   "tokens (cache them first), got ", lens[s], " < ", n, " for sequence ", s);
+    }
+  }
+
+  Tensor out = Tensor::empty({tokens, heads_q, dim}, query.dtype(), query.device());
+  if (tokens > 0 && heads_q > 0) {
+    PagedPrefillParams p{};
+    p.query = query.data();
+    p.key_cache = key_cache.data();
+    p.value_cache = value_cache.data();
+    p.block_tables = block_tables.data_as<int32_t>();
+    p.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
+    p.context_lens = context_lens.data_as<int32_t>();
+    p.alibi_slopes = alibi ? alibi->data_as<float>() : nullptr;
+    p.out = out.data();
+    p.q_token_stride = query.stride(0), p.q_head_stride = query.stride(1);
+    p.num_seqs = num_seqs;
+    p.num_tokens = tokens;
+    p.heads_q = heads_q;
+    p.heads_kv = key_cache.size(2);
+    p.head_dim = dim;
+    p.block_size = block_size;
+    p.num_blocks = num_blocks;
+    p.max_blocks = max_blocks;
+    p.max_seqlen_q = max_seqlen_q;
+    p.scale = static_cast<float>(scale);
+    p.dtype = element_type(query.dtype());
+    backend.paged_prefill(p);
+  }
+  put_tensor(stack, 0, std::move(out));
+}
+
+}  // namespace djl_attn::paged

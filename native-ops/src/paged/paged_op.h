@@ -1,0 +1,37 @@
+// The bindings of the paged KV cache operators: read the boxed arguments, validate them once for
+// every caller (Java, Python, TorchScript), allocate outputs and hand a params struct to a
+// device backend. The CPU library and the CUDA library register them with their own backend.
+#pragma once
+
+#include <cstddef>
+
+#include "paged/paged_params.h"
+#include "shim/torch_shim.h"
+
+namespace djl_attn::paged {
+
+struct PagedBackend {
+  // Each runs on a validated, non-empty problem; outputs are allocated.
+  void (*reshape_and_cache)(const ReshapeAndCacheParams& params);
+  void (*paged_attention)(const PagedAttentionParams& params);
+  void (*paged_prefill)(const PagedPrefillParams& params);
+  // Copies `bytes` of device memory to the host (to range-check indices), or null when the
+  // backend's memory is host memory.
+  void (*copy_to_host)(void* dst, const void* src, size_t bytes);
+};
+
+// reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,
+//                   Tensor slot_mapping) -> ()
+void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& backend);
+
+// paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,
+//                 Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes)
+//     -> Tensor
+void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
+
+// paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,
+//                         Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens,
+//                         float scale, int max_seqlen_q, Tensor? alibi_slopes) -> Tensor
+void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
+
+}  // namespace djl_attn::paged

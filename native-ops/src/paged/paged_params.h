@@ -1,0 +1,116 @@
+// Parameters of the paged KV cache operators (reshape_and_cache, paged_attention,
+// paged_prefill_attention), shared by the CPU and CUDA kernels. Knows nothing of PyTorch: the
+// operator bindings fill them from tensors.
+//
+// The cache layout (DESIGN.md section 3): one key cache and one value cache per layer, each
+// [num_blocks, block_size, Hkv, D], contiguous. Token `offset` of physical block `b` lives at
+// slot b * block_size + offset. A sequence's logical block i is physical block
+// block_tables[seq][i].
+#pragma once
+
+#include <cstdint>
+
+namespace djl_attn::paged {
+
+enum class ElementType { kFloat32, kFloat16, kBFloat16 };
+
+// Supported sizes, the one list the bindings, kernels, tests and docs follow. The CUDA kernels
+// are instantiated for each (dtype, head dim, block size); every head dim here times the element
+// size is a multiple of 16 bytes, so a key row is a whole number of 16-byte vectors.
+constexpr int kHeadDims[] = {64, 80, 96, 128, 256};
+constexpr int kBlockSizes[] = {8, 16, 32};
+
+inline bool is_supported_head_dim(int64_t d) {
+  for (int v : kHeadDims) {
+    if (v == d) return true;
+  }
+  return false;
+}
+
+inline bool is_supported_block_size(int64_t b) {
+  for (int v : kBlockSizes) {
+    if (v == b) return true;
+  }
+  return false;
+}
+
+// reshape_and_cache: key_cache[slot / bs, slot % bs, h, :] = key[t, h, :] for every token t
+// whose slot_mapping[t] >= 0 (same for values).
+struct ReshapeAndCacheParams {
+  const void* key;           // [T, Hkv, D], last dim contiguous
+  const void* value;         // [T, Hkv, D], last dim contiguous
+  void* key_cache;           // [num_blocks, block_size, Hkv, D], contiguous
+  void* value_cache;         // [num_blocks, block_size, Hkv, D], contiguous
+  const int64_t* slot_mapping;  // [T], contiguous; negative = skip, else < num_blocks * bs
+
+  // Strides in elements.
+  int64_t key_token_stride, key_head_stride;
+  int64_t value_token_stride, value_head_stride;
+
+  int64_t num_tokens;  // T
+  int64_t heads_kv;    // Hkv
+  int64_t head_dim;    // D
+  int64_t block_size;  // tokens per cache block
+  int64_t num_blocks;  // physical blocks in each cache
+  ElementType dtype;   // of key, value and both caches
+};
+
+// paged_attention (decode): one query token per sequence, attending to the first
+// context_lens[s] tokens of its cache. Score of key j:
+//   scale * q . k_j + alibi_slopes[h] * (j - (context_len - 1))   (the ALiBi term when given)
+struct PagedAttentionParams {
+  const void* query;          // [num_seqs, Hq, D], last dim contiguous
+  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous
+  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous
+  const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
+  const int32_t* context_lens;  // [num_seqs], contiguous
+  const float* alibi_slopes;  // [Hq] float32, or null
+  void* out;                  // [num_seqs, Hq, D], contiguous, dtype of query
+
+  // Strides of query in elements.
+  int64_t q_seq_stride, q_head_stride;
+
+  int64_t num_seqs;
+  int64_t heads_q;          // Hq
+  int64_t heads_kv;         // Hkv; Hq % Hkv == 0, query head h reads kv head h / (Hq / Hkv)
+  int64_t head_dim;         // D
+  int64_t block_size;
+  int64_t num_blocks;
+  int64_t max_blocks;       // columns of block_tables
+  int64_t max_context_len;  // >= every context_lens[s]; sizes the CUDA grid and workspace
+  float scale;              // multiplies q . k
+  ElementType dtype;        // of query, caches and output
+};
+
+// paged_prefill_attention: the query tokens of sequence s are the packed rows
+// [cu_seqlens_q[s], cu_seqlens_q[s + 1]) of query: the last n = cu_seqlens_q[s+1] -
+// cu_seqlens_q[s] of its context_lens[s] cached tokens (written before with reshape_and_cache).
+// Query row t of the chunk sits at position p = context_len - n + t and sees keys j <= p, with
+// the ALiBi term alibi_slopes[h] * (j - p).
+struct PagedPrefillParams {
+  const void* query;          // [T, Hq, D], last dim contiguous
+  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous
+  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous
+  const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
+  const int32_t* cu_seqlens_q;  // [num_seqs + 1], contiguous
+  const int32_t* context_lens;  // [num_seqs], contiguous
+  const float* alibi_slopes;  // [Hq] float32, or null
+  void* out;                  // [T, Hq, D], contiguous, dtype of query
+
+  // Strides of query in elements.
+  int64_t q_token_stride, q_head_stride;
+
+  int64_t num_seqs;
+  int64_t num_tokens;    // T
+  int64_t heads_q;
+  int64_t heads_kv;
+  int64_t head_dim;
+  int64_t block_size;
+  int64_t num_blocks;
+  int64_t max_blocks;
+  int64_t max_seqlen_q;  // >= every chunk length n; sizes the CUDA grid
+  float scale;
+  ElementType dtype;
+};
+
+}  // namespace djl_attn::paged

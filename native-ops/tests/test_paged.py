@@ -1,0 +1,483 @@
+"""djl_attn.reshape_and_cache, paged_attention and paged_prefill_attention against float64
+references computed on each sequence's K/V gathered through its block table, on CPU and (when
+present) CUDA, where each kernel variant (DJL_ATTN_PAGED_KERNEL=v1|v2) runs too."""
+
+import math
+
+import pytest
+import torch
+
+import reference
+from reference import assert_close
+
+reshape_and_cache = torch.ops.djl_attn.reshape_and_cache
+paged_attention = torch.ops.djl_attn.paged_attention
+paged_prefill = torch.ops.djl_attn.paged_prefill_attention
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Mirrors kHeadDims and kBlockSizes in src/paged/paged_params.h.
+HEAD_DIMS = [64, 80, 96, 128, 256]
+BLOCK_SIZES = [8, 16, 32]
+# "auto" lets the launcher choose; v1 (one pass per sequence) and v2 (partitioned context plus
+# a reduce kernel) force one CUDA kernel. The CPU has one kernel.
+VARIANTS = ["auto", "v1", "v2"]
+
+
+@pytest.fixture(params=VARIANTS)
+def variant(request, device, monkeypatch):
+    if device == "cpu" and request.param != "auto":
+        pytest.skip("the CPU has one paged attention kernel")
+    if request.param == "auto":
+        monkeypatch.delenv("DJL_ATTN_PAGED_KERNEL", raising=False)
+    else:
+        monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", request.param)
+    return request.param
+
+
+class Paged:
+    """A paged cache holding sequences of the given context lengths in shuffled, non-contiguous
+    physical blocks (plus spare blocks nobody owns); unused table entries hold garbage ids."""
+
+    def __init__(self, context_lens, block_size, heads_kv, dim, dtype, device, spare_blocks=3,
+                 extra_columns=1):
+        self.block_size = block_size
+        used = [(n + block_size - 1) // block_size for n in context_lens]
+        num_blocks = sum(used) + spare_blocks
+        self.max_blocks = max(used + [0]) + extra_columns
+        perm = torch.randperm(num_blocks)
+        tables = torch.full((len(context_lens), self.max_blocks), -7, dtype=torch.int32)
+        at = 0
+        for s, u in enumerate(used):
+            tables[s, :u] = perm[at : at + u].to(torch.int32)
+            at += u
+        # Ids past a sequence's blocks are never read: make them out of range on purpose.
+        tables[:, self.max_blocks - 1 :][tables[:, self.max_blocks - 1 :] == -7] = num_blocks + 5
+        self.block_tables = tables.to(device)
+        self.context_lens = torch.tensor(context_lens, dtype=torch.int32, device=device)
+        shape = (num_blocks, block_size, heads_kv, dim)
+        # Poisoned: a kernel that reads a slot no sequence owns returns NaN.
+        self.key_cache = torch.full(shape, float("nan"), dtype=dtype, device=device)
+        self.value_cache = torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    def slots(self, seq, positions):
+        """slot_mapping entries of the given token positions of one sequence."""
+        table = self.block_tables[seq].cpu().long()
+        pos = torch.as_tensor(positions, dtype=torch.long)
+        return table[pos // self.block_size] * self.block_size + pos % self.block_size
+
+    def fill(self, keys, values):
+        """Writes each sequence's keys/values [ctx, Hkv, D] with one reshape_and_cache call."""
+        slots = [self.slots(s, torch.arange(k.shape[0])) for s, k in enumerate(keys)]
+        device = self.key_cache.device
+        reshape_and_cache(torch.cat(keys), torch.cat(values), self.key_cache, self.value_cache,
+                          torch.cat(slots).to(device))
+
+
+def random_kv(context_lens, heads_kv, dim, dtype, device):
+    keys = [torch.randn(n, heads_kv, dim, dtype=dtype, device=device) for n in context_lens]
+    values = [torch.randn(n, heads_kv, dim, dtype=dtype, device=device) for n in context_lens]
+    return keys, values
+
+
+def check_decode(context_lens, block_size, heads_q, heads_kv, dim, dtype, device, alibi=False,
+                 max_context_len=None, scale=None):
+    paged = Paged(context_lens, block_size, heads_kv, dim, dtype, device)
+    keys, values = random_kv(context_lens, heads_kv, dim, dtype, device)
+    paged.fill(keys, values)
+    for s, n in enumerate(context_lens):
+        # reshape_and_cache put every token where its block table says.
+        got = reference.gather_paged(paged.key_cache, paged.block_tables[s].cpu(), n)
+        assert torch.equal(got, keys[s])
+        got = reference.gather_paged(paged.value_cache, paged.block_tables[s].cpu(), n)
+        assert torch.equal(got, values[s])
+    query = torch.randn(len(context_lens), heads_q, dim, dtype=dtype, device=device)
+    slopes = torch.rand(heads_q, device=device) * 0.5 if alibi else None
+    scale = 1.0 / math.sqrt(dim) if scale is None else scale
+    max_len = max(context_lens + [0]) if max_context_len is None else max_context_len
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, scale, max_len, slopes)
+    expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
+                                         paged.block_tables, paged.context_lens, scale, slopes)
+    assert out.dtype == dtype and out.shape == query.shape
+    assert_close(out.cpu(), expected.cpu(), dtype)
+    return out
+
+
+# Context 1, 0, a whole number of blocks, a partial last block, and more than one 512-token
+# partition of the v2 kernel.
+MIXED_CONTEXTS = [1, 0, 96, 37, 600]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", HEAD_DIMS)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_decode_grid(device, variant, dtype, dim, block_size):
+    check_decode(MIXED_CONTEXTS, block_size, 4, 2, dim, dtype, device)
+
+
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (8, 1), (6, 3)])
+@pytest.mark.parametrize("alibi", [False, True])
+def test_decode_gqa_mqa_alibi(device, variant, heads_q, heads_kv, alibi):
+    check_decode([113, 7, 1, 1000], 16, heads_q, heads_kv, 128, torch.float16, device, alibi=alibi)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_long_context(device, variant, dtype):
+    # Several v2 partitions; max_context_len larger than any context is allowed.
+    check_decode([3000, 1500], 16, 4, 1, 128, dtype, device, alibi=True, max_context_len=3100)
+
+
+def test_decode_context_past_48k_of_shared_memory(device, variant):
+    # 14000 scores need 56 KB of shared memory in v1: the kernel must opt in past 48 KiB.
+    if device == "cpu":
+        pytest.skip("a CUDA shared-memory limit")
+    check_decode([14000, 3], 32, 2, 1, 64, torch.float16, device)
+
+
+def test_decode_custom_scale_and_many_sequences(device, variant):
+    lens = torch.randint(0, 200, (37,)).tolist()
+    check_decode(lens, 8, 2, 2, 64, torch.float32, device, scale=0.37)
+
+
+def test_decode_strided_query(device, variant):
+    # The query as a view into a fused [num_seqs, Hq + 2 Hkv, D] projection.
+    paged = Paged([20, 50], 16, 2, 64, torch.float32, device)
+    keys, values = random_kv([20, 50], 2, 64, torch.float32, device)
+    paged.fill(keys, values)
+    fused = torch.randn(2, 8, 64, device=device)
+    query = fused[:, :4]
+    assert not query.is_contiguous()
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 0.125, 50, None)
+    expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
+                                         paged.block_tables, paged.context_lens, 0.125)
+    assert_close(out.cpu(), expected.cpu(), torch.float32)
+
+
+def test_decode_empty_batch(device, variant):
+    paged = Paged([], 16, 2, 64, torch.float16, device)
+    query = torch.randn(0, 4, 64, dtype=torch.float16, device=device)
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 1.0, 0, None)
+    assert out.shape == (0, 4, 64)
+
+
+def test_context_zero_gives_zero(device, variant):
+    paged = Paged([0, 0], 16, 2, 64, torch.float16, device)
+    query = torch.randn(2, 4, 64, dtype=torch.float16, device=device)
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 1.0, 0, None)
+    assert torch.equal(out.cpu(), torch.zeros(2, 4, 64, dtype=torch.float16))
+
+
+# ---- reshape_and_cache ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [64, 80, 7])
+def test_reshape_and_cache_skips_negative_slots(device, dtype, dim):
+    cache_shape = (5, 8, 3, dim)
+    key_cache = torch.randn(cache_shape, dtype=dtype, device=device)
+    value_cache = torch.randn(cache_shape, dtype=dtype, device=device)
+    key = torch.randn(13, 3, dim, dtype=dtype, device=device)
+    value = torch.randn(13, 3, dim, dtype=dtype, device=device)
+    slots = torch.randperm(40)[:13]
+    slots[[2, 5, 11]] = -1
+    expected_k, expected_v = key_cache.clone(), value_cache.clone()
+    for t, slot in enumerate(slots.tolist()):
+        if slot >= 0:
+            expected_k.view(-1, 3, dim)[slot] = key[t]
+            expected_v.view(-1, 3, dim)[slot] = value[t]
+    reshape_and_cache(key, value, key_cache, value_cache, slots.to(device))
+    assert torch.equal(key_cache, expected_k)
+    assert torch.equal(value_cache, expected_v)
+
+
+def test_reshape_and_cache_strided_inputs(device):
+    # key and value as views into one fused [T, 3, Hkv, D] projection.
+    fused = torch.randn(9, 3, 2, 64, dtype=torch.float16, device=device)
+    key, value = fused[:, 1], fused[:, 2]
+    key_cache = torch.zeros(2, 16, 2, 64, dtype=torch.float16, device=device)
+    value_cache = torch.zeros_like(key_cache)
+    slots = torch.arange(9, device=device) * 3
+    reshape_and_cache(key, value, key_cache, value_cache, slots)
+    assert torch.equal(key_cache.view(-1, 2, 64)[slots.cpu()], key)
+    assert torch.equal(value_cache.view(-1, 2, 64)[slots.cpu()], value)
+
+
+def test_reshape_and_cache_no_tokens(device):
+    key_cache = torch.randn(2, 16, 2, 64, device=device)
+    value_cache = torch.randn(2, 16, 2, 64, device=device)
+    before = key_cache.clone(), value_cache.clone()
+    empty = torch.empty(0, 2, 64, device=device)
+    reshape_and_cache(empty, empty, key_cache, value_cache,
+                      torch.empty(0, dtype=torch.long, device=device))
+    assert torch.equal(key_cache, before[0]) and torch.equal(value_cache, before[1])
+
+
+# ---- paged prefill --------------------------------------------------------------------------
+
+
+def run_chunked_prefill(lengths, chunk_sizes, block_size, heads_q, heads_kv, dim, dtype, device,
+                        alibi=None):
+    """Prefills each sequence in chunks (a different chunk size per sequence, all sequences in
+    one call per step), caching each chunk's K/V first; returns per-sequence (q, k, v, out)."""
+    paged = Paged(lengths, block_size, heads_kv, dim, dtype, device)
+    qs = [torch.randn(n, heads_q, dim, dtype=dtype, device=device) for n in lengths]
+    keys, values = random_kv(lengths, heads_kv, dim, dtype, device)
+    outs = [[] for _ in lengths]
+    done = [0] * len(lengths)
+    scale = 1.0 / math.sqrt(dim)
+    while any(d < n for d, n in zip(done, lengths)):
+        chunks = [min(c, n - d) for c, d, n in zip(chunk_sizes, done, lengths)]
+        slots = torch.cat([paged.slots(s, torch.arange(d, d + c)) for s, (d, c) in
+                           enumerate(zip(done, chunks))])
+        k_new = torch.cat([k[d : d + c] for k, d, c in zip(keys, done, chunks)])
+        v_new = torch.cat([v[d : d + c] for v, d, c in zip(values, done, chunks)])
+        reshape_and_cache(k_new, v_new, paged.key_cache, paged.value_cache, slots.to(device))
+        q_new = torch.cat([q[d : d + c] for q, d, c in zip(qs, done, chunks)])
+        cu = torch.tensor([0] + chunks, dtype=torch.int32).cumsum(0).to(torch.int32)
+        ctx = torch.tensor([d + c for d, c in zip(done, chunks)], dtype=torch.int32)
+        out = paged_prefill(q_new, paged.key_cache, paged.value_cache, paged.block_tables,
+                            cu.to(device), ctx.to(device), scale, max(chunks), alibi)
+        if alibi is not None:
+            # No dense operator has ALiBi: each step against the paged reference instead.
+            expected = reference.paged_prefill_attention(q_new, paged.key_cache,
+                                                         paged.value_cache, paged.block_tables,
+                                                         cu, ctx, scale, alibi)
+            assert_close(out.cpu(), expected.cpu(), dtype, "prefill step")
+        for s, (a, b) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist())):
+            outs[s].append(out[a:b])
+        done = [d + c for d, c in zip(done, chunks)]
+    return qs, keys, values, [torch.cat(o) for o in outs], scale
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_chunked_prefill_equals_dense_causal(device, dtype, block_size):
+    lengths = [1, 7, 113, 300]
+    qs, keys, values, outs, scale = run_chunked_prefill(lengths, [1, 3, 50, 128], block_size, 4, 2,
+                                                        80, dtype, device)
+    for q, k, v, out in zip(qs, keys, values, outs):
+        expected, _ = reference.flash_attention(q[None], k[None], v[None], None, scale, True)
+        assert_close(out.cpu(), expected[0].cpu(), dtype, "chunked prefill vs dense")
+
+
+@pytest.mark.parametrize("dim", HEAD_DIMS)
+@pytest.mark.parametrize("heads_q,heads_kv", [(4, 4), (4, 1)])
+def test_prefill_head_dims_and_groups(device, dim, heads_q, heads_kv):
+    qs, keys, values, outs, scale = run_chunked_prefill([33, 70], [33, 25], 16, heads_q, heads_kv,
+                                                        dim, torch.float16, device)
+    for q, k, v, out in zip(qs, keys, values, outs):
+        expected, _ = reference.flash_attention(q[None], k[None], v[None], None, scale, True)
+        assert_close(out.cpu(), expected[0].cpu(), torch.float16, "chunked prefill vs dense")
+
+
+def test_prefill_with_alibi(device):
+    slopes = torch.rand(4, device=device)
+    run_chunked_prefill([40, 90], [17, 90], 8, 4, 2, 64, torch.float32, device, alibi=slopes)
+
+
+def test_prefill_of_one_token_equals_decode(device):
+    lens = [1, 5, 77, 400]
+    paged = Paged(lens, 16, 2, 128, torch.float16, device)
+    keys, values = random_kv(lens, 2, 128, torch.float16, device)
+    paged.fill(keys, values)
+    query = torch.randn(4, 8, 128, dtype=torch.float16, device=device)
+    slopes = torch.rand(8, device=device)
+    cu = torch.arange(5, dtype=torch.int32, device=device)
+    prefill = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                            paged.context_lens, 0.1, 1, slopes)
+    decode = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                             paged.context_lens, 0.1, 400, slopes)
+    assert_close(prefill.cpu(), decode.cpu().double(), torch.float16)
+
+
+def test_prefill_sequence_without_new_tokens(device):
+    # A sequence with an empty chunk contributes no rows.
+    paged = Paged([10, 20], 8, 1, 64, torch.float32, device)
+    keys, values = random_kv([10, 20], 1, 64, torch.float32, device)
+    paged.fill(keys, values)
+    query = torch.randn(5, 2, 64, device=device)
+    cu = torch.tensor([0, 0, 5], dtype=torch.int32, device=device)
+    out = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                        paged.context_lens, 0.125, 5, None)
+    expected = reference.paged_prefill_attention(query, paged.key_cache, paged.value_cache,
+                                                 paged.block_tables, cu, paged.context_lens, 0.125)
+    assert_close(out.cpu(), expected.cpu(), torch.float32)
+
+
+# ---- validation -----------------------------------------------------------------------------
+
+
+def decode_args(device, dtype=torch.float16, lens=(20, 9), dim=64, block_size=16, heads=(4, 2)):
+    paged = Paged(list(lens), block_size, heads[1], dim, dtype, device)
+    keys, values = random_kv(list(lens), heads[1], dim, dtype, device)
+    paged.fill(keys, values)
+    query = torch.randn(len(lens), heads[0], dim, dtype=dtype, device=device)
+    return dict(query=query, key_cache=paged.key_cache, value_cache=paged.value_cache,
+                block_tables=paged.block_tables, context_lens=paged.context_lens, scale=0.125,
+                max_context_len=max(lens), alibi_slopes=None)
+
+
+def call_decode(args):
+    return paged_attention(args["query"], args["key_cache"], args["value_cache"],
+                           args["block_tables"], args["context_lens"], args["scale"],
+                           args["max_context_len"], args["alibi_slopes"])
+
+
+def expect_error(match, fn, *args):
+    with pytest.raises(ValueError, match=match):
+        fn(*args)
+
+
+def test_validation_block_ids(device):
+    args = decode_args(device)
+    tables = args["block_tables"].clone()
+    tables[1, 0] = args["key_cache"].shape[0]  # one past the last block
+    args["block_tables"] = tables
+    expect_error(r"paged_attention: block_tables: expected block ids in \[0, num_blocks", call_decode, args)
+    tables[1, 0] = -1
+    expect_error(r"paged_attention: block_tables: expected block ids", call_decode, args)
+
+
+def test_validation_unused_table_entries_are_ignored(device):
+    args = decode_args(device, lens=(16, 9))
+    args["block_tables"][:, 1:] = 10**6  # sequences of <= 16 tokens use only column 0
+    call_decode(args)
+
+
+def test_validation_context_lens(device):
+    args = decode_args(device)
+    max_tokens = args["block_tables"].shape[1] * 16
+    args["context_lens"] = torch.tensor([max_tokens + 1, 9], dtype=torch.int32, device=device)
+    args["max_context_len"] = max_tokens + 1
+    expect_error(r"context_lens: expected values in \[0, max_blocks \* block_size", call_decode, args)
+    args["context_lens"] = torch.tensor([-1, 9], dtype=torch.int32, device=device)
+    expect_error(r"context_lens: expected values in \[0", call_decode, args)
+    args["context_lens"] = torch.tensor([20, 9], dtype=torch.int32, device=device)
+    args["max_context_len"] = 19
+    expect_error(r"context_lens: expected values <= max_context_len = 19", call_decode, args)
+    args["max_context_len"] = -1
+    expect_error(r"max_context_len: expected a value in \[0", call_decode, args)
+
+
+@pytest.mark.parametrize(
+    "arg,value,match",
+    [
+        ("query", lambda a: a["query"].to(torch.float64), r"query: expected dtype in"),
+        ("query", lambda a: a["query"].float(), r"key_cache: expected the dtype of query"),
+        ("query", lambda a: a["query"][:, :, :32].contiguous(), r"query: expected a head dim D in \{64, 80, 96, 128, 256\}, got 32"),
+        ("query", lambda a: a["query"][:, :3].contiguous(), r"key_cache: expected a number of heads Hkv that divides the query heads Hq = 3"),
+        ("query", lambda a: a["query"][0], r"query: expected 3 dims"),
+        ("block_tables", lambda a: a["block_tables"].long(), r"block_tables: expected dtype int32"),
+        ("block_tables", lambda a: a["block_tables"][:1], r"block_tables: expected size 2 for num_seqs"),
+        ("context_lens", lambda a: a["context_lens"].long(), r"context_lens: expected dtype int32"),
+        ("value_cache", lambda a: a["value_cache"][:, :, :1].contiguous(), r"value_cache: expected size 2 for Hkv"),
+        ("key_cache", lambda a: a["key_cache"].transpose(1, 2).contiguous().transpose(1, 2),
+         r"key_cache: expected a contiguous tensor"),
+        ("alibi_slopes", lambda a: torch.ones(4, dtype=torch.float16, device=a["query"].device), r"alibi_slopes: expected dtype float32"),
+        ("alibi_slopes", lambda a: torch.ones(3, device=a["query"].device), r"alibi_slopes: expected size 4 for Hq"),
+        ("scale", lambda a: float("inf"), r"scale: expected a finite value"),
+    ],
+)
+def test_validation_decode_arguments(device, arg, value, match):
+    args = decode_args(device)
+    args[arg] = value(args)
+    expect_error("paged_attention: " + match, call_decode, args)
+
+
+def test_validation_block_size(device):
+    args = decode_args(device)
+    args["key_cache"] = args["key_cache"].reshape(-1, 4, 2, 64)
+    args["value_cache"] = args["value_cache"].reshape(-1, 4, 2, 64)
+    expect_error(r"paged_attention: key_cache: expected a block size in \{8, 16, 32\}, got 4",
+                 call_decode, args)
+
+
+def test_validation_devices(device):
+    if device != "cuda":
+        pytest.skip("needs a second device")
+    args = decode_args(device)
+    args["block_tables"] = args["block_tables"].cpu()
+    expect_error(r"block_tables: expected the device of query \(cuda:0\), got cpu", call_decode, args)
+
+
+def test_validation_slot_out_of_range_writes_nothing(device):
+    key_cache = torch.randn(2, 8, 2, 64, device=device)
+    value_cache = torch.randn(2, 8, 2, 64, device=device)
+    before = key_cache.clone(), value_cache.clone()
+    key = torch.randn(3, 2, 64, device=device)
+    slots = torch.tensor([0, 5, 16], device=device)  # 16 = num_blocks * block_size
+    expect_error(r"reshape_and_cache: slot_mapping: expected slots < num_blocks \* block_size = 16 "
+                 r"\(or negative to skip\), got 16 at index 2",
+                 reshape_and_cache, key, key, key_cache, value_cache, slots)
+    assert torch.equal(key_cache, before[0]) and torch.equal(value_cache, before[1])
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda k, v, kc, vc, s: (k, v, kc, vc, s.int()), r"slot_mapping: expected dtype int64"),
+        (lambda k, v, kc, vc, s: (k, v, kc, vc, s[:2]), r"slot_mapping: expected size 3 for T"),
+        (lambda k, v, kc, vc, s: (k, v.half(), kc, vc, s), r"value: expected the dtype of key"),
+        (lambda k, v, kc, vc, s: (k, v, kc.half(), vc, s), r"key_cache: expected the dtype of key"),
+        (lambda k, v, kc, vc, s: (k, v, kc, vc[:, :, :1].contiguous(), s), r"value_cache: expected size 2 for Hkv"),
+        (lambda k, v, kc, vc, s: (k[:, :1].contiguous(), v[:, :1].contiguous(), kc, vc, s), r"key_cache: expected size 1 for Hkv"),
+        (lambda k, v, kc, vc, s: (k.transpose(0, 2), v, kc, vc, s), r"key: expected a contiguous last dim"),
+    ],
+)
+def test_validation_reshape_and_cache_arguments(device, change, match):
+    cache = torch.randn(2, 8, 2, 64, device=device)
+    key = torch.randn(3, 2, 64, device=device)
+    slots = torch.tensor([0, 5, 9], device=device)
+    expect_error("reshape_and_cache: " + match, reshape_and_cache,
+                 *change(key, key.clone(), cache, cache.clone(), slots))
+
+
+def prefill_call(device, cu, ctx, max_seqlen_q, tokens=None):
+    paged = Paged([20, 9], 8, 2, 64, torch.float32, device)
+    tokens = cu[-1] if tokens is None else tokens
+    query = torch.randn(tokens, 2, 64, device=device)
+    return (query, paged.key_cache, paged.value_cache, paged.block_tables,
+            torch.tensor(cu, dtype=torch.int32, device=device),
+            torch.tensor(ctx, dtype=torch.int32, device=device), 0.125, max_seqlen_q, None)
+
+
+def test_validation_prefill(device):
+    expect_error(r"paged_prefill_attention: cu_seqlens_q: expected the last value to be T = 5",
+                 paged_prefill, *prefill_call(device, [0, 3, 4], [20, 9], 3, tokens=5))
+    expect_error(r"cu_seqlens_q: expected 0 at index 0, got 1",
+                 paged_prefill, *prefill_call(device, [1, 3, 4], [20, 9], 3, tokens=4))
+    expect_error(r"cu_seqlens_q: expected non-decreasing values",
+                 paged_prefill, *prefill_call(device, [0, 5, 4], [20, 9], 4, tokens=4))
+    expect_error(r"max_seqlen_q: expected >= every chunk length, got 2 < 3",
+                 paged_prefill, *prefill_call(device, [0, 3, 4], [20, 9], 2))
+    expect_error(r"context_lens: expected each context to hold its chunk",
+                 paged_prefill, *prefill_call(device, [0, 3, 13], [20, 9], 10))
+    expect_error(r"max_seqlen_q: expected a value in \[0, T = 4\], got 5",
+                 paged_prefill, *prefill_call(device, [0, 3, 4], [20, 9], 5))
+    expect_error(r"cu_seqlens_q: expected size 3 for num_seqs \+ 1",
+                 paged_prefill, *prefill_call(device, [0, 3], [20, 9], 3))
+    expect_error(r"paged_prefill_attention: block_tables: expected block ids",
+                 paged_prefill, *prefill_call(device, [0, 3, 4], [20, 9], 3)[:3],
+                 torch.full((2, 3), 99, dtype=torch.int32, device=device),
+                 *prefill_call(device, [0, 3, 4], [20, 9], 3)[4:])
+
+
+def test_validation_kernel_choice(device, monkeypatch):
+    if device != "cuda":
+        pytest.skip("DJL_ATTN_PAGED_KERNEL chooses between CUDA kernels")
+    args = decode_args(device)
+    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v3")
+    expect_error(r"DJL_ATTN_PAGED_KERNEL: expected v1, v2 or auto, got 'v3'", call_decode, args)
+    # v1 keeps every score of a sequence in shared memory: a context of 2^20 cannot fit.
+    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v1")
+    args["max_context_len"] = 1 << 20
+    expect_error(r"DJL_ATTN_PAGED_KERNEL=v1: max_context_len 1048576 needs more shared memory",
+                 call_decode, args)
+    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v2")
+    out = call_decode(args)  # a large max_context_len with short contexts is fine for v2
+    expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
+                                         args["block_tables"], args["context_lens"], 0.125)
+    assert_close(out.cpu(), expected.cpu(), torch.float16)
