@@ -1,0 +1,11 @@
+// The __half instantiations of the causal_dot_product launchers (one file per dtype so that nvcc
+// compiles them in parallel).
+#include "cuda/linear/causal_dot_product_kernels.cuh"
+
+namespace djl_attn::linear {
+
+template void launch_per_thread<__half>(const CausalDotProductParams&, bool, cudaStream_t);
+template void launch_low_occupancy<__half>(const CausalDotProductParams&, int, bool, cudaStream_t);
+template void launch_chunked<__half>(const CausalDotProductParams&, bool, cudaStream_t);
+
+}  // namespace djl_attn::linear

@@ -1,0 +1,677 @@
+// The causal_dot_product kernels and their typed launchers. Included by one .cu file per dtype
+// (causal_dot_product_{f32,f16,bf16}.cu), which instantiates the launchers, so nvcc compiles
+// the dtypes in parallel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <mma.h>
+
+#include <cstdint>
+
+#include "cuda/common/cuda_check.h"
+#include "linear/linear_params.h"
+
+namespace djl_attn::linear {
+
+constexpr int kWarpSize = 32;
+
+// --- shapes, shared by the kernels and the host-side planning --------------------------------
+
+// per_thread: 128 threads; G threads share one output column, each owning 32 of its state rows,
+// so E up to 32 * G. Both choices keep the state at 32 registers per thread for every E.
+constexpr int kPerThreadThreads = 128;
+constexpr int kPerThreadRows = 32;
+constexpr int per_thread_groups(int64_t dim_qk) {
+  return dim_qk <= 32 ? 1 : dim_qk <= 64 ? 2 : dim_qk <= 128 ? 4 : 8;
+}
+constexpr int64_t per_thread_columns(int64_t dim_qk) {
+  return kPerThreadThreads / per_thread_groups(dim_qk);
+}
+
+// low_occupancy: each lane owns E_MAX / 32 state rows of the block's one column; each warp takes
+// kLowOccSteps consecutive time steps per iteration.
+constexpr int kLowOccSteps = 4;
+constexpr int low_occupancy_rows(int64_t dim_qk) {
+  return dim_qk <= 32 ? 1 : dim_qk <= 64 ? 2 : dim_qk <= 128 ? 4 : 8;
+}
+// With 8 rows a thread holds about 170 live registers (current and prefetched q/k, the partial
+// states): 256 threads is the most a block can then have.
+constexpr int low_occupancy_max_warps(int64_t dim_qk) {
+  return low_occupancy_rows(dim_qk) >= 8 ? 8 : 16;
+}
+
+// --- element conversion and packed loads -----------------------------------------------------
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+template <int Bytes>
+struct Word;
+template <>
+struct Word<2> { using type = unsigned short; };
+template <>
+struct Word<4> { using type = unsigned int; };
+template <>
+struct Word<8> { using type = uint2; };
+template <>
+struct Word<16> { using type = uint4; };
+
+// N consecutive elements kept as they are in memory until they are stored to shared memory, so
+// a prefetch does not wait for its loads.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T e[N];
+};
+
+// Loads `count` (0..N) elements from src and zero-fills the rest: one N * sizeof(T)-byte load
+// when the pack is whole and `vectorised` (the host checked the alignment of every pointer and
+// stride), element by element otherwise.
+template <typename T, int N>
+__device__ __forceinline__ void load_pack(Pack<T, N>& pack, const T* src, int count,
+                                          bool vectorised) {
+  using W = typename Word<sizeof(T) * N>::type;
+  if (vectorised && count == N) {
+    *reinterpret_cast<W*>(pack.e) = __ldg(reinterpret_cast<const W*>(src));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) pack.e[i] = i < count ? src[i] : from_float<T>(0.f);
+  }
+}
+
+__device__ __forceinline__ int clamp_count(int64_t available, int n) {
+  return available <= 0 ? 0 : (available >= n ? n : static_cast<int>(available));
+}
+
+// Sums N values (N a power of two, at most 32) each across the 32 lanes of a warp in
+// 31 + log2(32 / N) shuffles rather than 5 N: every halving step sends away the half of the
+// values the partner lane keeps. Returns the total of value `index`, which every lane whose
+// bits 4, 3, ... (one per halving) spell `index` holds.
+template <int N>
+__device__ __forceinline__ float warp_reduce_scatter(float (&values)[N], int lane, int& index) {
+  index = 0;
+  int offset = kWarpSize / 2;
+#pragma unroll
+  for (int half = N / 2; half >= 1; half /= 2, offset /= 2) {
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float send = upper ? values[i] : values[i + half];
+      const float keep = upper ? values[i + half] : values[i];
+      values[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+    }
+    if (upper) index += half;
+  }
+  float total = values[0];
+#pragma unroll
+  for (; offset >= 1; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+  return total;
+}
+
+// --- per_thread kernel -----------------------------------------------------------------------
+
+template <int G>
+struct PerThreadShape {
+  static constexpr int kEMax = kPerThreadRows * G;
+  static constexpr int kCols = kPerThreadThreads / G;  // output columns per block
+  // Time steps staged per chunk: keeps the two buffers of q, k and v under 42 KiB.
+  static constexpr int kSteps = G <= 4 ? 16 : 8;
+  // Floats per staged q or k step: each group's 32 rows are padded by 4 so that the G groups'
+  // float4 reads fall in different banks (group g starts at bank 4 g).
+  static constexpr int kGroupPitch = kPerThreadRows + 4;
+  static constexpr int kPitch = G * kGroupPitch;
+};
+
+// grid: B * H * col_tiles blocks of kPerThreadThreads. Thread (g, col) = (tid % G, tid / G)
+// carries state rows [32 g, 32 g + 32) of column m0 + col; q, k and v arrive in chunks of kSteps
+// steps through shared memory, the next chunk loaded into registers while this one is computed.
+template <typename T, int G>
+__global__ void __launch_bounds__(kPerThreadThreads)
+    causal_dot_product_per_thread_kernel(CausalDotProductParams p, int64_t col_tiles,
+                                         bool vectorised) {
+  using Shape = PerThreadShape<G>;
+  constexpr int kSteps = Shape::kSteps;
+  constexpr int P = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte pack
+  constexpr int kQkPacksPerStep = Shape::kEMax / P;
+  constexpr int kVPacksPerStep = Shape::kCols / P;
+  constexpr int kQkPacks = kSteps * kQkPacksPerStep;
+  constexpr int kVPacks = kSteps * kVPacksPerStep;
+  constexpr int kQkPerThread = (kQkPacks + kPerThreadThreads - 1) / kPerThreadThreads;
+  constexpr int kVPerThread = (kVPacks + kPerThreadThreads - 1) / kPerThreadThreads;
+
+  __shared__ __align__(16) float q_smem[2][kSteps][Shape::kPitch];
+  __shared__ __align__(16) float k_smem[2][kSteps][Shape::kPitch];
+  __shared__ __align__(16) float v_smem[2][kSteps][Shape::kCols];
+
+  const int tid = threadIdx.x;
+  const int64_t tile = blockIdx.x % col_tiles;
+  const int64_t bh = blockIdx.x / col_tiles;
+  const int64_t b = bh / p.heads, h = bh % p.heads;
+  const int64_t m0 = tile * Shape::kCols;
+  const int64_t seqlen = p.seqlen;
+  const int64_t dim_qk = p.dim_qk;
+  const int64_t cols = p.dim_v - m0 < Shape::kCols ? p.dim_v - m0 : Shape::kCols;
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + h * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + h * p.v_head_stride + m0;
+  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + h * p.out_head_stride + m0;
+
+  Pack<T, P> q_next[kQkPerThread], k_next[kQkPerThread], v_next[kVPerThread];
+
+  auto prefetch = [&](int64_t t0) {
+#pragma unroll
+    for (int j = 0; j < kQkPerThread; ++j) {
+      const int id = tid + j * kPerThreadThreads;
+      if (kQkPacks % kPerThreadThreads == 0 || id < kQkPacks) {
+        const int64_t t = t0 + id / kQkPacksPerStep;
+        const int e0 = (id % kQkPacksPerStep) * P;
+        const int count = t < seqlen ? clamp_count(dim_qk - e0, P) : 0;
+        load_pack(q_next[j], q + t * p.q_seq_stride + e0, count, vectorised);
+        load_pack(k_next[j], k + t * p.k_seq_stride + e0, count, vectorised);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kVPerThread; ++j) {
+      const int id = tid + j * kPerThreadThreads;
+      if (kVPacks % kPerThreadThreads == 0 || id < kVPacks) {
+        const int64_t t = t0 + id / kVPacksPerStep;
+        const int c0 = (id % kVPacksPerStep) * P;
+        const int count = t < seqlen ? clamp_count(cols - c0, P) : 0;
+        load_pack(v_next[j], v + t * p.v_seq_stride + c0, count, vectorised);
+      }
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < kQkPerThread; ++j) {
+      const int id = tid + j * kPerThreadThreads;
+      if (kQkPacks % kPerThreadThreads == 0 || id < kQkPacks) {
+        const int step = id / kQkPacksPerStep;
+        const int e0 = (id % kQkPacksPerStep) * P;
+        // P divides 32, so a pack never straddles two groups' rows.
+        const int slot = (e0 / kPerThreadRows) * Shape::kGroupPitch + e0 % kPerThreadRows;
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          q_smem[buf][step][slot + i] = to_float(q_next[j].e[i]);
+          k_smem[buf][step][slot + i] = to_float(k_next[j].e[i]);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kVPerThread; ++j) {
+      const int id = tid + j * kPerThreadThreads;
+      if (kVPacks % kPerThreadThreads == 0 || id < kVPacks) {
+        const int step = id / kVPacksPerStep;
+        const int c0 = (id % kVPacksPerStep) * P;
+#pragma unroll
+        for (int i = 0; i < P; ++i) v_smem[buf][step][c0 + i] = to_float(v_next[j].e[i]);
+      }
+    }
+  };
+
+  const int g = tid % G;
+  const int col = tid / G;
+  float state[kPerThreadRows];
+#pragma unroll
+  for (int r = 0; r < kPerThreadRows; ++r) state[r] = 0.f;
+
+  const int64_t chunks = (seqlen + kSteps - 1) / kSteps;
+  prefetch(0);
+  store(0);
+  __syncthreads();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int buf = static_cast<int>(c & 1);
+    const int64_t t0 = c * kSteps;
+    if (c + 1 < chunks) prefetch(t0 + kSteps);
+    const int steps = seqlen - t0 < kSteps ? static_cast<int>(seqlen - t0) : kSteps;
+    for (int s = 0; s < steps; ++s) {
+      const float vt = v_smem[buf][s][col];
+      const float4* k4 = reinterpret_cast<const float4*>(&k_smem[buf][s][g * Shape::kGroupPitch]);
+      const float4* q4 = reinterpret_cast<const float4*>(&q_smem[buf][s][g * Shape::kGroupPitch]);
+      // Four partial sums break the dependency chain of the 32-term dot product.
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int r4 = 0; r4 < kPerThreadRows / 4; ++r4) {
+        const float4 kk = k4[r4];
+        const float4 qq = q4[r4];
+        // The state includes step t itself before it meets q_t: the sum runs over i <= t.
+        state[4 * r4 + 0] = fmaf(kk.x, vt, state[4 * r4 + 0]);
+        state[4 * r4 + 1] = fmaf(kk.y, vt, state[4 * r4 + 1]);
+        state[4 * r4 + 2] = fmaf(kk.z, vt, state[4 * r4 + 2]);
+        state[4 * r4 + 3] = fmaf(kk.w, vt, state[4 * r4 + 3]);
+        acc[0] = fmaf(qq.x, state[4 * r4 + 0], acc[0]);
+        acc[1] = fmaf(qq.y, state[4 * r4 + 1], acc[1]);
+        acc[2] = fmaf(qq.z, state[4 * r4 + 2], acc[2]);
+        acc[3] = fmaf(qq.w, state[4 * r4 + 3], acc[3]);
+      }
+      float o = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      // The G threads of a column are adjacent lanes of one warp.
+#pragma unroll
+      for (int offset = G / 2; offset >= 1; offset /= 2) {
+        o += __shfl_xor_sync(0xffffffffu, o, offset);
+      }
+      if (g == 0 && col < cols) out[(t0 + s) * p.out_seq_stride + col] = from_float<T>(o);
+    }
+    // This buffer was last read in the previous chunk, which every thread finished before the
+    // barrier that ended it.
+    if (c + 1 < chunks) store(buf ^ 1);
+    __syncthreads();
+  }
+}
+
+// --- low_occupancy kernel ----------------------------------------------------------------------
+
+// grid: B * H * M blocks of `warps` warps (blockDim.x = 32 * warps), one output column m each.
+// Lane l owns state rows e = (32 j + l) P + i (P-element packs, j < ROWS / P). Per iteration
+// warp w takes steps t0 + 4 w .. t0 + 4 w + 3: it forms k_t v_t[m] for them with a running sum
+// in registers, the warps' totals are prefix-summed across the block in shared memory
+// (double-buffered by iteration parity, so two barriers per iteration suffice), and each step's
+// output q_t . state_t is reduced across the warp. The next iteration's q, k, v are loaded into
+// registers while this one computes.
+template <typename T, int ROWS>
+__global__ void __launch_bounds__(ROWS >= 8 ? 256 : 512)
+    causal_dot_product_low_occupancy_kernel(CausalDotProductParams p, bool vectorised) {
+  constexpr int S = kLowOccSteps;
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  constexpr int P = ROWS < kVec ? ROWS : kVec;
+  constexpr int kPacks = ROWS / P;
+  constexpr int kEMax = ROWS * kWarpSize;
+  extern __shared__ float reductions[];  // [2][warps][kEMax]
+
+  const int warps = blockDim.x / kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t m = blockIdx.x % p.dim_v;
+  const int64_t bh = blockIdx.x / p.dim_v;
+  const int64_t b = bh / p.heads, h = bh % p.heads;
+  const int64_t seqlen = p.seqlen;
+  const int64_t dim_qk = p.dim_qk;
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + h * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + h * p.v_head_stride + m;
+  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + h * p.out_head_stride + m;
+  const int64_t steps_per_iter = static_cast<int64_t>(warps) * S;
+
+  Pack<T, P> q_next[S][kPacks], k_next[S][kPacks];
+  T v_next[S];
+  auto prefetch = [&](int64_t t0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int64_t t = t0 + warp * S + s;
+      const bool valid = t < seqlen;
+#pragma unroll
+      for (int j = 0; j < kPacks; ++j) {
+        const int e0 = (j * kWarpSize + lane) * P;
+        const int count = valid ? clamp_count(dim_qk - e0, P) : 0;
+        load_pack(q_next[s][j], q + t * p.q_seq_stride + e0, count, vectorised);
+        load_pack(k_next[s][j], k + t * p.k_seq_stride + e0, count, vectorised);
+      }
+      v_next[s] = valid ? v[t * p.v_seq_stride] : from_float<T>(0.f);
+    }
+  };
+
+  float running[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) running[r] = 0.f;
+
+  const int64_t iters = (seqlen + steps_per_iter - 1) / steps_per_iter;
+  prefetch(0);
+  for (int64_t it = 0; it < iters; ++it) {
+    float qf[S][ROWS], kf[S][ROWS], vf[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+#pragma unroll
+      for (int j = 0; j < kPacks; ++j) {
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          qf[s][j * P + i] = to_float(q_next[s][j].e[i]);
+          kf[s][j * P + i] = to_float(k_next[s][j].e[i]);
+        }
+      }
+      vf[s] = to_float(v_next[s]);
+    }
+    if (it + 1 < iters) prefetch((it + 1) * steps_per_iter);
+
+    // This warp's states relative to the start of its steps: kv[r][s] = sum_{s' <= s} k v.
+    float kv[ROWS][S];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      float sum = 0.f;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        sum = fmaf(kf[s][r], vf[s], sum);
+        kv[r][s] = sum;
+      }
+    }
+
+    float* red = reductions + (it & 1) * warps * kEMax;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const int e = ((r / P) * kWarpSize + lane) * P + r % P;
+      red[warp * kEMax + e] = kv[r][S - 1];
+    }
+    __syncthreads();
+    // Inclusive prefix over warps, one state row per thread.
+    for (int e = threadIdx.x; e < kEMax; e += blockDim.x) {
+      float sum = red[e];
+      for (int w = 1; w < warps; ++w) {
+        sum += red[w * kEMax + e];
+        red[w * kEMax + e] = sum;
+      }
+    }
+    __syncthreads();
+
+    float o[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) o[s] = 0.f;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const int e = ((r / P) * kWarpSize + lane) * P + r % P;
+      const float before = running[r] + (warp > 0 ? red[(warp - 1) * kEMax + e] : 0.f);
+      running[r] += red[(warps - 1) * kEMax + e];
+#pragma unroll
+      for (int s = 0; s < S; ++s) o[s] = fmaf(qf[s][r], kv[r][s] + before, o[s]);
+    }
+    int index;
+    const float total = warp_reduce_scatter<S>(o, lane, index);
+    if ((lane & (kWarpSize / S - 1)) == 0) {
+      const int64_t t = it * steps_per_iter + warp * S + index;
+      if (t < seqlen) out[t * p.out_seq_stride] = from_float<T>(total);
+    }
+  }
+}
+
+// --- chunked kernel (tensor cores) -----------------------------------------------------------
+
+// The chunked form on tensor cores (WMMA, float16/bfloat16 inputs, float32 accumulation), for
+// E <= 128. Per chunk of kChunk steps and tile of kChunkCols columns:
+//   S = mask(Q_c K_c^T), O_c = S V_c + Q_c State, State += K_c^T V_c,
+// with State kept in float32 in shared memory and rounded to the input dtype only as the operand
+// of Q_c State (its error is then that of one rounding of each state element, within the
+// dtype's tolerance; a float16 state element beyond 65504 would overflow, which the float32
+// kernels do not).
+constexpr int kChunk = 64;
+constexpr int kChunkCols = 64;
+constexpr int kChunkWarps = kChunk / 16;  // warp w owns the chunk's rows [16 w, 16 w + 16)
+constexpr int kChunkThreads = kChunkWarps * kWarpSize;
+constexpr int64_t kChunkMaxDim = 128;
+constexpr int chunked_dim(int64_t dim_qk) { return dim_qk <= 64 ? 64 : 128; }
+
+// Shared-memory layout of the chunked kernel. Pitches are padded (by 8 elements of 2 bytes or
+// 4 floats) against bank conflicts while keeping every 16 x 16 tile 32-byte aligned, as WMMA
+// requires.
+template <int EMax>
+struct ChunkedLayout {
+  static constexpr int kQkPitch = EMax + 8;          // q, k: [kChunk][kQkPitch] input dtype
+  static constexpr int kVPitch = kChunkCols + 8;     // v: [kChunk][kVPitch] input dtype
+  static constexpr int kScorePitch = kChunk + 4;     // scores, then outputs: [kChunk][..] float
+  static constexpr int kScoreHPitch = kChunk + 8;    // masked scores: [kChunk][..] input dtype
+  static constexpr int kStatePitch = kChunkCols + 4; // state: [EMax][..] float
+  static constexpr int kStateHPitch = kChunkCols + 8;  // rounded state: [EMax][..] input dtype
+  static constexpr size_t kQ = 0;
+  static constexpr size_t kK = kQ + 2 * kChunk * kQkPitch;
+  static constexpr size_t kV = kK + 2 * kChunk * kQkPitch;
+  static constexpr size_t kScore = kV + 2 * kChunk * kVPitch;
+  static constexpr size_t kScoreH = kScore + 4 * kChunk * kScorePitch;
+  static constexpr size_t kState = kScoreH + 2 * kChunk * kScoreHPitch;
+  static constexpr size_t kStateH = kState + 4 * EMax * kStatePitch;
+  static constexpr size_t kBytes = kStateH + 2 * EMax * kStateHPitch;
+};
+
+// grid: B * H * ceil(M / 64) blocks of 4 warps.
+template <typename T, int EMax>
+__global__ void __launch_bounds__(kChunkThreads)
+    causal_dot_product_chunked_kernel(CausalDotProductParams p, int64_t col_tiles,
+                                      bool vectorised) {
+  using namespace nvcuda;
+  using Layout = ChunkedLayout<EMax>;
+  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+  using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major>;
+  using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
+  using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
+  using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+  constexpr int P = 16 / static_cast<int>(sizeof(T));
+  constexpr int kStateTiles = (EMax / 16) * (kChunkCols / 16);
+
+  extern __shared__ __align__(128) unsigned char chunked_smem[];
+  T* q_s = reinterpret_cast<T*>(chunked_smem + Layout::kQ);
+  T* k_s = reinterpret_cast<T*>(chunked_smem + Layout::kK);
+  T* v_s = reinterpret_cast<T*>(chunked_smem + Layout::kV);
+  float* score_s = reinterpret_cast<float*>(chunked_smem + Layout::kScore);
+  T* score_h = reinterpret_cast<T*>(chunked_smem + Layout::kScoreH);
+  float* state_s = reinterpret_cast<float*>(chunked_smem + Layout::kState);
+  T* state_h = reinterpret_cast<T*>(chunked_smem + Layout::kStateH);
+
+  const int tid = threadIdx.x;
+  const int warp = tid / kWarpSize;
+  const int lane = tid % kWarpSize;
+  const int64_t tile = blockIdx.x % col_tiles;
+  const int64_t bh = blockIdx.x / col_tiles;
+  const int64_t b = bh / p.heads, h = bh % p.heads;
+  const int64_t m0 = tile * kChunkCols;
+  const int64_t seqlen = p.seqlen;
+  const int64_t dim_qk = p.dim_qk;
+  const int64_t cols = p.dim_v - m0 < kChunkCols ? p.dim_v - m0 : kChunkCols;
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + h * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + h * p.v_head_stride + m0;
+  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + h * p.out_head_stride + m0;
+
+  for (int i = tid; i < EMax * kChunkCols; i += kChunkThreads) {
+    state_s[(i / kChunkCols) * Layout::kStatePitch + i % kChunkCols] = 0.f;
+  }
+
+  for (int64_t t0 = 0; t0 < seqlen; t0 += kChunk) {
+    // Stage this chunk's q, k, v (zero past L, E and M) and the rounded state.
+    for (int id = tid; id < kChunk * (EMax / P); id += kChunkThreads) {
+      const int row = id / (EMax / P);
+      const int e0 = (id % (EMax / P)) * P;
+      const int64_t t = t0 + row;
+      const int count = t < seqlen ? clamp_count(dim_qk - e0, P) : 0;
+      Pack<T, P> pack;
+      load_pack(pack, q + t * p.q_seq_stride + e0, count, vectorised);
+      *reinterpret_cast<Pack<T, P>*>(q_s + row * Layout::kQkPitch + e0) = pack;
+      load_pack(pack, k + t * p.k_seq_stride + e0, count, vectorised);
+      *reinterpret_cast<Pack<T, P>*>(k_s + row * Layout::kQkPitch + e0) = pack;
+    }
+    for (int id = tid; id < kChunk * (kChunkCols / P); id += kChunkThreads) {
+      const int row = id / (kChunkCols / P);
+      const int c0 = (id % (kChunkCols / P)) * P;
+      const int64_t t = t0 + row;
+      const int count = t < seqlen ? clamp_count(cols - c0, P) : 0;
+      Pack<T, P> pack;
+      load_pack(pack, v + t * p.v_seq_stride + c0, count, vectorised);
+      *reinterpret_cast<Pack<T, P>*>(v_s + row * Layout::kVPitch + c0) = pack;
+    }
+    for (int i = tid; i < EMax * kChunkCols; i += kChunkThreads) {
+      const int e = i / kChunkCols, c = i % kChunkCols;
+      state_h[e * Layout::kStateHPitch + c] = from_float<T>(state_s[e * Layout::kStatePitch + c]);
+    }
+    __syncthreads();
+
+    // Scores of this warp's 16 rows against the keys up to its diagonal tile; the tiles above the
+    // diagonal are all masked and never computed.
+    const int r0 = warp * 16;
+    for (int j = 0; j <= warp; ++j) {
+      FragC acc;
+      wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+      for (int kk = 0; kk < EMax / 16; ++kk) {
+        FragA a;
+        FragBT bt;
+        wmma::load_matrix_sync(a, q_s + r0 * Layout::kQkPitch + kk * 16, Layout::kQkPitch);
+        wmma::load_matrix_sync(bt, k_s + j * 16 * Layout::kQkPitch + kk * 16, Layout::kQkPitch);
+        wmma::mma_sync(acc, a, bt, acc);
+      }
+      wmma::store_matrix_sync(score_s + r0 * Layout::kScorePitch + j * 16, acc,
+                              Layout::kScorePitch, wmma::mem_row_major);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * kChunk; i += kWarpSize) {
+      const int r = r0 + i / kChunk, c = i % kChunk;
+      const float s = c <= r ? score_s[r * Layout::kScorePitch + c] : 0.f;
+      score_h[r * Layout::kScoreHPitch + c] = from_float<T>(s);
+    }
+    __syncwarp();
+
+    // Outputs of this warp's rows: masked scores times V, plus Q times the state before the
+    // chunk. The warp's score rows are free again, so they hold the float outputs.
+    for (int n = 0; n < kChunkCols / 16; ++n) {
+      FragC acc;
+      wmma::fill_fragment(acc, 0.f);
+      for (int kk = 0; kk <= warp; ++kk) {
+        FragA a;
+        FragB bv;
+        wmma::load_matrix_sync(a, score_h + r0 * Layout::kScoreHPitch + kk * 16, Layout::kScoreHPitch);
+        wmma::load_matrix_sync(bv, v_s + kk * 16 * Layout::kVPitch + n * 16, Layout::kVPitch);
+        wmma::mma_sync(acc, a, bv, acc);
+      }
+#pragma unroll
+      for (int kk = 0; kk < EMax / 16; ++kk) {
+        FragA a;
+        FragB bs;
+        wmma::load_matrix_sync(a, q_s + r0 * Layout::kQkPitch + kk * 16, Layout::kQkPitch);
+        wmma::load_matrix_sync(bs, state_h + kk * 16 * Layout::kStateHPitch + n * 16, Layout::kStateHPitch);
+        wmma::mma_sync(acc, a, bs, acc);
+      }
+      wmma::store_matrix_sync(score_s + r0 * Layout::kScorePitch + n * 16, acc,
+                              Layout::kScorePitch, wmma::mem_row_major);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * kChunkCols; i += kWarpSize) {
+      const int r = i / kChunkCols, c = i % kChunkCols;
+      const int64_t t = t0 + r0 + r;
+      if (t < seqlen && c < cols) {
+        out[t * p.out_seq_stride + c] = from_float<T>(score_s[(r0 + r) * Layout::kScorePitch + c]);
+      }
+    }
+
+    // State += K^T V over the chunk; the warps split the state's 16 x 16 tiles.
+    for (int st = warp; st < kStateTiles; st += kChunkWarps) {
+      const int ei = st / (kChunkCols / 16), n = st % (kChunkCols / 16);
+      float* tile_ptr = state_s + ei * 16 * Layout::kStatePitch + n * 16;
+      FragC acc;
+      wmma::load_matrix_sync(acc, tile_ptr, Layout::kStatePitch, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kChunk / 16; ++kk) {
+        FragAT kt;
+        FragB bv;
+        wmma::load_matrix_sync(kt, k_s + kk * 16 * Layout::kQkPitch + ei * 16, Layout::kQkPitch);
+        wmma::load_matrix_sync(bv, v_s + kk * 16 * Layout::kVPitch + n * 16, Layout::kVPitch);
+        wmma::mma_sync(acc, kt, bv, acc);
+      }
+      wmma::store_matrix_sync(tile_ptr, acc, Layout::kStatePitch, wmma::mem_row_major);
+    }
+    // The next chunk overwrites q, k, v and reads the whole state.
+    __syncthreads();
+  }
+}
+
+// --- typed launchers -----------------------------------------------------------------------------
+
+template <typename T>
+void launch_per_thread(const CausalDotProductParams& p, bool vectorised, cudaStream_t stream) {
+  const int groups = per_thread_groups(p.dim_qk);
+  const int64_t col_tiles = (p.dim_v + per_thread_columns(p.dim_qk) - 1) / per_thread_columns(p.dim_qk);
+  const int64_t blocks = p.batch * p.heads * col_tiles;
+  if (blocks > 0x7fffffff) fail_native("causal_dot_product: too many blocks (", blocks, ")");
+  switch (groups) {
+    case 1:
+      causal_dot_product_per_thread_kernel<T, 1>
+          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+      break;
+    case 2:
+      causal_dot_product_per_thread_kernel<T, 2>
+          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+      break;
+    case 4:
+      causal_dot_product_per_thread_kernel<T, 4>
+          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+      break;
+    case 8:
+      causal_dot_product_per_thread_kernel<T, 8>
+          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+      break;
+    default: fail_native("causal_dot_product: no per_thread kernel for E = ", p.dim_qk);
+  }
+  DJL_ATTN_CUDA_CHECK_LAUNCH("causal_dot_product_per_thread_kernel");
+}
+
+template <typename T>
+void launch_low_occupancy(const CausalDotProductParams& p, int warps, bool vectorised,
+                          cudaStream_t stream) {
+  const int rows = low_occupancy_rows(p.dim_qk);
+  if (warps < 1 || warps > low_occupancy_max_warps(p.dim_qk)) {
+    fail_native("causal_dot_product: ", warps, " warps per block for E = ", p.dim_qk);
+  }
+  const int64_t blocks = p.batch * p.heads * p.dim_v;
+  if (blocks > 0x7fffffff) fail_native("causal_dot_product: too many blocks (", blocks, ")");
+  const unsigned threads = static_cast<unsigned>(warps * kWarpSize);
+  const size_t smem = 2 * static_cast<size_t>(warps) * rows * kWarpSize * sizeof(float);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  switch (rows) {
+    case 1:
+      causal_dot_product_low_occupancy_kernel<T, 1><<<grid, threads, smem, stream>>>(p, vectorised);
+      break;
+    case 2:
+      causal_dot_product_low_occupancy_kernel<T, 2><<<grid, threads, smem, stream>>>(p, vectorised);
+      break;
+    case 4:
+      causal_dot_product_low_occupancy_kernel<T, 4><<<grid, threads, smem, stream>>>(p, vectorised);
+      break;
+    case 8:
+      causal_dot_product_low_occupancy_kernel<T, 8><<<grid, threads, smem, stream>>>(p, vectorised);
+      break;
+    default: fail_native("causal_dot_product: no low_occupancy kernel for E = ", p.dim_qk);
+  }
+  DJL_ATTN_CUDA_CHECK_LAUNCH("causal_dot_product_low_occupancy_kernel");
+}
+
+template <typename T>
+void launch_chunked(const CausalDotProductParams& p, bool vectorised, cudaStream_t stream) {
+  const int64_t col_tiles = (p.dim_v + kChunkCols - 1) / kChunkCols;
+  const int64_t blocks = p.batch * p.heads * col_tiles;
+  if (blocks > 0x7fffffff) fail_native("causal_dot_product: too many blocks (", blocks, ")");
+  const unsigned grid = static_cast<unsigned>(blocks);
+  int device = 0, smem_limit = 0;
+  DJL_ATTN_CUDA_CHECK(cudaGetDevice(&device));
+  DJL_ATTN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  auto launch = [&](auto kernel, size_t smem) {
+    // Checked here so that a GPU with less shared memory gets a clear error and no failed CUDA
+    // call (whose error cudaGetLastError would report later).
+    if (smem > static_cast<size_t>(smem_limit)) {
+      fail_native("causal_dot_product: the chunked kernel for E = ", p.dim_qk, " needs ", smem,
+                  " bytes of shared memory per block, this GPU allows ", smem_limit);
+    }
+    // Over 48 KiB of dynamic shared memory needs an explicit opt-in per kernel.
+    DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
+    kernel<<<grid, kChunkThreads, smem, stream>>>(p, col_tiles, vectorised);
+  };
+  switch (chunked_dim(p.dim_qk)) {
+    case 64:
+      launch(causal_dot_product_chunked_kernel<T, 64>, ChunkedLayout<64>::kBytes);
+      break;
+    case 128:
+      launch(causal_dot_product_chunked_kernel<T, 128>, ChunkedLayout<128>::kBytes);
+      break;
+    default: fail_native("causal_dot_product: no chunked kernel for E = ", p.dim_qk);
+  }
+  DJL_ATTN_CUDA_CHECK_LAUNCH("causal_dot_product_chunked_kernel");
+}
+
+}  // namespace djl_attn::linear

@@ -1,0 +1,149 @@
+// Chooses the causal_dot_product kernel variant for a problem and a GPU, and launches it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/linear/causal_dot_product_cuda.cuh"
+#include "cuda/linear/causal_dot_product_kernels.cuh"
+
+namespace djl_attn::linear {
+
+// Instantiated in causal_dot_product_{f32,f16,bf16}.cu.
+extern template void launch_per_thread<float>(const CausalDotProductParams&, bool, cudaStream_t);
+extern template void launch_per_thread<__half>(const CausalDotProductParams&, bool, cudaStream_t);
+extern template void launch_per_thread<__nv_bfloat16>(const CausalDotProductParams&, bool,
+                                                      cudaStream_t);
+extern template void launch_low_occupancy<float>(const CausalDotProductParams&, int, bool,
+                                                 cudaStream_t);
+extern template void launch_low_occupancy<__half>(const CausalDotProductParams&, int, bool,
+                                                  cudaStream_t);
+extern template void launch_low_occupancy<__nv_bfloat16>(const CausalDotProductParams&, int, bool,
+                                                         cudaStream_t);
+extern template void launch_chunked<__half>(const CausalDotProductParams&, bool, cudaStream_t);
+extern template void launch_chunked<__nv_bfloat16>(const CausalDotProductParams&, bool,
+                                                   cudaStream_t);
+
+namespace {
+
+enum class Variant { kAuto, kPerThread, kLowOccupancy, kChunked };
+
+// DJL_ATTN_LINEAR_KERNEL, read on every call so that tests and benchmarks can switch variants
+// within one process.
+Variant requested_variant() {
+  const char* value = std::getenv("DJL_ATTN_LINEAR_KERNEL");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return Variant::kAuto;
+  if (std::strcmp(value, "per_thread") == 0) return Variant::kPerThread;
+  if (std::strcmp(value, "low_occupancy") == 0) return Variant::kLowOccupancy;
+  if (std::strcmp(value, "chunked") == 0) return Variant::kChunked;
+  fail_invalid("causal_dot_product: DJL_ATTN_LINEAR_KERNEL: expected one of auto, per_thread, "
+               "low_occupancy, chunked, got ", value);
+}
+
+// About this many resident warps per SM hide the latency of the low-occupancy kernel's loads and
+// barriers; more warps per block only lengthen each iteration.
+constexpr int64_t kTargetWarpsPerSm = 32;
+
+struct Plan {
+  Variant variant;
+  int warps;  // low_occupancy only
+};
+
+Plan make_plan(int64_t batch_heads, int64_t dim_qk, int64_t dim_v, int64_t element_size,
+               int sm_count) {
+  Plan plan{requested_variant(), 0};
+  // The tensor-core kernel takes float16/bfloat16 with E <= 128; other requests for it run the
+  // per-thread kernel.
+  if (plan.variant == Variant::kChunked && (element_size != 2 || dim_qk > kChunkMaxDim)) {
+    plan.variant = Variant::kPerThread;
+  }
+  const int64_t per_thread_blocks =
+      batch_heads * ((dim_v + per_thread_columns(dim_qk) - 1) / per_thread_columns(dim_qk));
+  if (plan.variant == Variant::kAuto) {
+    // The per-thread kernel does no redundant work but walks L serially in each block; once its
+    // blocks reach every SM, splitting time across warps only adds the low-occupancy kernel's
+    // re-reads of q and k (once per column) and its barriers.
+    plan.variant = per_thread_blocks >= sm_count ? Variant::kPerThread : Variant::kLowOccupancy;
+  }
+  if (plan.variant == Variant::kLowOccupancy) {
+    const int64_t blocks = batch_heads * dim_v;
+    const int64_t budget = kTargetWarpsPerSm * sm_count / (blocks > 0 ? blocks : 1);
+    int warps = 4;
+    while (warps * 2 <= budget && warps * 2 <= low_occupancy_max_warps(dim_qk)) warps *= 2;
+    plan.warps = warps;
+  }
+  return plan;
+}
+
+std::string describe(const Plan& plan) {
+  if (plan.variant == Variant::kPerThread) return "per_thread";
+  if (plan.variant == Variant::kChunked) return "chunked";
+  return "low_occupancy/" + std::to_string(plan.warps) + "w";
+}
+
+bool aligned16(const void* ptr, int64_t element_size, int64_t s0, int64_t s1, int64_t s2) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (s0 * element_size) % 16 == 0 &&
+         (s1 * element_size) % 16 == 0 && (s2 * element_size) % 16 == 0;
+}
+
+template <typename T>
+void run_typed(const CausalDotProductParams& p, const Plan& plan, cudaStream_t stream) {
+  // 16-byte loads need every row of q, k and v to start on a 16-byte boundary; views with odd
+  // offsets or strides take the element-wise path of the same kernels.
+  const int64_t size = sizeof(T);
+  const bool vectorised =
+      aligned16(p.q, size, p.q_batch_stride, p.q_head_stride, p.q_seq_stride) &&
+      aligned16(p.k, size, p.k_batch_stride, p.k_head_stride, p.k_seq_stride) &&
+      aligned16(p.v, size, p.v_batch_stride, p.v_head_stride, p.v_seq_stride);
+  if (plan.variant == Variant::kPerThread) {
+    launch_per_thread<T>(p, vectorised, stream);
+  } else if (plan.variant == Variant::kChunked) {
+    if constexpr (sizeof(T) == 2) {
+      launch_chunked<T>(p, vectorised, stream);
+    } else {
+      fail_native("causal_dot_product: no chunked kernel for float32");  // make_plan excludes it
+    }
+  } else {
+    launch_low_occupancy<T>(p, plan.warps, vectorised, stream);
+  }
+}
+
+}  // namespace
+
+void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* stream, int device) {
+  const int64_t element_size = params.dtype == ElementType::kFloat32 ? 4 : 2;
+  const Plan plan = make_plan(params.batch * params.heads, params.dim_qk, params.dim_v,
+                              element_size, cuda::multiprocessor_count(device));
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (params.dtype) {
+    case ElementType::kFloat32: return run_typed<float>(params, plan, s);
+    case ElementType::kFloat16: return run_typed<__half>(params, plan, s);
+    case ElementType::kBFloat16: return run_typed<__nv_bfloat16>(params, plan, s);
+  }
+}
+
+std::string causal_dot_product_plan(int64_t batch_heads, int64_t dim_qk, int64_t dim_v,
+                                    int64_t element_size, int device) {
+  return describe(make_plan(batch_heads, dim_qk, dim_v, element_size,
+                            cuda::multiprocessor_count(device)));
+}
+
+}  // namespace djl_attn::linear
+
+// For benchmarks (through ctypes): the variant the launcher would pick, or "error: ...".
+extern "C" const char* djl_attn_causal_dot_product_plan(int64_t batch_heads, int64_t dim_qk,
+                                                         int64_t dim_v, int32_t element_size,
+                                                         int32_t device) {
+  static thread_local std::string result;
+  try {
+    result = djl_attn::linear::causal_dot_product_plan(batch_heads, dim_qk, dim_v, element_size,
+                                                       device);
+  } catch (const std::exception& e) {
+    result = std::string("error: ") + e.what();
+  }
+  return result.c_str();
+}
