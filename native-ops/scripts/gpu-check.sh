@@ -55,8 +55,10 @@ if [ "$status_build" = OK ] && [ "$BENCH" != none ]; then
   for script in bench/bench_$BENCH.py; do
     [ -f "$script" ] || continue
     name=$(basename "$script" .py)
+    # One shared log: the device tool returns at most 8 files.
+    echo "== $name" >>"$OUT/bench.log"
     DJL_ATTN_LIB_DIR=$PWD/build "$PYTHON" "$script" --device cuda --out "$OUT/$name.md" \
-      >"$OUT/$name.log" 2>&1 && bench_ran+=("$name") || { echo "== $name FAILED"; tail -20 "$OUT/$name.log"; }
+      >>"$OUT/bench.log" 2>&1 && bench_ran+=("$name") || { echo "== $name FAILED"; tail -20 "$OUT/bench.log"; }
   done
 fi
 

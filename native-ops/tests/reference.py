@@ -69,3 +69,159 @@ def assert_close(actual, expected, dtype, what="output"):
             TOLERANCE[dtype],
             dtype,
         )
+
+
+def causal_dot_product(q, k, v):
+    """Reference for djl_attn.causal_dot_product: [B, H, L, M] float64.
+
+    The O(L^2) masked form: out_j = sum_{i <= j} (q_j . k_i) v_i.
+    """
+    qd, kd, vd = q.double(), k.double(), v.double()
+    scores = qd @ kd.transpose(-1, -2)
+    seqlen = q.shape[-2]
+    mask = torch.ones(seqlen, seqlen, dtype=torch.bool, device=q.device).tril()
+    return scores.masked_fill(~mask, 0.0) @ vd
+
+
+def _bias(bias):
+    return 0.0 if bias is None else bias.double()
+
+
+def add_bias_residual_layernorm(x, bias, residual, gamma, beta, eps):
+    """Reference for djl_attn.add_bias_residual_layernorm: LayerNorm(x + bias + residual), float64."""
+    v = x.double() + _bias(bias) + residual.double()
+    mean = v.mean(-1, keepdim=True)
+    var = ((v - mean) ** 2).mean(-1, keepdim=True)
+    return (v - mean) / torch.sqrt(var + eps) * gamma.double() + beta.double()
+
+
+def add_bias_gelu(x, bias, tanh_approximation):
+    """Reference for djl_attn.add_bias_gelu, float64: erf form, or the tanh approximation."""
+    v = x.double() + _bias(bias)
+    if tanh_approximation:
+        return 0.5 * v * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
+    return 0.5 * v * (1.0 + torch.erf(v / math.sqrt(2.0)))
+
+
+def add_bias_residual_affine(x, bias, residual, scale, shift):
+    """Reference for djl_attn.add_bias_residual_affine: (x + bias + residual) * scale + shift."""
+    return (x.double() + _bias(bias) + residual.double()) * scale.double() + shift.double()
+
+
+def bert_attention(qkv, qkv_bias, kv_lens, num_heads, scale):
+    """Reference for djl_attn.bert_attention: [B, S, H * D] float64.
+
+    Not causal; keys >= kv_lens[b] are masked; every query row is computed (padding rows too);
+    a row with no valid key gives 0, as flash_attention does.
+    """
+    batch, seqlen, width = qkv.shape
+    hidden = width // 3
+    dim = hidden // num_heads
+    v = qkv.double() + _bias(qkv_bias)
+    q, k, vv = (t.reshape(batch, seqlen, num_heads, dim) for t in v.split(hidden, dim=-1))
+    out, _ = flash_attention(q, k, vv, kv_lens, scale, False)
+    return out.reshape(batch, seqlen, hidden)
+
+
+def remove_padding(x, lens):
+    """Reference for djl_attn.remove_padding: (packed [total, C], cu_seqlens int32 [B + 1])."""
+    lens = lens.cpu().long()
+    cu = torch.zeros(len(lens) + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(lens, 0).to(torch.int32)
+    rows = [x[b, : int(lens[b])] for b in range(len(lens))]
+    packed = torch.cat(rows) if rows else x.new_zeros(0, x.shape[-1])
+    return packed, cu
+
+
+def restore_padding(packed, cu_seqlens, seqlen):
+    """Reference for djl_attn.restore_padding: [B, seqlen, C] with zeros past each length."""
+    cu = cu_seqlens.cpu().long()
+    batch = len(cu) - 1
+    out = packed.new_zeros(batch, seqlen, packed.shape[-1])
+    for b in range(batch):
+        out[b, : int(cu[b + 1] - cu[b])] = packed[int(cu[b]) : int(cu[b + 1])]
+    return out
+
+
+def gather_paged(cache, block_table, length):
+    """The first `length` tokens of one sequence from a paged cache
+    [num_blocks, block_size, Hkv, D], through its block table row: [length, Hkv, D]."""
+    block_size = cache.shape[1]
+    used = (length + block_size - 1) // block_size
+    blocks = block_table[:used].to(device=cache.device, dtype=torch.long)
+    return cache[blocks].reshape(-1, cache.shape[2], cache.shape[3])[:length]
+
+
+def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q, context_lens,
+                            scale, alibi_slopes=None):
+    """Reference for djl_attn.paged_prefill_attention: [T, Hq, D] float64.
+
+    The n rows of sequence s are the last n positions p = ctx - n + t of its context and see
+    keys j <= p, with the ALiBi bias slope * (j - p). Rows that see no key get output 0.
+    """
+    tables = block_tables.cpu()
+    lens = context_lens.cpu().tolist()
+    cu = cu_seqlens_q.cpu().tolist()
+    heads_q = query.shape[1]
+    out = torch.zeros(query.shape, dtype=torch.float64, device=query.device)
+    for s, ctx in enumerate(lens):
+        n = cu[s + 1] - cu[s]
+        if n == 0:
+            continue
+        group = heads_q // key_cache.shape[2]
+        k = gather_paged(key_cache, tables[s], ctx).double().repeat_interleave(group, dim=1)
+        v = gather_paged(value_cache, tables[s], ctx).double().repeat_interleave(group, dim=1)
+        q = query[cu[s] : cu[s + 1]].double()
+        scores = torch.einsum("thd,jhd->htj", q, k) * scale  # [Hq, n, ctx]
+        pos = torch.arange(n, device=query.device)[:, None] + (ctx - n)
+        j = torch.arange(ctx, device=query.device)[None, :]
+        if alibi_slopes is not None:
+            scores = scores + alibi_slopes.double()[:, None, None] * (j - pos)[None]
+        scores = scores.masked_fill(~(j <= pos)[None], -math.inf)
+        probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        out[cu[s] : cu[s + 1]] = torch.einsum("htj,jhd->thd", probs, v)
+    return out
+
+
+def paged_attention(query, key_cache, value_cache, block_tables, context_lens, scale,
+                    alibi_slopes=None):
+    """Reference for djl_attn.paged_attention: [num_seqs, Hq, D] float64 (one query per
+    sequence at position ctx - 1; context 0 gives 0)."""
+    num_seqs = query.shape[0]
+    cu = torch.arange(num_seqs + 1, dtype=torch.int32)
+    return paged_prefill_attention(query, key_cache, value_cache, block_tables, cu, context_lens,
+                                   scale, alibi_slopes)
+
+
+def poison_allocator(device, *shapes_and_dtypes):
+    """Fills the CUDA caching allocator's free blocks with NaN before an operator allocates.
+
+    The operators allocate their outputs (and scratch) themselves, so the outputs cannot be
+    poisoned directly. Allocating NaN-filled tensors of the sizes the call will ask for and
+    freeing them leaves those blocks cached, and the allocator's best fit hands them back to
+    the operator: an element the kernel never writes then reads as NaN. A 64 MiB block covers
+    larger scratch. No effect on the CPU (its allocator returns memory to malloc).
+    """
+    if torch.device(device).type != "cuda":
+        return
+    blocks = [torch.full((16 << 20,), POISON, dtype=torch.float32, device=device)]
+    for shape, dtype in shapes_and_dtypes:
+        blocks.append(torch.full(shape, POISON, dtype=dtype, device=device))
+    del blocks
+
+
+def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal):
+    """Reference for djl_attn.flash_attention_varlen, one sequence at a time through the dense
+    reference: (out [total_q, Hq, D] float64, lse [Hq, total_q] float64)."""
+    cu_q = cu_seqlens_q.cpu().tolist()
+    cu_k = cu_seqlens_k.cpu().tolist()
+    out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+    lse = torch.full((q.shape[1], q.shape[0]), -math.inf, dtype=torch.float64, device=q.device)
+    for b in range(len(cu_q) - 1):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0:
+            continue
+        o, l = flash_attention(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], None, scale, causal)
+        out[q0:q1] = o[0]
+        lse[:, q0:q1] = l[0]
+    return out, lse

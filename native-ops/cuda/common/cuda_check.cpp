@@ -18,6 +18,21 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&current) == cudaSuccess && current != previous_) cudaSetDevice(previous_);
 }
 
+int device_of(const void* ptr) {
+  int device = 0;
+  if (ptr == nullptr) {
+    DJL_ATTN_CUDA_CHECK(cudaGetDevice(&device));
+    return device;
+  }
+  cudaPointerAttributes attributes{};
+  DJL_ATTN_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr));
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+    fail_native("a CUDA kernel was given a pointer that is not device memory (type ",
+                static_cast<int>(attributes.type), ")");
+  }
+  return attributes.device;
+}
+
 cudaStream_t current_stream(int device) {
   shim::GetCurrentCudaStream fn = shim::current_cuda_stream_fn();
   if (fn == nullptr) {
@@ -45,10 +60,10 @@ int multiprocessor_count(int device) {
 }
 
 void copy_to_host(void* dst, const void* src, size_t bytes) {
-  cudaPointerAttributes attributes{};
-  DJL_ATTN_CUDA_CHECK(cudaPointerGetAttributes(&attributes, src));
-  DeviceGuard guard(attributes.device);
-  cudaStream_t stream = current_stream(attributes.device);
+  if (bytes == 0) return;
+  const int device = device_of(src);
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
   DJL_ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
   DJL_ATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
