@@ -9,25 +9,20 @@
 
 #include <cstdint>
 
+#include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace djl_attn::bert {
 
 constexpr int kWarpSize = 32;
 
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-
 template <typename E>
-__device__ __forceinline__ E from_f(float x);
-template <>
-__device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
+__device__ __forceinline__ float to_f(E x) {
+  return cuda::to_float(x);
+}
+template <typename E>
+__device__ __forceinline__ E from_f(float x) {
+  return cuda::from_float<E>(x);
 }
 
 // N elements moved as one aligned access (two for 32-byte packs of float parameters).

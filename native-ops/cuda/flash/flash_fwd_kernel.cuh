@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/flash_fwd.cuh"
 
@@ -159,22 +160,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return r;
 }
 
-template <typename T>
-__device__ __forceinline__ float to_f(T x);
-template <>
-__device__ __forceinline__ float to_f<__half>(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
 
 // ---- global -> shared tiles --------------------------------------------------------------------
 
@@ -231,7 +216,7 @@ __device__ __forceinline__ void add_bias(T* tile, const T* bias, int valid_rows,
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int d = c * 8 + e;
-      if (d < dim) chunk[e] = from_f<T>(to_f(chunk[e]) + to_f(bias[d]));
+      if (d < dim) chunk[e] = cuda::from_float<T>(cuda::to_float(chunk[e]) + cuda::to_float(bias[d]));
     }
   }
 }

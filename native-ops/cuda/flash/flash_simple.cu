@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/flash_simple.cuh"
 
@@ -14,19 +15,9 @@ constexpr int kWarpSize = 32;
 // Each lane holds head-dim elements lane, lane + 32, ...: 8 slots cover D = 256.
 constexpr int kSlots = kMaxHeadDim / kWarpSize;
 
-__device__ __forceinline__ float load_float(const float* p) { return *p; }
-__device__ __forceinline__ float load_float(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ float load_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-
 template <typename T>
-__device__ __forceinline__ T store_float(float x);
-template <>
-__device__ __forceinline__ float store_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half store_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 store_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
+__device__ __forceinline__ float load_float(const T* p) {
+  return cuda::to_float(*p);
 }
 
 __device__ __forceinline__ int64_t clamp_index(int64_t x, int64_t lo, int64_t hi) {
@@ -122,7 +113,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int64_t d = lane + i * kWarpSize;
-    if (d < dim) out[d] = store_float<T>(acc[i] * inv_sum);
+    if (d < dim) out[d] = cuda::from_float<T>(acc[i] * inv_sum);
   }
   if (lane == 0) {
     p.lse[lse_offset(p, b, h) + row] =

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
 #include "linear/linear_params.h"
 
@@ -44,20 +45,8 @@ constexpr int low_occupancy_max_warps(int64_t dim_qk) {
 
 // --- element conversion and packed loads -----------------------------------------------------
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+using cuda::from_float;
+using cuda::to_float;
 
 template <int Bytes>
 struct Word;
