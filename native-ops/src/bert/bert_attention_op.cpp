@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/binding.h"
 #include "common/boxed.h"
 #include "common/check.h"
 #include "common/error.h"
@@ -12,14 +13,6 @@ namespace djl_attn::bert {
 namespace {
 
 constexpr const char* kOp = "bert_attention";
-
-flash::ElementType flash_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return flash::ElementType::kFloat16;
-    case DType::kBFloat16: return flash::ElementType::kBFloat16;
-    default: return flash::ElementType::kFloat32;  // checked to be float32 before
-  }
-}
 
 void check_kv_lens(const Tensor& kv_lens, const Tensor& qkv, const flash::FlashBackend& flash) {
   const ArgName name{kOp, "kv_lens"};
@@ -121,7 +114,7 @@ void bert_attention_boxed(shim::StableIValue* stack, const flash::FlashBackend& 
     // Padding keys are masked through kv_lens; queries at padding positions are still computed
     // (they see the valid keys), as stock DJL computes them.
     p.causal = false;
-    p.dtype = flash_type(qkv.dtype());
+    p.dtype = element_type(qkv.dtype());
     flash.launch(p);
   }
   put_tensor(stack, 0, std::move(out));

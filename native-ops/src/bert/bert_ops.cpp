@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/binding.h"
 #include "common/boxed.h"
 #include "common/check.h"
 #include "common/error.h"
@@ -13,13 +14,6 @@
 namespace djl_attn::bert {
 namespace {
 
-ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return ElementType::kFloat16;
-    case DType::kBFloat16: return ElementType::kBFloat16;
-    default: return ElementType::kFloat32;  // checked to be float32 before
-  }
-}
 
 int64_t element_size(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
@@ -79,18 +73,6 @@ void check_param(const Tensor& p, ArgName name, const Tensor& x, ArgName x_name,
 
 const void* data_or_null(const std::optional<Tensor>& t) { return t ? t->data() : nullptr; }
 
-// Copies `count` int32 values from a tensor of the backend's device to the host.
-std::vector<int32_t> read_int32(const Tensor& t, int64_t count, const BertBackend& backend) {
-  std::vector<int32_t> values(count);
-  if (count == 0) return values;
-  if (backend.copy_to_host != nullptr) {
-    backend.copy_to_host(values.data(), t.data(), values.size() * sizeof(int32_t));
-  } else {
-    const int32_t* src = t.data_as<int32_t>();
-    values.assign(src, src + count);
-  }
-  return values;
-}
 
 }  // namespace
 
@@ -209,7 +191,7 @@ void remove_padding_boxed(shim::StableIValue* stack, const BertBackend& backend)
   check_dtype(lens, lens_name, DType::kInt32);
   check_same_device(lens, lens_name, x, x_name);
   check_contiguous(lens, lens_name);
-  const std::vector<int32_t> values = read_int32(lens, batch, backend);
+  const std::vector<int32_t> values = read_int32(lens, batch, backend.copy_to_host);
   // The prefix sums are int32 (what flash_attention_varlen takes), so the total must fit.
   std::vector<int32_t> cu(batch + 1, 0);
   int64_t total = 0;
@@ -272,7 +254,7 @@ void restore_padding_boxed(shim::StableIValue* stack, const BertBackend& backend
   check_contiguous(cu_seqlens, cu_name);
   if (seqlen < 0) fail_invalid(kOp, ": seqlen: expected a value >= 0, got ", seqlen);
   const int64_t batch = cu_seqlens.size(0) - 1;
-  const std::vector<int32_t> cu = read_int32(cu_seqlens, batch + 1, backend);
+  const std::vector<int32_t> cu = read_int32(cu_seqlens, batch + 1, backend.copy_to_host);
   if (cu[0] != 0) fail_invalid(cu_name.prefix(), ": expected 0 at index 0, got ", cu[0]);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t len = int64_t{cu[b + 1]} - cu[b];

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 
+#include "common/element_type.h"
+
 namespace djl_attn::bert {
 
-enum class ElementType { kFloat32, kFloat16, kBFloat16 };
+using ::djl_attn::ElementType;
 
 // y = LayerNorm(x + bias + residual) * gamma + beta over the last dim, float32 statistics.
 struct LayerNormParams {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/binding.h"
 #include "common/boxed.h"
 #include "common/check.h"
 #include "common/error.h"
@@ -15,26 +16,7 @@ namespace {
 constexpr const char* kOp = "flash_attention";
 constexpr const char* kVarlenOp = "flash_attention_varlen";
 
-ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return ElementType::kFloat16;
-    case DType::kBFloat16: return ElementType::kBFloat16;
-    default: return ElementType::kFloat32;  // checked to be float32 before
-  }
-}
 
-// Reads `count` int32 values of a tensor that may live on the device.
-std::vector<int32_t> read_int32(const Tensor& t, int64_t count, const FlashBackend& backend) {
-  std::vector<int32_t> values(count);
-  if (count == 0) return values;
-  if (backend.copy_to_host != nullptr) {
-    backend.copy_to_host(values.data(), t.data(), values.size() * sizeof(int32_t));
-  } else {
-    const int32_t* src = t.data_as<int32_t>();
-    values.assign(src, src + count);
-  }
-  return values;
-}
 
 void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
                    const FlashBackend& backend) {
@@ -45,7 +27,7 @@ void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
   check_same_device(kv_lens, name, q, {kOp, "q"});
   check_contiguous(kv_lens, name);
   const int64_t batch = kv_lens.size(0);
-  const std::vector<int32_t> values = read_int32(kv_lens, batch, backend);
+  const std::vector<int32_t> values = read_int32(kv_lens, batch, backend.copy_to_host);
   for (int64_t b = 0; b < batch; ++b) {
     if (values[b] < 0 || values[b] > seqlen_k) {
       fail_invalid(name.prefix(), ": expected values in [0, Sk = ", seqlen_k, "], got ", values[b],
@@ -100,7 +82,7 @@ std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const T
   check_dtype(cu, name, DType::kInt32);
   check_same_device(cu, name, q, {kVarlenOp, "q"});
   check_contiguous(cu, name);
-  std::vector<int32_t> values = read_int32(cu, cu.size(0), backend);
+  std::vector<int32_t> values = read_int32(cu, cu.size(0), backend.copy_to_host);
   if (values[0] != 0) fail_invalid(name.prefix(), ": expected 0 at index 0, got ", values[0]);
   for (size_t b = 1; b < values.size(); ++b) {
     const int64_t len = static_cast<int64_t>(values[b]) - values[b - 1];

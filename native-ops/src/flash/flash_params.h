@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "common/element_type.h"
+
 #if defined(__CUDACC__)
 #define DJL_FLASH_HOST_DEVICE __host__ __device__
 #else
@@ -13,7 +15,7 @@
 
 namespace djl_attn::flash {
 
-enum class ElementType { kFloat32, kFloat16, kBFloat16 };
+using ::djl_attn::ElementType;
 
 struct FlashParams {
   // Batched mode (cu_seqlens_q == null): shapes as written. Varlen mode: the batch strides are

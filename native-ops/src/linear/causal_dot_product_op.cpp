@@ -1,5 +1,6 @@
 #include "linear/causal_dot_product_op.h"
 
+#include "common/binding.h"
 #include "common/boxed.h"
 #include "common/check.h"
 #include "common/error.h"
@@ -9,13 +10,6 @@ namespace {
 
 constexpr const char* kOp = "causal_dot_product";
 
-ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return ElementType::kFloat16;
-    case DType::kBFloat16: return ElementType::kBFloat16;
-    default: return ElementType::kFloat32;  // checked to be float32 before
-  }
-}
 
 }  // namespace
 

@@ -9,9 +9,11 @@
 
 #include <cstdint>
 
+#include "common/element_type.h"
+
 namespace djl_attn::linear {
 
-enum class ElementType { kFloat32, kFloat16, kBFloat16 };
+using ::djl_attn::ElementType;
 
 struct CausalDotProductParams {
   const void* q;  // [B, H, L, E], last dim contiguous
