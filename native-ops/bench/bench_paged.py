@@ -5,8 +5,9 @@ block size 16, every sequence's blocks shuffled over the pool) it measures, in o
   - paged_attention under the launcher's choice (auto) and with each kernel forced through
     DJL_ATTN_PAGED_KERNEL=v1|v2, as GB/s of K/V bytes read (num_seqs * ctx * Hkv * D * 2 bytes *
     2 for K and V). "op" times the whole call: it includes the binding's validation, which
-    copies block_tables and context_lens to the host and waits for them; "kernel" is the
-    device time of the kernels alone (torch.profiler), what the memory system achieves;
+    copies block_tables and context_lens to the host (one pinned copy, one stream wait);
+    "kernel" is the device time of the kernels alone (torch.profiler), what the memory system
+    achieves;
   - the device-to-device copy bandwidth of a large tensor (bytes read + written), the ceiling;
   - dense decode on the same data through torch.nn.functional.scaled_dot_product_attention:
     K/V gathered once (before timing) into contiguous [B, Hkv, ctx, D], and the query's Hq / Hkv
@@ -224,7 +225,7 @@ def main():
         "",
         "Hq = %d, Hkv = %d, D = %d, float16, block size %d, shuffled block tables. GB/s of K/V "
         "read; each cell is op / kernel: op times the whole call (validation copies block_tables "
-        "and context_lens to the host), kernel is device time only. Copy bandwidth "
+        "and context_lens to the host and waits once), kernel is device time only. Copy bandwidth "
         "(device-to-device, read + write): **%.0f GB/s**. SDPA: dense decode on the same K/V "
         "gathered beforehand, GQA heads folded into query rows." % (
             HEADS_Q, HEADS_KV, DIM, BLOCK, copy_gbs),

@@ -84,7 +84,8 @@ void restore_padding_cuda(shim::StableIValue* stack, uint64_t, uint64_t) {
 const paged::PagedBackend& paged_cuda_backend() {
   static const paged::PagedBackend backend{paged::run_reshape_and_cache_cuda,
                                            paged::run_paged_attention_cuda,
-                                           paged::run_paged_prefill_cuda, copy_to_host};
+                                           paged::run_paged_prefill_cuda,
+                                           paged::copy_indices_to_host_cuda};
   return backend;
 }
 

@@ -115,10 +115,30 @@ def test_decode_grid(device, variant, dtype, dim, block_size):
     check_decode(MIXED_CONTEXTS, block_size, 4, 2, dim, dtype, device)
 
 
-@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (8, 1), (6, 3)])
+# The CUDA kernel serves up to 4 query heads of a group per thread block: groups of 1, 2, 4,
+# 8 (two tiles), 6 (a tile of 4 and one of 2) and 5 (4 and 1).
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (8, 1), (6, 3), (12, 2), (5, 1)])
 @pytest.mark.parametrize("alibi", [False, True])
 def test_decode_gqa_mqa_alibi(device, variant, heads_q, heads_kv, alibi):
     check_decode([113, 7, 1, 1000], 16, heads_q, heads_kv, 128, torch.float16, device, alibi=alibi)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_decode_grouped_heads_every_block_size(device, variant, dtype, block_size):
+    # A group of 6 (two head tiles, one partial) with ALiBi, every dtype and block size, an odd
+    # head dim in 16-byte vectors (80) and contexts ending mid-block.
+    check_decode([1, 77, 300], block_size, 12, 2, 80, dtype, device, alibi=True)
+
+
+def test_decode_full_grid_long_partitions(device, variant):
+    # 80 sequences x 8 kv heads fill the grid of a GPU of up to 160 SMs without splitting, so
+    # v2 keeps its 512-token partitions (the small tests above shrink them to 64): 2 partitions,
+    # the last partial, and auto picks v1 for these lengths.
+    if device == "cpu":
+        pytest.skip("sizes the CUDA grid (and takes seconds on the CPU)")
+    lens = torch.randint(520, 700, (80,)).tolist()
+    check_decode(lens, 16, 8, 8, 64, torch.float16, device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -471,13 +491,16 @@ def test_validation_kernel_choice(device, monkeypatch):
     args = decode_args(device)
     monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v3")
     expect_error(r"DJL_ATTN_PAGED_KERNEL: expected v1, v2 or auto, got 'v3'", call_decode, args)
-    # v1 keeps every score of a sequence in shared memory: a context of 2^20 cannot fit.
-    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v1")
-    args["max_context_len"] = 1 << 20
-    expect_error(r"DJL_ATTN_PAGED_KERNEL=v1: max_context_len 1048576 needs more shared memory",
-                 call_decode, args)
-    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v2")
-    out = call_decode(args)  # a large max_context_len with short contexts is fine for v2
     expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
                                          args["block_tables"], args["context_lens"], 0.125)
-    assert_close(out.cpu(), expected.cpu(), torch.float16)
+    # v2 has at most 8192 partitions of 512 tokens.
+    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v2")
+    args["max_context_len"] = 1 << 23
+    expect_error(r"DJL_ATTN_PAGED_KERNEL=v2: max_context_len 8388608 needs more than 8192 "
+                 r"partitions", call_decode, args)
+    # A large max_context_len with short contexts is fine for v2 below that, for v1 (its state
+    # is per thread block, not per token) and for auto at any size.
+    for variant, max_len in (("v2", 1 << 20), ("v1", 1 << 23), ("auto", 1 << 23)):
+        monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", variant)
+        args["max_context_len"] = max_len
+        assert_close(call_decode(args).cpu(), expected.cpu(), torch.float16)

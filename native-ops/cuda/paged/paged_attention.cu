@@ -16,19 +16,21 @@
 namespace djl_attn::paged {
 namespace {
 
+using kernels::kHeadTile;
 using kernels::kPartitionSize;
 
-// Static shared memory of the attention kernel is at most ~5.2 KiB (query, partial outputs,
-// reduction slots); v1 adds one float per context token on top.
-constexpr size_t kStaticSharedReserve = 8 * 1024;
-// v1 stays the automatic choice up to this context: beyond it its per-block shared memory
-// (4 bytes a token) starts to limit how many blocks an SM holds (vLLM draws the line there too).
-constexpr int64_t kV1MaxAutoContext = 8192;
-// v1 needs this many thread blocks per SM to keep the memory system busy without splitting.
-constexpr int64_t kV1BlocksPerSm = 4;
+// Thread blocks per SM wanted in the grid (3 are resident at a time, kMinBlocksPerSm): below
+// this many, v2 splits the context further, so that every SM has blocks and the last wave is
+// short.
+constexpr int64_t kBlocksPerSm = 4;
+// v1 stays the automatic choice, when the grid is full without splitting, up to this context:
+// longer streams per block make the last wave's imbalance costlier than v2's reduce pass.
+constexpr int64_t kV1MaxAutoContext = 2048;
+// The reduce kernel keeps one weight per partition in shared memory: 32 KiB at most, under the
+// 48 KiB a kernel gets without opting in.
 constexpr int64_t kMaxPartitions = 8192;
-// v2's shortest partition: 8 blocks of 16 tokens, two per warp.
-constexpr int64_t kMinPartitionSize = 128;
+// v2's shortest partition: 4 cache blocks of 16 tokens, one per warp (2 of 32 tokens).
+constexpr int64_t kMinPartitionSize = 64;
 // Grid y and z limits.
 constexpr int64_t kMaxGridYZ = 65535;
 
@@ -41,13 +43,6 @@ Variant requested_variant() {
   if (std::strcmp(env, "v2") == 0) return Variant::kV2;
   fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_KERNEL: expected v1, v2 or "
                "auto, got '", env, "'");
-}
-
-int max_shared_optin(int device) {
-  int bytes = 0;
-  DJL_ATTN_CUDA_CHECK(
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return bytes;
 }
 
 void check_aligned(const void* ptr, const char* what) {
@@ -71,50 +66,42 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
 
   const int64_t max_context = p.max_context_len;
   const int64_t partitions = (max_context + kPartitionSize - 1) / kPartitionSize;
-  const size_t v1_shared = static_cast<size_t>(max_context) * sizeof(float);
-  const bool v1_fits = v1_shared + kStaticSharedReserve <= static_cast<size_t>(max_shared_optin(device));
+  const int64_t head_tiles = (p.heads_q / p.heads_kv + kHeadTile - 1) / kHeadTile;
+  // Thread blocks per partition of every sequence.
+  const int64_t base_blocks = p.num_seqs * p.heads_kv * head_tiles;
+  const int64_t wanted = kBlocksPerSm * cuda::multiprocessor_count(device);
   const Variant requested = requested_variant();
   bool use_v1;
   if (requested == Variant::kV1) {
-    if (!v1_fits) {
-      fail_invalid("paged_attention: DJL_ATTN_PAGED_KERNEL=v1: max_context_len ", max_context,
-                   " needs more shared memory than one thread block has; use v2 or auto");
-    }
     use_v1 = true;
   } else if (requested == Variant::kV2) {
+    if (partitions > kMaxPartitions) {
+      fail_invalid("paged_attention: DJL_ATTN_PAGED_KERNEL=v2: max_context_len ", max_context,
+                   " needs more than ", kMaxPartitions, " partitions of ", kPartitionSize,
+                   " tokens; use v1 or auto");
+    }
     use_v1 = false;
   } else {
-    const int64_t blocks = p.num_seqs * p.heads_q;
-    use_v1 = v1_fits && (partitions <= 1 ||
-                         (max_context <= kV1MaxAutoContext &&
-                          blocks >= kV1BlocksPerSm * cuda::multiprocessor_count(device)));
+    use_v1 = partitions <= 1 || partitions > kMaxPartitions ||
+             (base_blocks >= wanted && max_context <= kV1MaxAutoContext);
   }
 
   kernels::LaunchPlan plan{};
+  plan.head_tiles = static_cast<int>(head_tiles);
   Tensor workspace;
   if (use_v1) {
     plan.partition_size = 0;
     plan.partitions = 1;
-    plan.shared_bytes = v1_shared;
     plan.ws = {nullptr, nullptr, nullptr, 1};
   } else {
-    // The reduce kernel keeps one weight per partition in shared memory (32 KiB at most here,
-    // under the 48 KiB a kernel gets without opting in).
-    const int64_t max_partitions = std::max<int64_t>(partitions, 1);
-    if (max_partitions > kMaxPartitions) {
-      fail_invalid("paged_attention: max_context_len: expected at most ",
-                   kMaxPartitions * kPartitionSize, " on CUDA, got ", max_context);
-    }
     // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
-    // (batch 1, 32 heads, 1k context: 64 thread blocks at 512 tokens, 256 at 128).
+    // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
     int64_t partition_size = kPartitionSize;
-    int64_t split = max_partitions;
-    const int64_t wanted = kV1BlocksPerSm * cuda::multiprocessor_count(device);
-    while (partition_size > kMinPartitionSize && p.num_seqs * p.heads_q * split < wanted &&
+    int64_t split = std::max<int64_t>(partitions, 1);
+    while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
            2 * split <= kMaxPartitions) {
       partition_size /= 2;
-      split = (max_context + partition_size - 1) / partition_size;
-      split = std::max<int64_t>(split, 1);
+      split = std::max<int64_t>((max_context + partition_size - 1) / partition_size, 1);
     }
     const int64_t rows = p.num_seqs * p.heads_q * split;
     workspace = Tensor::empty({rows * (p.head_dim + 2)}, DType::kFloat32,
@@ -122,7 +109,6 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
     float* base = workspace.data_as<float>();
     plan.partition_size = static_cast<int>(partition_size);
     plan.partitions = static_cast<int>(split);
-    plan.shared_bytes = partition_size * sizeof(float);
     plan.ws = {base, base + rows, base + 2 * rows, static_cast<int>(split)};
   }
 

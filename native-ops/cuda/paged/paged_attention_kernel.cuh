@@ -1,20 +1,26 @@
-// The paged decode attention kernels (after vLLM's PagedAttention, written for this project's
-// cache layout [num_blocks, block_size, Hkv, D]).
+// The paged decode attention kernel (after vLLM's PagedAttention and FlashDecoding, written for
+// this project's cache layout [num_blocks, block_size, Hkv, D]).
 //
-// One thread block of 4 warps per (query head, sequence[, partition]):
-// - QK: each warp takes one cache block at a time. A thread group of 32 / block_size lanes
-//   (1 for block size 32) reads one key token, each lane loading 16-byte vectors of the row, so
-//   one warp load instruction covers every token of the block; the group sums its partial dot
-//   products with shuffles. Scores go to shared memory.
-// - softmax over the block's scores: block-wide max and sum through shared memory.
-// - LV: each warp again takes one cache block at a time; lanes split the value row into 16-byte
-//   vectors (several tokens per warp instruction when the row is short) and accumulate
-//   probability-weighted values in float32; warps and token lanes are summed through shared
-//   memory at the end.
-// v1 covers the whole context in one thread block (scores for the whole context in shared
-// memory). v2 covers partitions of 512 tokens (down to 128 when the grid would be too small to
-// fill the GPU) and writes each partition's max, sum and normalised output; the reduce kernel
-// rescales and combines them.
+// Decode is a stream over K/V: the design goal is that every cache byte is read once and that
+// enough 16-byte loads are in flight to keep HBM busy.
+// - One thread block of 4 warps per (sequence, kv head, tile of up to 4 query heads of that kv
+//   head's GQA group[, partition]). The tile's queries live in registers, so each K/V byte a
+//   block reads serves all of its query heads (Hq / Hkv = 4 in LLaMA-style models: 4x fewer
+//   bytes than one block per query head). A group larger than 4 (MQA) takes several tiles, whose
+//   blocks sit next to each other in the grid so that their shared K/V mostly hits L2.
+// - Each warp streams whole cache blocks (block start + warp, + 4, ...): a row group of lanes
+//   (a power of two, D / vector elements rounded up) covers one token's row with 16-byte loads,
+//   so one warp instruction reads 32 / lanes-per-row tokens; a lane issues the K and V loads of
+//   several tokens before it uses any of them. The block ids of the warp's next 32 cache blocks
+//   are loaded once into one register per lane and handed out by shuffles, so the table lookup
+//   does not serialise with every block's loads.
+// - Softmax is online, per lane (running max, sum and float32 accumulator per query head), so no
+//   score is stored and nothing waits on a barrier inside the loop; row groups, then warps
+//   (through shared memory) are merged at the end with the usual rescaling.
+// v1 covers the whole context in one thread block per (sequence, kv head, tile); v2 splits the
+// context into partitions of 512 tokens (down to 64 when the grid would be too small to fill the
+// GPU) and writes each partition's max, sum and normalised output per query head; the reduce
+// kernel rescales and combines them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,8 +35,8 @@ namespace djl_attn::paged::kernels {
 constexpr int kWarpSize = 32;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
-// Tokens per v2 partition (the launcher may halve it, down to 128): a multiple of every block
-// size; 2 KiB of scores in shared memory.
+// Tokens per v2 partition (the launcher may halve it, down to 64): a multiple of every block
+// size and of kWarps cache blocks of the largest size, so a partition's warps share evenly.
 constexpr int kPartitionSize = 512;
 
 // 16 bytes of T unpacked to float32.
@@ -116,28 +122,34 @@ __device__ __forceinline__ float block_sum(float x, float* red) {
 // The smallest power of two >= both a (a power of two) and b.
 constexpr int pow2_at_least(int a, int b) { return a >= b ? a : pow2_at_least(2 * a, b); }
 
+// Query heads of one kv head's GQA group that a thread block serves from one read of K/V.
+constexpr int kHeadTile = 4;
+// K vectors (and as many V vectors) a lane loads before it uses the first. With 4, every
+// instantiation fits 168 registers without spills (ptxas, sm_90), so 3 blocks (12 warps) stay
+// resident per SM: 12 x 32 lanes x 8 x 16 bytes = 48 KiB in flight per SM. 8 loads needed up to
+// 255 registers and spilled; capping those at 128 registers spilled too.
+constexpr int kLoadsPerChunk = 4;
+// Resident thread blocks per SM the register budget is held to (65536 / (3 x 128) = 170).
+constexpr int kMinBlocksPerSm = 3;
+
 template <typename T, int kHeadDim, int kBlockSize>
 struct PagedTraits {
   static constexpr int kVecElems = 16 / sizeof(T);
   static constexpr int kVecs = kHeadDim / kVecElems;  // 16-byte vectors per key/value row
   static_assert(kHeadDim % kVecElems == 0, "a row must be a whole number of 16-byte vectors");
-  // QK: lanes per key token (a thread group). At least 32 / block_size, so that one warp load
-  // covers the whole cache block; more when the row is long, so that a lane holds at most ~8
-  // vectors in flight (block size 32 with one lane per token at D = 256 spilled 148 bytes).
-  static constexpr int kGroup = pow2_at_least(
-      kBlockSize < kWarpSize ? kWarpSize / kBlockSize : 1, (kVecs + 7) / 8);
-  static_assert(kGroup <= kWarpSize && (kGroup * kBlockSize) % kWarpSize == 0,
-                "block sizes 8, 16 and 32");
-  static constexpr int kQkVecs = (kVecs + kGroup - 1) / kGroup;  // vectors per lane per token
-  static constexpr int kQkTokensPerPass = kWarpSize / kGroup;
-  static constexpr int kQkPasses = kBlockSize / kQkTokensPerPass;  // warp loads per block row
-  // LV: lanes per value row (up to a warp), tokens per warp instruction, vectors per lane.
-  static constexpr int kLanesPerRow = kVecs < kWarpSize ? kVecs : kWarpSize;
-  static constexpr int kRowsPerPass = kWarpSize / kLanesPerRow;
-  static constexpr int kLvVecs = kVecs / kLanesPerRow;
-  static_assert(kVecs % kLanesPerRow == 0, "value rows split evenly over the lanes");
-  // Partial outputs summed at the end: one row per (warp, token lane).
-  static constexpr int kPartialRows = kWarps * kRowsPerPass;
+  // Lanes per row: a power of two so that the dot product reduces with xor shuffles inside an
+  // aligned row group (D = 80 in float16 is 10 vectors: 16 lanes, 6 of them idle).
+  static constexpr int kLanesPerRow = pow2_at_least(1, kVecs) < kWarpSize
+                                          ? pow2_at_least(1, kVecs) : kWarpSize;
+  static constexpr int kRowsPerPass = kWarpSize / kLanesPerRow;  // tokens per warp instruction
+  static constexpr int kRowVecs = (kVecs + kLanesPerRow - 1) / kLanesPerRow;  // per lane
+  static constexpr bool kFullRows = kVecs % kLanesPerRow == 0;  // no idle lanes
+  static_assert(kBlockSize % kRowsPerPass == 0, "block sizes 8, 16 and 32");
+  static constexpr int kTokensPerLane = kBlockSize / kRowsPerPass;  // per cache block
+  static constexpr int kChunkWanted = kLoadsPerChunk / kRowVecs > 0 ? kLoadsPerChunk / kRowVecs : 1;
+  static constexpr int kChunk = kTokensPerLane < kChunkWanted ? kTokensPerLane : kChunkWanted;
+  static constexpr int kChunks = kTokensPerLane / kChunk;
+  static_assert(kTokensPerLane % kChunk == 0, "chunks split a cache block evenly");
 };
 
 // Workspace of v2, all float32: [num_seqs, Hq, max_partitions] maxima and sums, and
@@ -149,154 +161,267 @@ struct PartitionWorkspace {
   int max_partitions;
 };
 
-// Grid (Hq, num_seqs, partitions). partition_size 0: v1, the whole context, output to p.out;
-// otherwise v2, output to `ws`. Dynamic shared memory: one float per token covered.
+__device__ __forceinline__ uint4 load_vec(const void* ptr) {
+  return __ldg(reinterpret_cast<const uint4*>(ptr));
+}
+
+// exp(m_old - m_new) for merging a running state whose max was m_old; 0 for an empty state
+// (m_old = -inf, sum and accumulator 0), also when both are empty (no NaN from -inf - -inf).
+__device__ __forceinline__ float rescale(float m_old, float m_new) {
+  return m_old == -INFINITY ? 0.f : __expf(m_old - m_new);
+}
+
+// Grid (Hkv * head_tiles, num_seqs, partitions): blockIdx.x = kv head * head_tiles + tile.
+// partition_size 0: v1, the whole context, output to p.out; otherwise v2, output to `ws`.
 template <typename T, int kHeadDim, int kBlockSize>
-__global__ void __launch_bounds__(kThreads)
-    paged_attention_kernel(PagedAttentionParams p, int partition_size, PartitionWorkspace ws) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    paged_attention_kernel(PagedAttentionParams p, int partition_size, int head_tiles,
+                           PartitionWorkspace ws) {
   using Traits = PagedTraits<T, kHeadDim, kBlockSize>;
   constexpr int kVecElems = Traits::kVecElems;
-  constexpr int kGroup = Traits::kGroup;
+  constexpr int kVecs = Traits::kVecs;
   constexpr int kLanesPerRow = Traits::kLanesPerRow;
   constexpr int kRowsPerPass = Traits::kRowsPerPass;
+  constexpr int kRowVecs = Traits::kRowVecs;
+  constexpr int kChunk = Traits::kChunk;
 
-  extern __shared__ float logits[];
-  __shared__ float q_s[kHeadDim];
-  __shared__ float red[3 * kWarps];
-  __shared__ float partial[Traits::kPartialRows][kHeadDim];
+  __shared__ float part_acc[kWarps][kHeadTile][kHeadDim];
+  __shared__ float part_max[kWarps][kHeadTile];
+  __shared__ float part_sum[kWarps][kHeadTile];
 
-  const int head = blockIdx.x;
+  const int group = static_cast<int>(p.heads_q / p.heads_kv);
+  const int kv_head = blockIdx.x / head_tiles;
+  const int tile = blockIdx.x % head_tiles;
+  const int first_head = kv_head * group + tile * kHeadTile;
+  const int tile_heads = min(kHeadTile, group - tile * kHeadTile);
   const int64_t seq = blockIdx.y;
   const int part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int context = p.context_lens[seq];
   const bool partitioned = partition_size > 0;
   const int start_token = partitioned ? part * partition_size : 0;
-  T* out = static_cast<T*>(p.out) + (seq * p.heads_q + head) * kHeadDim;
+  T* out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * kHeadDim;
   if (start_token >= context) {
     // Only v1 sees a context of 0 here; v2's reduce kernel writes those zeros.
     if (!partitioned) {
-      for (int d = tid; d < kHeadDim; d += kThreads) out[d] = from_float<T>(0.f);
+      for (int i = tid; i < tile_heads * kHeadDim; i += kThreads) out[i] = from_float<T>(0.f);
     }
     return;
   }
   const int end_token = partitioned ? min(start_token + partition_size, context) : context;
   const int start_block = start_token / kBlockSize;
   const int end_block = (end_token + kBlockSize - 1) / kBlockSize;
-  const int64_t kv_head = head / (p.heads_q / p.heads_kv);
   const int64_t token_stride = p.heads_kv * kHeadDim;  // between tokens of a cache block
   const int32_t* table = p.block_tables + seq * p.max_blocks;
   const T* k_cache = static_cast<const T*>(p.key_cache) + kv_head * kHeadDim;
   const T* v_cache = static_cast<const T*>(p.value_cache) + kv_head * kHeadDim;
-  const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
+  const int row_lane = lane % kLanesPerRow;
+  const int row_slot = lane / kLanesPerRow;
 
-  // The scale is folded into the query once.
-  const T* q = static_cast<const T*>(p.query) + seq * p.q_seq_stride + head * p.q_head_stride;
-  for (int d = tid; d < kHeadDim; d += kThreads) q_s[d] = to_float(q[d]) * p.scale;
-  __syncthreads();
-
-  // ---- QK: a thread group per key token, a warp per cache block.
-  const int group_lane = lane % kGroup;
-  float qk_max = -INFINITY;
-  for (int b = start_block + warp; b < end_block; b += kWarps) {
-    const int64_t physical = table[b];
+  // The tile's queries, scale folded in, as the lane's slices of the row; heads past the tile
+  // (a group smaller than the tile) get zeros and their results are never written.
+  float q[kHeadTile][kRowVecs][kVecElems];
+  float slope[kHeadTile];
 #pragma unroll
-    for (int pass = 0; pass < Traits::kQkPasses; ++pass) {
-      const int block_token = pass * Traits::kQkTokensPerPass + lane / kGroup;
-      const T* k_row = k_cache + (physical * kBlockSize + block_token) * token_stride;
-      float dot = 0.f;
+  for (int h = 0; h < kHeadTile; ++h) {
+    const bool live = h < tile_heads;
+    const int head = first_head + h;
+    slope[h] = live && p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
+    // Element loads: a strided query view need not be 16-byte aligned.
+    const T* q_row = static_cast<const T*>(p.query) + seq * p.q_seq_stride +
+                     (live ? head : first_head) * p.q_head_stride;
 #pragma unroll
-      for (int j = 0; j < Traits::kQkVecs; ++j) {
-        const int v = group_lane + j * kGroup;
-        if (Traits::kVecs % kGroup == 0 || v < Traits::kVecs) {
-          const uint4 raw = *reinterpret_cast<const uint4*>(k_row + v * kVecElems);
-          float k[kVecElems];
-          unpack<T>(raw, k);
+    for (int j = 0; j < kRowVecs; ++j) {
+      const int v = row_lane + j * kLanesPerRow;
+      const bool load = live && (Traits::kFullRows || v < kVecs);
 #pragma unroll
-          for (int e = 0; e < kVecElems; ++e) dot += q_s[v * kVecElems + e] * k[e];
-        }
-      }
-#pragma unroll
-      for (int mask = kGroup / 2; mask > 0; mask /= 2) {
-        dot += __shfl_xor_sync(0xffffffffu, dot, mask);
-      }
-      // Tokens past the context in the last block were read (the block is valid), not used.
-      const int token = b * kBlockSize + block_token;
-      if (token < end_token) {
-        const float logit = dot + slope * static_cast<float>(token - (context - 1));
-        if (group_lane == 0) logits[token - start_token] = logit;
-        qk_max = fmaxf(qk_max, logit);
+      for (int e = 0; e < kVecElems; ++e) {
+        q[h][j][e] = load ? to_float(q_row[v * kVecElems + e]) * p.scale : 0.f;
       }
     }
   }
 
-  // ---- softmax over this block's tokens.
-  const int tokens = end_token - start_token;
-  qk_max = block_max(qk_max, red);
-  float exp_sum = 0.f;
-  for (int i = tid; i < tokens; i += kThreads) {
-    const float w = __expf(logits[i] - qk_max);
-    logits[i] = w;
-    exp_sum += w;
+  // Running softmax state of this lane's tokens, per query head of the tile.
+  float run_max[kHeadTile], run_sum[kHeadTile];
+  float acc[kHeadTile][kRowVecs][kVecElems];
+#pragma unroll
+  for (int h = 0; h < kHeadTile; ++h) {
+    run_max[h] = -INFINITY;
+    run_sum[h] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kRowVecs; ++j) {
+#pragma unroll
+      for (int e = 0; e < kVecElems; ++e) acc[h][j][e] = 0.f;
+    }
   }
-  // block_sum's barrier also publishes the weights written above.
-  exp_sum = block_sum(exp_sum, red + kWarps);
 
-  // ---- LV: lanes split a value row into 16-byte vectors; a warp per cache block.
-  const int row_lane = lane % kLanesPerRow;
-  const int row_slot = lane / kLanesPerRow;
-  float acc[Traits::kLvVecs][kVecElems] = {};
-  if (row_slot < kRowsPerPass) {
-    for (int b = start_block + warp; b < end_block; b += kWarps) {
-      const int64_t physical = table[b];
-      const T* v_block = v_cache + physical * kBlockSize * token_stride;
+  int ids = 0;  // lane i: physical id of the warp's (iter / 32 * 32 + i)-th cache block
+  int iter = 0;
+  for (int b = start_block + warp; b < end_block; b += kWarps, ++iter) {
+    if (iter % kWarpSize == 0) {
+      const int ahead = b + lane * kWarps;
+      ids = ahead < end_block ? table[ahead] : 0;
+    }
+    const int64_t physical = __shfl_sync(0xffffffffu, ids, iter % kWarpSize);
+    const T* k_block = k_cache + physical * kBlockSize * token_stride;
+    const T* v_block = v_cache + physical * kBlockSize * token_stride;
+    const int block_start = b * kBlockSize;
+    // Not unrolled: the compiler would hoist every chunk's loads and run out of registers.
+#pragma unroll 1
+    for (int chunk = 0; chunk < Traits::kChunks; ++chunk) {
+      // Every load of the chunk is issued before any is used. Slots past the context may hold
+      // anything, NaN included: they are not loaded (zeros) and get weight 0.
+      uint4 k_raw[kChunk][kRowVecs], v_raw[kChunk][kRowVecs];
+      bool valid[kChunk];
 #pragma unroll
-      for (int i = 0; i < (kBlockSize + kRowsPerPass - 1) / kRowsPerPass; ++i) {
-        const int t = row_slot + i * kRowsPerPass;
-        const int token = b * kBlockSize + t;
-        // Slots past the context may hold anything, NaN included: never multiply them in.
-        if (t < kBlockSize && token < end_token) {
-          const float w = logits[token - start_token];
+      for (int c = 0; c < kChunk; ++c) {
+        const int t = row_slot + (chunk * kChunk + c) * kRowsPerPass;
+        valid[c] = block_start + t < end_token;
 #pragma unroll
-          for (int j = 0; j < Traits::kLvVecs; ++j) {
-            const int v = row_lane + j * kLanesPerRow;
-            const uint4 raw =
-                *reinterpret_cast<const uint4*>(v_block + t * token_stride + v * kVecElems);
-            float val[kVecElems];
-            unpack<T>(raw, val);
+        for (int j = 0; j < kRowVecs; ++j) {
+          const int v = row_lane + j * kLanesPerRow;
+          k_raw[c][j] = make_uint4(0, 0, 0, 0);
+          v_raw[c][j] = make_uint4(0, 0, 0, 0);
+          if (valid[c] && (Traits::kFullRows || v < kVecs)) {
+            k_raw[c][j] = load_vec(k_block + t * token_stride + v * kVecElems);
+            v_raw[c][j] = load_vec(v_block + t * token_stride + v * kVecElems);
+          }
+        }
+      }
+
+      // Scores: the lane's partial dot products, summed over the row group.
+      float score[kChunk][kHeadTile];
 #pragma unroll
-            for (int e = 0; e < kVecElems; ++e) acc[j][e] += w * val[e];
+      for (int c = 0; c < kChunk; ++c) {
+        float dot[kHeadTile] = {};
+#pragma unroll
+        for (int j = 0; j < kRowVecs; ++j) {
+          float k[kVecElems];
+          unpack<T>(k_raw[c][j], k);
+#pragma unroll
+          for (int h = 0; h < kHeadTile; ++h) {
+#pragma unroll
+            for (int e = 0; e < kVecElems; ++e) dot[h] += q[h][j][e] * k[e];
+          }
+        }
+        const int token = block_start + row_slot + (chunk * kChunk + c) * kRowsPerPass;
+        const float distance = static_cast<float>(token - (context - 1));
+#pragma unroll
+        for (int h = 0; h < kHeadTile; ++h) {
+#pragma unroll
+          for (int mask = kLanesPerRow / 2; mask > 0; mask /= 2) {
+            dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], mask);
+          }
+          score[c][h] = valid[c] ? dot[h] + slope[h] * distance : -INFINITY;
+        }
+      }
+
+      // Online softmax: one rescale per chunk, one exp per token.
+#pragma unroll
+      for (int h = 0; h < kHeadTile; ++h) {
+        float chunk_max = score[0][h];
+#pragma unroll
+        for (int c = 1; c < kChunk; ++c) chunk_max = fmaxf(chunk_max, score[c][h]);
+        const float new_max = fmaxf(run_max[h], chunk_max);
+        const float correction = rescale(run_max[h], new_max);
+        run_max[h] = new_max;
+        run_sum[h] *= correction;
+#pragma unroll
+        for (int j = 0; j < kRowVecs; ++j) {
+#pragma unroll
+          for (int e = 0; e < kVecElems; ++e) acc[h][j][e] *= correction;
+        }
+#pragma unroll
+        for (int c = 0; c < kChunk; ++c) {
+          // A valid score is finite, and then so is new_max.
+          score[c][h] = valid[c] ? __expf(score[c][h] - new_max) : 0.f;
+          run_sum[h] += score[c][h];
+        }
+      }
+
+      // Probability-weighted values.
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) {
+#pragma unroll
+        for (int j = 0; j < kRowVecs; ++j) {
+          float val[kVecElems];
+          unpack<T>(v_raw[c][j], val);
+#pragma unroll
+          for (int h = 0; h < kHeadTile; ++h) {
+#pragma unroll
+            for (int e = 0; e < kVecElems; ++e) acc[h][j][e] += score[c][h] * val[e];
           }
         }
       }
     }
+  }
+
+  // Merge the row groups of the warp (lanes kLanesPerRow apart hold the same row slice).
 #pragma unroll
-    for (int j = 0; j < Traits::kLvVecs; ++j) {
+  for (int mask = kLanesPerRow; mask < kWarpSize; mask *= 2) {
 #pragma unroll
-      for (int e = 0; e < kVecElems; ++e) {
-        partial[warp * kRowsPerPass + row_slot][(row_lane + j * kLanesPerRow) * kVecElems + e] =
-            acc[j][e];
+    for (int h = 0; h < kHeadTile; ++h) {
+      const float other_max = __shfl_xor_sync(0xffffffffu, run_max[h], mask);
+      const float other_sum = __shfl_xor_sync(0xffffffffu, run_sum[h], mask);
+      const float new_max = fmaxf(run_max[h], other_max);
+      const float mine = rescale(run_max[h], new_max), theirs = rescale(other_max, new_max);
+      run_max[h] = new_max;
+      run_sum[h] = run_sum[h] * mine + other_sum * theirs;
+#pragma unroll
+      for (int j = 0; j < kRowVecs; ++j) {
+#pragma unroll
+        for (int e = 0; e < kVecElems; ++e) {
+          const float other = __shfl_xor_sync(0xffffffffu, acc[h][j][e], mask);
+          acc[h][j][e] = acc[h][j][e] * mine + other * theirs;
+        }
+      }
+    }
+  }
+  if (row_slot == 0) {
+#pragma unroll
+    for (int h = 0; h < kHeadTile; ++h) {
+#pragma unroll
+      for (int j = 0; j < kRowVecs; ++j) {
+        const int v = row_lane + j * kLanesPerRow;
+        if (Traits::kFullRows || v < kVecs) {
+#pragma unroll
+          for (int e = 0; e < kVecElems; ++e) part_acc[warp][h][v * kVecElems + e] = acc[h][j][e];
+        }
+      }
+      if (lane == 0) {
+        part_max[warp][h] = run_max[h];
+        part_sum[warp][h] = run_sum[h];
       }
     }
   }
   __syncthreads();
 
-  const float inv_sum = 1.f / exp_sum;  // > 0: at least one token, and its weight is 1
-  const int64_t ws_row = (seq * p.heads_q + head) * static_cast<int64_t>(ws.max_partitions) + part;
-  for (int d = tid; d < kHeadDim; d += kThreads) {
-    float o = 0.f;
+  // Merge the warps. Warp 0 had the partition's first cache block, so the max is finite and
+  // the sum >= 1.
+  for (int i = tid; i < tile_heads * kHeadDim; i += kThreads) {
+    const int h = i / kHeadDim, d = i % kHeadDim;
+    float m = -INFINITY;
 #pragma unroll
-    for (int r = 0; r < Traits::kPartialRows; ++r) o += partial[r][d];
-    o *= inv_sum;
-    if (partitioned) {
-      ws.out[ws_row * kHeadDim + d] = o;
-    } else {
-      out[d] = from_float<T>(o);
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, part_max[w][h]);
+    float sum = 0.f, o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = rescale(part_max[w][h], m);
+      sum += part_sum[w][h] * weight;
+      o += part_acc[w][h][d] * weight;
     }
-  }
-  if (partitioned && tid == 0) {
-    ws.max_logits[ws_row] = qk_max;
-    ws.exp_sums[ws_row] = exp_sum;
+    o /= sum;
+    if (partitioned) {
+      const int64_t row =
+          (seq * p.heads_q + first_head + h) * static_cast<int64_t>(ws.max_partitions) + part;
+      ws.out[row * kHeadDim + d] = o;
+      if (d == 0) {
+        ws.max_logits[row] = m;
+        ws.exp_sums[row] = sum;
+      }
+    } else {
+      out[i] = from_float<T>(o);
+    }
   }
 }
 
@@ -341,8 +466,8 @@ __global__ void __launch_bounds__(kThreads)
 // How one call runs: v1 (partition_size 0) or v2, and v2's workspace.
 struct LaunchPlan {
   int partition_size;
-  int partitions;          // grid z: 1 for v1
-  size_t shared_bytes;     // dynamic shared memory of the attention kernel
+  int partitions;  // grid z: 1 for v1
+  int head_tiles;  // tiles of kHeadTile query heads per kv head: ceil(Hq / Hkv / kHeadTile)
   PartitionWorkspace ws;
 };
 

@@ -11,15 +11,12 @@ namespace djl_attn::paged::kernels {
 
 template <typename T, int kHeadDim, int kBlockSize>
 void launch_shape(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
-  auto* kernel = paged_attention_kernel<T, kHeadDim, kBlockSize>;
-  // Above 48 KiB of dynamic shared memory a kernel must opt in (v1 on long contexts).
-  if (plan.shared_bytes > 48 * 1024) {
-    DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(plan.shared_bytes)));
-  }
-  const dim3 grid(static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.num_seqs),
-                  static_cast<unsigned>(plan.partitions));
-  kernel<<<grid, kThreads, plan.shared_bytes, stream>>>(p, plan.partition_size, plan.ws);
+  // Grid x: the tiles of one kv head side by side, so that tiles sharing K/V (a group larger
+  // than kHeadTile) run at the same time and share it through L2.
+  const dim3 grid(static_cast<unsigned>(p.heads_kv * plan.head_tiles),
+                  static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(plan.partitions));
+  paged_attention_kernel<T, kHeadDim, kBlockSize>
+      <<<grid, kThreads, 0, stream>>>(p, plan.partition_size, plan.head_tiles, plan.ws);
   DJL_ATTN_CUDA_CHECK_LAUNCH("paged_attention_kernel");
   if (plan.partition_size > 0) {
     const dim3 reduce_grid(static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.num_seqs));

@@ -2,6 +2,8 @@
 // launches on PyTorch's current stream of that device.
 #pragma once
 
+#include <cstddef>
+
 #include "paged/paged_params.h"
 
 namespace djl_attn::paged {
@@ -10,11 +12,15 @@ namespace djl_attn::paged {
 // them, element copies otherwise.
 void run_reshape_and_cache_cuda(const ReshapeAndCacheParams& params);
 
-// Decode attention: the v1 kernel (one thread block per (query head, sequence) over the whole
-// context) or the v2 kernel (one per (query head, sequence, partition of 128 to 512 tokens)) plus a reduce
-// kernel. The launcher picks by context length and SM count; DJL_ATTN_PAGED_KERNEL=v1|v2
-// forces one (auto or unset: the launcher's choice).
+// Decode attention: one thread block per (sequence, kv head, tile of up to 4 of its query
+// heads), reading each K/V byte once for the tile, over the whole context (v1) or over
+// partitions of 64 to 512 tokens (v2) plus a reduce kernel. The launcher picks by context length
+// and SM count; DJL_ATTN_PAGED_KERNEL=v1|v2 forces one (auto or unset: the launcher's choice).
 void run_paged_attention_cuda(const PagedAttentionParams& params);
+
+// The backend's validation copies: every range to the host through one pinned buffer, one
+// stream synchronisation for all of them.
+void copy_indices_to_host_cuda(const HostCopy* copies, size_t count);
 
 // Chunked-prefill attention: one warp per (query row, head), keys streamed through the block
 // table with an online softmax. Simple and correct, not tuned.

@@ -1,9 +1,12 @@
 #include "paged/paged_op.h"
 
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
+#include "common/binding.h"
 #include "common/boxed.h"
 #include "common/check.h"
 #include "common/error.h"
@@ -15,26 +18,28 @@ constexpr const char* kCacheOp = "reshape_and_cache";
 constexpr const char* kDecodeOp = "paged_attention";
 constexpr const char* kPrefillOp = "paged_prefill_attention";
 
-ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return ElementType::kFloat16;
-    case DType::kBFloat16: return ElementType::kBFloat16;
-    default: return ElementType::kFloat32;  // checked to be float32 before
-  }
+
+// A buffer for a small index tensor's values on the host, and the copy that fills it.
+template <typename I>
+std::vector<I> host_buffer(const Tensor& t) {
+  return std::vector<I>(static_cast<size_t>(t.numel()));
 }
 
-// A small index tensor's values on the host: copied from the device when the backend has one.
 template <typename I>
-std::vector<I> host_values(const Tensor& t, const PagedBackend& backend) {
-  std::vector<I> values(static_cast<size_t>(t.numel()));
-  if (values.empty()) return values;
+HostCopy copy_into(std::vector<I>& dst, const Tensor& src) {
+  return {dst.data(), src.data(), dst.size() * sizeof(I)};
+}
+
+// Fills the host buffers: from the device in one batch (a single wait for the stream) when the
+// backend has device memory.
+void copy_to_host(const PagedBackend& backend, std::initializer_list<HostCopy> copies) {
   if (backend.copy_to_host != nullptr) {
-    backend.copy_to_host(values.data(), t.data(), values.size() * sizeof(I));
-  } else {
-    const I* src = t.data_as<I>();
-    values.assign(src, src + values.size());
+    backend.copy_to_host(copies.begin(), copies.size());
+    return;
   }
-  return values;
+  for (const HostCopy& c : copies) {
+    if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
+  }
 }
 
 // The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, one dtype and
@@ -165,7 +170,8 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t slots = num_blocks * block_size;
   // Every slot is checked before anything is written: a bad call leaves the caches untouched.
-  const std::vector<int64_t> slot_values = host_values<int64_t>(slot_mapping, backend);
+  std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
+  copy_to_host(backend, {copy_into(slot_values, slot_mapping)});
   int64_t writes = 0;
   for (size_t t = 0; t < slot_values.size(); ++t) {
     if (slot_values[t] >= slots) {
@@ -224,8 +230,10 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  const std::vector<int32_t> lens = host_values<int32_t>(context_lens, backend);
-  const std::vector<int32_t> tables = host_values<int32_t>(block_tables, backend);
+  // One wait for both copies (the binding's only synchronisation; see NOTES-paged.md).
+  std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
+  std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
+  copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables)});
   check_block_tables(kDecodeOp, lens, tables, max_blocks, block_size, num_blocks);
   for (size_t s = 0; s < lens.size(); ++s) {
     if (lens[s] > max_context_len) {
@@ -295,9 +303,11 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  const std::vector<int32_t> lens = host_values<int32_t>(context_lens, backend);
-  const std::vector<int32_t> tables = host_values<int32_t>(block_tables, backend);
-  const std::vector<int32_t> cu = host_values<int32_t>(cu_seqlens_q, backend);
+  std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
+  std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
+  std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
+  copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
+                         copy_into(cu, cu_seqlens_q)});
   check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
   const ArgName cn{kPrefillOp, "cu_seqlens_q"};
   if (cu[0] != 0) fail_invalid(cn.prefix(), ": expected 0 at index 0, got ", cu[0]);

@@ -15,9 +15,9 @@ struct PagedBackend {
   void (*reshape_and_cache)(const ReshapeAndCacheParams& params);
   void (*paged_attention)(const PagedAttentionParams& params);
   void (*paged_prefill)(const PagedPrefillParams& params);
-  // Copies `bytes` of device memory to the host (to range-check indices), or null when the
-  // backend's memory is host memory.
-  void (*copy_to_host)(void* dst, const void* src, size_t bytes);
+  // Copies every range of device memory to the host (to range-check indices), waiting once for
+  // all of them, or null when the backend's memory is host memory.
+  void (*copy_to_host)(const HostCopy* copies, size_t count);
 };
 
 // reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,

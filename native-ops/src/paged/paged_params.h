@@ -8,11 +8,14 @@
 // block_tables[seq][i].
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "common/element_type.h"
 
 namespace djl_attn::paged {
 
-enum class ElementType { kFloat32, kFloat16, kBFloat16 };
+using ::djl_attn::ElementType;
 
 // Supported sizes, the one list the bindings, kernels, tests and docs follow. The CUDA kernels
 // are instantiated for each (dtype, head dim, block size); every head dim here times the element
@@ -33,6 +36,13 @@ inline bool is_supported_block_size(int64_t b) {
   }
   return false;
 }
+
+// One device-to-host copy of an index tensor's bytes, for the bindings' validation.
+struct HostCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
 
 // reshape_and_cache: key_cache[slot / bs, slot % bs, h, :] = key[t, h, :] for every token t
 // whose slot_mapping[t] >= 0 (same for values).
