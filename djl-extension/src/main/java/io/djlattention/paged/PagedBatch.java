@@ -1,0 +1,248 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.paged;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+
+import java.util.Arrays;
+
+/**
+ * The index tensors the paged kernels read for one step over a batch of sequences, built from their
+ * block tables after the step's new tokens were given slots ({@link BlockManager#appendSlots} or
+ * {@link BlockManager#allocate}). Sequence {@code s} has {@code queryLens[s]} new tokens, its last
+ * ones: positions {@code contextLens[s] - queryLens[s] .. contextLens[s] - 1}; new tokens are
+ * packed in sequence order.
+ *
+ * <ul>
+ *   <li>{@code blockTables} int32 {@code [numSeqs, maxBlocks]}: row {@code s} holds the physical
+ *       blocks of sequence {@code s} in logical order; the rest of the row is 0 (never read).
+ *   <li>{@code contextLens} int32 {@code [numSeqs]}: cached tokens of each sequence, new ones
+ *       included.
+ *   <li>{@code slotMapping} int64 {@code [numTokens]}: where each new token's K/V goes, {@code
+ *       block * blockSize + offset} ({@code reshape_and_cache}).
+ *   <li>{@code cuSeqlensQ} int32 {@code [numSeqs + 1]}: prefix sums of {@code queryLens}, the
+ *       packed query rows of each sequence ({@code paged_prefill_attention}).
+ * </ul>
+ *
+ * <p>This is the layout of DESIGN.md §3 and of {@code native-ops/src/paged/paged_params.h}. Owns
+ * its arrays: close it after the step (closing twice is harmless).
+ */
+public final class PagedBatch implements AutoCloseable {
+
+    private final long[] sequenceIds;
+    private final int[] queryLens;
+    private final int[] contextLensHost;
+    private final NDArray blockTables;
+    private final NDArray contextLens;
+    private final NDArray slotMapping;
+    private final NDArray cuSeqlensQ;
+    private final int maxContextLen;
+    private final int maxQueryLen;
+    private final int numTokens;
+    private boolean closed;
+
+    private PagedBatch(
+            long[] sequenceIds,
+            int[] queryLens,
+            int[] contextLensHost,
+            NDArray blockTables,
+            NDArray contextLens,
+            NDArray slotMapping,
+            NDArray cuSeqlensQ) {
+        this.sequenceIds = sequenceIds;
+        this.queryLens = queryLens;
+        this.contextLensHost = contextLensHost;
+        this.blockTables = blockTables;
+        this.contextLens = contextLens;
+        this.slotMapping = slotMapping;
+        this.cuSeqlensQ = cuSeqlensQ;
+        this.maxContextLen = Arrays.stream(contextLensHost).max().orElse(0);
+        this.maxQueryLen = Arrays.stream(queryLens).max().orElse(0);
+        this.numTokens = Arrays.stream(queryLens).sum();
+    }
+
+    /**
+     * Builds the batch tensors for sequences whose last {@code queryLens[s]} tokens are new.
+     *
+     * @param blocks the block tables
+     * @param sequenceIds the sequences, in batch order
+     * @param queryLens the new tokens of each, at most its token count
+     * @param manager where the arrays are created (the cache's device)
+     * @return the batch
+     */
+    public static PagedBatch of(
+            BlockManager blocks, long[] sequenceIds, int[] queryLens, NDManager manager) {
+        if (sequenceIds.length != queryLens.length) {
+            throw new IllegalArgumentException(
+                    "queryLens: expected "
+                            + sequenceIds.length
+                            + " values (one per sequence), got "
+                            + queryLens.length);
+        }
+        int numSeqs = sequenceIds.length;
+        int maxBlocks = 1;
+        int numTokens = 0;
+        int[] contexts = new int[numSeqs];
+        for (int s = 0; s < numSeqs; ++s) {
+            BlockTable table = blocks.getTable(sequenceIds[s]);
+            contexts[s] = table.getNumTokens();
+            if (queryLens[s] < 0 || queryLens[s] > contexts[s]) {
+                throw new IllegalArgumentException(
+                        "queryLens: expected values in [0, context length "
+                                + contexts[s]
+                                + "] for sequence "
+                                + sequenceIds[s]
+                                + ", got "
+                                + queryLens[s]);
+            }
+            maxBlocks = Math.max(maxBlocks, table.getBlocks().size());
+            numTokens += queryLens[s];
+        }
+        int[] tables = new int[numSeqs * maxBlocks];
+        long[] slots = new long[numTokens];
+        int[] cu = new int[numSeqs + 1];
+        int t = 0;
+        for (int s = 0; s < numSeqs; ++s) {
+            BlockTable table = blocks.getTable(sequenceIds[s]);
+            int i = 0;
+            for (int block : table.getBlocks()) {
+                tables[s * maxBlocks + i++] = block;
+            }
+            for (int p = contexts[s] - queryLens[s]; p < contexts[s]; ++p) {
+                slots[t++] = table.slotOf(p);
+            }
+            cu[s + 1] = cu[s] + queryLens[s];
+        }
+        NDManager sub = manager;
+        return new PagedBatch(
+                sequenceIds.clone(),
+                queryLens.clone(),
+                contexts,
+                sub.create(tables, new ai.djl.ndarray.types.Shape(numSeqs, maxBlocks)),
+                sub.create(contexts),
+                sub.create(slots),
+                sub.create(cu));
+    }
+
+    /**
+     * Returns the sequences, in batch order.
+     *
+     * @return the sequence ids
+     */
+    public long[] getSequenceIds() {
+        return sequenceIds.clone();
+    }
+
+    /**
+     * Returns the number of sequences.
+     *
+     * @return numSeqs
+     */
+    public int getNumSeqs() {
+        return sequenceIds.length;
+    }
+
+    /**
+     * Returns the new tokens of each sequence.
+     *
+     * @return queryLens {@code [numSeqs]}
+     */
+    public int[] getQueryLens() {
+        return queryLens.clone();
+    }
+
+    /**
+     * Returns the context length of each sequence, on the host.
+     *
+     * @return contextLens {@code [numSeqs]}
+     */
+    public int[] getContextLensHost() {
+        return contextLensHost.clone();
+    }
+
+    /**
+     * Returns the block tables, int32 {@code [numSeqs, maxBlocks]}.
+     *
+     * @return the block tables
+     */
+    public NDArray getBlockTables() {
+        return blockTables;
+    }
+
+    /**
+     * Returns the context lengths, int32 {@code [numSeqs]}.
+     *
+     * @return the context lengths
+     */
+    public NDArray getContextLens() {
+        return contextLens;
+    }
+
+    /**
+     * Returns the slot of each new token, int64 {@code [numTokens]}.
+     *
+     * @return the slot mapping
+     */
+    public NDArray getSlotMapping() {
+        return slotMapping;
+    }
+
+    /**
+     * Returns the packed query offsets, int32 {@code [numSeqs + 1]}.
+     *
+     * @return cuSeqlensQ
+     */
+    public NDArray getCuSeqlensQ() {
+        return cuSeqlensQ;
+    }
+
+    /**
+     * Returns the largest context length (0 for an empty batch).
+     *
+     * @return maxContextLen
+     */
+    public int getMaxContextLen() {
+        return maxContextLen;
+    }
+
+    /**
+     * Returns the largest number of new tokens of one sequence.
+     *
+     * @return maxSeqlenQ
+     */
+    public int getMaxQueryLen() {
+        return maxQueryLen;
+    }
+
+    /**
+     * Returns the total number of new tokens.
+     *
+     * @return numTokens
+     */
+    public int getNumTokens() {
+        return numTokens;
+    }
+
+    /**
+     * Returns whether every sequence has exactly one new token (a decode step).
+     *
+     * @return true for a decode batch
+     */
+    public boolean isDecode() {
+        return numTokens == sequenceIds.length;
+    }
+
+    /** Frees the arrays; closing twice is harmless. */
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            blockTables.close();
+            contextLens.close();
+            slotMapping.close();
+            cuSeqlensQ.close();
+        }
+    }
+}

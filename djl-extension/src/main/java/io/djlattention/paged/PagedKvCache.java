@@ -1,0 +1,452 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.paged;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
+import ai.djl.ndarray.index.NDIndex;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+
+import io.djlattention.AttentionOps;
+
+import java.util.List;
+
+/**
+ * A vLLM-style paged KV cache: per layer, a key cache and a value cache of shape {@code [numBlocks,
+ * blockSize, Hkv, D]} on one device, shared by all sequences through their block tables ({@link
+ * BlockManager}).
+ *
+ * <p>Sized either by a block count or by a memory budget ({@code numBlocks = budget / (2 · layers ·
+ * blockSize · Hkv · D · bytes per element)}). The arrays are created zero-filled, live in the
+ * cache's own manager, survive any {@link NDScope} and are freed by {@link #close} (idempotent).
+ *
+ * <p>A step: give each sequence its new slots ({@link #allocate} for a prompt, {@link #appendSlots}
+ * for decode tokens, which also performs copy-on-write of shared blocks), build the batch tensors
+ * ({@link #prepare}), write each layer's new K/V ({@link #write}) and run the paged kernels on
+ * {@link #getKeyCache}/{@link #getValueCache}. Not thread-safe.
+ */
+public final class PagedKvCache implements AutoCloseable {
+
+    private final NDManager manager;
+    private final BlockManager blocks;
+    private final NDArray[] keyCaches;
+    private final NDArray[] valueCaches;
+    private final int numKvHeads;
+    private final int headDim;
+    private final DataType dataType;
+    private boolean closed;
+
+    private PagedKvCache(Builder b, int numBlocks) {
+        this.numKvHeads = b.numKvHeads;
+        this.headDim = b.headDim;
+        this.dataType = b.dataType;
+        this.blocks = new BlockManager(numBlocks, b.blockSize);
+        this.manager = b.manager.newSubManager(b.manager.getDevice());
+        manager.setName("paged kv cache");
+        Shape shape = new Shape(numBlocks, b.blockSize, b.numKvHeads, b.headDim);
+        keyCaches = new NDArray[b.numLayers];
+        valueCaches = new NDArray[b.numLayers];
+        for (int l = 0; l < b.numLayers; ++l) {
+            keyCaches[l] = manager.zeros(shape, b.dataType);
+            valueCaches[l] = manager.zeros(shape, b.dataType);
+            NDScope.unregister(keyCaches[l], valueCaches[l]);
+        }
+    }
+
+    /**
+     * Returns a builder.
+     *
+     * @return a new builder
+     */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Returns the bytes one block takes over all layers, keys and values.
+     *
+     * @param numLayers the layers
+     * @param blockSize the tokens per block
+     * @param numKvHeads the KV heads
+     * @param headDim the head dim
+     * @param dataType the element type
+     * @return bytes per block
+     */
+    public static long bytesPerBlock(
+            int numLayers, int blockSize, int numKvHeads, int headDim, DataType dataType) {
+        return 2L * numLayers * blockSize * numKvHeads * headDim * dataType.getNumOfBytes();
+    }
+
+    /**
+     * Returns the block tables and allocator.
+     *
+     * @return the block manager
+     */
+    public BlockManager getBlockManager() {
+        return blocks;
+    }
+
+    /**
+     * Returns the key cache of a layer, {@code [numBlocks, blockSize, Hkv, D]}.
+     *
+     * @param layer the layer
+     * @return its key cache
+     */
+    public NDArray getKeyCache(int layer) {
+        checkOpen();
+        return keyCaches[layer];
+    }
+
+    /**
+     * Returns the value cache of a layer, {@code [numBlocks, blockSize, Hkv, D]}.
+     *
+     * @param layer the layer
+     * @return its value cache
+     */
+    public NDArray getValueCache(int layer) {
+        checkOpen();
+        return valueCaches[layer];
+    }
+
+    /**
+     * Returns the number of layers.
+     *
+     * @return the layers
+     */
+    public int getNumLayers() {
+        return keyCaches.length;
+    }
+
+    /**
+     * Returns the number of blocks.
+     *
+     * @return numBlocks
+     */
+    public int getNumBlocks() {
+        return blocks.getAllocator().getNumBlocks();
+    }
+
+    /**
+     * Returns the tokens per block.
+     *
+     * @return blockSize
+     */
+    public int getBlockSize() {
+        return blocks.getBlockSize();
+    }
+
+    /**
+     * Returns the KV heads.
+     *
+     * @return Hkv
+     */
+    public int getNumKvHeads() {
+        return numKvHeads;
+    }
+
+    /**
+     * Returns the head dim of the cache.
+     *
+     * @return D
+     */
+    public int getHeadDim() {
+        return headDim;
+    }
+
+    /**
+     * Returns the element type.
+     *
+     * @return the data type
+     */
+    public DataType getDataType() {
+        return dataType;
+    }
+
+    /**
+     * Returns the device of the cache.
+     *
+     * @return the device
+     */
+    public Device getDevice() {
+        return manager.getDevice();
+    }
+
+    /**
+     * Returns the bytes of all key and value caches.
+     *
+     * @return the allocated bytes
+     */
+    public long getAllocatedBytes() {
+        return getNumBlocks()
+                * bytesPerBlock(keyCaches.length, getBlockSize(), numKvHeads, headDim, dataType);
+    }
+
+    /**
+     * Returns the number of free blocks.
+     *
+     * @return free blocks
+     */
+    public int getNumFreeBlocks() {
+        return blocks.getNumFreeBlocks();
+    }
+
+    /**
+     * Creates a new sequence with {@code numTokens} slots (its prompt).
+     *
+     * @param sequenceId the sequence id
+     * @param numTokens the tokens
+     * @throws OutOfBlocksException if too few blocks are free (nothing changed)
+     */
+    public void allocate(long sequenceId, int numTokens) {
+        checkOpen();
+        blocks.allocate(sequenceId, numTokens);
+    }
+
+    /**
+     * Gives a sequence {@code n} more slots, copying a shared partial last block first.
+     *
+     * @param sequenceId the sequence
+     * @param n the new tokens
+     * @throws OutOfBlocksException if too few blocks are free (nothing changed)
+     */
+    public void appendSlots(long sequenceId, int n) {
+        checkOpen();
+        copyBlocks(blocks.appendSlots(sequenceId, n));
+    }
+
+    /**
+     * Makes {@code childId} share all blocks of {@code parentId} (parallel sampling, shared
+     * prefix); either one writing to a shared partial block later gets a private copy.
+     *
+     * @param parentId the existing sequence
+     * @param childId the new sequence
+     */
+    public void fork(long parentId, long childId) {
+        checkOpen();
+        blocks.fork(parentId, childId);
+    }
+
+    /**
+     * Drops a sequence; its unshared blocks are free again.
+     *
+     * @param sequenceId the sequence
+     */
+    public void free(long sequenceId) {
+        blocks.free(sequenceId);
+    }
+
+    /**
+     * Builds the batch tensors for a step, on the cache's device.
+     *
+     * @param sequenceIds the sequences, in batch order
+     * @param queryLens the new tokens of each (their slots given already)
+     * @param arrays the manager the batch arrays attach to (its device must be the cache's)
+     * @return the batch; close it after the step
+     */
+    public PagedBatch prepare(long[] sequenceIds, int[] queryLens, NDManager arrays) {
+        checkOpen();
+        return PagedBatch.of(blocks, sequenceIds, queryLens, arrays);
+    }
+
+    /**
+     * Writes one layer's new keys and values to their slots ({@code reshape_and_cache}).
+     *
+     * @param layer the layer
+     * @param key {@code [T, Hkv, D]}
+     * @param value {@code [T, Hkv, D]}
+     * @param batch the step's batch (its slot mapping)
+     */
+    public void write(int layer, NDArray key, NDArray value, PagedBatch batch) {
+        checkOpen();
+        AttentionOps.reshapeAndCache(
+                key, value, keyCaches[layer], valueCaches[layer], batch.getSlotMapping());
+    }
+
+    /**
+     * Performs block copies in every layer's key and value cache.
+     *
+     * @param copies the copies
+     */
+    public void copyBlocks(List<BlockCopy> copies) {
+        for (BlockCopy copy : copies) {
+            for (int l = 0; l < keyCaches.length; ++l) {
+                copyBlock(keyCaches[l], copy);
+                copyBlock(valueCaches[l], copy);
+            }
+        }
+    }
+
+    private static void copyBlock(NDArray cache, BlockCopy copy) {
+        try (NDArray source = cache.get(new NDIndex("{}", copy.source()))) {
+            cache.set(new NDIndex("{}", copy.destination()), source);
+        }
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("the paged KV cache is closed");
+        }
+    }
+
+    /** Frees the caches; closing twice is harmless. */
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            manager.close();
+        }
+    }
+
+    /** Builds a {@link PagedKvCache}: the model's shape, then a block count or memory budget. */
+    public static final class Builder {
+
+        private NDManager manager;
+        private int numLayers;
+        private int numKvHeads;
+        private int headDim;
+        private int blockSize = 16;
+        private int numBlocks;
+        private long memoryBudget;
+        private DataType dataType = DataType.FLOAT32;
+
+        Builder() {}
+
+        /**
+         * Sets the manager whose device holds the cache (required).
+         *
+         * @param manager the manager
+         * @return this builder
+         */
+        public Builder setManager(NDManager manager) {
+            this.manager = manager;
+            return this;
+        }
+
+        /**
+         * Sets the number of layers (required).
+         *
+         * @param numLayers the layers
+         * @return this builder
+         */
+        public Builder setNumLayers(int numLayers) {
+            this.numLayers = numLayers;
+            return this;
+        }
+
+        /**
+         * Sets the number of KV heads (required).
+         *
+         * @param numKvHeads Hkv
+         * @return this builder
+         */
+        public Builder setNumKvHeads(int numKvHeads) {
+            this.numKvHeads = numKvHeads;
+            return this;
+        }
+
+        /**
+         * Sets the head dim (required).
+         *
+         * @param headDim D
+         * @return this builder
+         */
+        public Builder setHeadDim(int headDim) {
+            this.headDim = headDim;
+            return this;
+        }
+
+        /**
+         * Sets the tokens per block (default 16; the kernels take 8, 16 or 32).
+         *
+         * @param blockSize the block size
+         * @return this builder
+         */
+        public Builder optBlockSize(int blockSize) {
+            this.blockSize = blockSize;
+            return this;
+        }
+
+        /**
+         * Sets the number of blocks (this or {@link #optMemoryBudget} is required).
+         *
+         * @param numBlocks the blocks
+         * @return this builder
+         */
+        public Builder optNumBlocks(int numBlocks) {
+            this.numBlocks = numBlocks;
+            return this;
+        }
+
+        /**
+         * Sizes the cache to at most this many bytes of keys and values.
+         *
+         * @param bytes the budget
+         * @return this builder
+         */
+        public Builder optMemoryBudget(long bytes) {
+            this.memoryBudget = bytes;
+            return this;
+        }
+
+        /**
+         * Sets the element type (default float32; float16 also).
+         *
+         * @param dataType the type
+         * @return this builder
+         */
+        public Builder optDataType(DataType dataType) {
+            this.dataType = dataType;
+            return this;
+        }
+
+        /**
+         * Builds the cache.
+         *
+         * @return the cache
+         */
+        public PagedKvCache build() {
+            if (manager == null) {
+                throw new IllegalArgumentException("PagedKvCache: setManager is required");
+            }
+            requirePositive(numLayers, "setNumLayers");
+            requirePositive(numKvHeads, "setNumKvHeads");
+            requirePositive(headDim, "setHeadDim");
+            requirePositive(blockSize, "optBlockSize");
+            if (dataType != DataType.FLOAT32 && dataType != DataType.FLOAT16) {
+                throw new IllegalArgumentException(
+                        "PagedKvCache: optDataType: expected float32 or float16, got " + dataType);
+            }
+            if ((numBlocks > 0) == (memoryBudget > 0)) {
+                throw new IllegalArgumentException(
+                        "PagedKvCache: exactly one of optNumBlocks and optMemoryBudget is"
+                                + " required");
+            }
+            int blocks = numBlocks;
+            if (memoryBudget > 0) {
+                long perBlock = bytesPerBlock(numLayers, blockSize, numKvHeads, headDim, dataType);
+                long fit = memoryBudget / perBlock;
+                if (fit < 1) {
+                    throw new IllegalArgumentException(
+                            "PagedKvCache: optMemoryBudget: "
+                                    + memoryBudget
+                                    + " bytes hold no block of "
+                                    + perBlock
+                                    + " bytes");
+                }
+                blocks = (int) Math.min(Integer.MAX_VALUE, fit);
+            }
+            return new PagedKvCache(this, blocks);
+        }
+
+        private static void requirePositive(int value, String setter) {
+            if (value < 1) {
+                throw new IllegalArgumentException(
+                        "PagedKvCache: " + setter + " is required and must be >= 1, got " + value);
+            }
+        }
+    }
+}

@@ -1,0 +1,368 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it.bench;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+
+import io.djlattention.paged.BlockManager;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.decoder.Decoder;
+import io.djlattention.zoo.decoder.DecoderConfig;
+
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+
+/**
+ * CPU decode throughput of the paged KV cache against DJL's contiguous cache, and KV memory waste
+ * of the paged cache against a max-length preallocation.
+ *
+ * <p>Part 1: a GPT-2-style decoder (4 layers, C = 512, 8 heads of 64, vocab 8192, float32, fixed
+ * random weights) decodes one token per sequence per step for batch ∈ {1, 8, 32} and context ∈
+ * {128, 1024}: (a) stock — the block's TextGenerator protocol, past K/V concatenated with the new
+ * token's every step, attention by stock DJL ops; (b) flash — the same contiguous cache with {@code
+ * flash_attention}; (c) paged — {@link PagedKvCache} (block 16), {@code reshape_and_cache} + {@code
+ * paged_attention}. The caches start holding {@code context} tokens of random K/V (the prefill is
+ * not timed). Each configuration: 3 warm-up steps, then the median of 15 steps, the three paths
+ * taking turns step by step; tokens/s = batch / median step time, argmax of the logits included.
+ *
+ * <p>Part 2: a continuous-batching simulation (no model) of 2000 requests with log-normal prompt
+ * and output lengths (max length 2048), 64 running at once; at every step it compares the KV slots
+ * in use with what the paged cache holds (whole blocks of 16) and with a max-length preallocation
+ * per running request. Waste = 1 − used / allocated, averaged over steps.
+ *
+ * <p>Run: {@code mvn -B -q -pl integration-tests exec:java
+ * -Dexec.mainClass=io.djlattention.it.bench.PagedDecodeBenchmark} (after {@code mvn install} of the
+ * modules, or from an IDE with the module class path).
+ */
+public final class PagedDecodeBenchmark {
+
+    private static final int WARMUP = 3;
+    private static final int STEPS = 15;
+    private static final int BLOCK_SIZE = 16;
+
+    private PagedDecodeBenchmark() {}
+
+    /**
+     * Runs the benchmark and prints markdown tables.
+     *
+     * @param args unused
+     */
+    public static void main(String[] args) {
+        System.out.println(
+                "Device: "
+                        + cpuName()
+                        + ", "
+                        + Runtime.getRuntime().availableProcessors()
+                        + " cores, DJL "
+                        + Engine.getDjlVersion()
+                        + " / PyTorch "
+                        + Engine.getEngine("PyTorch").getVersion()
+                        + ", date "
+                        + LocalDate.now());
+        DecoderConfig config =
+                DecoderConfig.builder()
+                        .setArchitecture(DecoderConfig.Architecture.GPT2)
+                        .setVocabSize(8192)
+                        .setHiddenSize(512)
+                        .setIntermediateSize(2048)
+                        .setNumLayers(4)
+                        .setNumHeads(8)
+                        .optMaxPositions(2048)
+                        .build();
+        try (NDManager manager = NDManager.newBaseManager()) {
+            Decoder decoder = new Decoder(config);
+            decoder.initializeRandom(manager, 1, 0.05f);
+            System.out.println();
+            System.out.println(
+                    "| batch | context | stock tok/s | flash (contiguous) tok/s"
+                            + " | paged tok/s | paged / stock |");
+            System.out.println("| --- | --- | --- | --- | --- | --- |");
+            for (int context : new int[] {128, 1024}) {
+                for (int batch : new int[] {1, 8, 32}) {
+                    double[] tps = measure(decoder, manager, batch, context);
+                    System.out.printf(
+                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx |%n",
+                            batch, context, tps[0], tps[1], tps[2], tps[2] / tps[0]);
+                }
+            }
+        }
+        memoryWaste();
+    }
+
+    /**
+     * Tokens/s of stock, flash (contiguous) and paged decode. The three run step by step in turn
+     * (stock, flash, paged, stock, ...), so that load from other processes on a shared machine
+     * falls on all three alike.
+     */
+    private static double[] measure(Decoder decoder, NDManager parent, int batch, int context) {
+        try (NDManager m = parent.newSubManager();
+                Contiguous stock =
+                        new Contiguous(
+                                decoder, m, batch, context, Decoder.ContiguousAttention.STOCK);
+                Contiguous flash =
+                        new Contiguous(
+                                decoder, m, batch, context, Decoder.ContiguousAttention.FLASH);
+                Paged paged = new Paged(decoder, m, batch, context)) {
+            long[][] times = new long[3][WARMUP + STEPS];
+            for (int step = 0; step < WARMUP + STEPS; ++step) {
+                times[0][step] = stock.step();
+                times[1][step] = flash.step();
+                times[2][step] = paged.step();
+            }
+            double[] tps = new double[3];
+            for (int i = 0; i < 3; ++i) {
+                tps[i] = batch / (median(times[i]) / 1e9);
+            }
+            return tps;
+        }
+    }
+
+    /** Decode with the contiguous cache of the block's TextGenerator protocol. */
+    private static final class Contiguous implements AutoCloseable {
+        private final Decoder decoder;
+        private final NDManager manager;
+        private final Decoder.ContiguousAttention attention;
+        private final int batch;
+        private final Random random;
+        private NDList past = new NDList();
+        private int len;
+
+        Contiguous(
+                Decoder decoder,
+                NDManager parent,
+                int batch,
+                int context,
+                Decoder.ContiguousAttention attention) {
+            this.decoder = decoder;
+            this.manager = parent.newSubManager();
+            this.attention = attention;
+            this.batch = batch;
+            this.len = context;
+            this.random = new Random(batch);
+            DecoderConfig c = decoder.getConfig();
+            for (int i = 0; i < 2 * c.getNumLayers(); ++i) {
+                past.add(
+                        manager.randomNormal(
+                                new Shape(batch, c.getNumKvHeads(), context, c.getHeadDim())));
+            }
+        }
+
+        @SuppressWarnings("try")
+        long step() {
+            decoder.setContiguousAttention(attention);
+            long start = System.nanoTime();
+            try (NDScope ignore = new NDScope()) {
+                NDArray ids =
+                        manager.create(
+                                tokens(random, batch, decoder.getConfig().getVocabSize()),
+                                new Shape(batch, 1));
+                NDArray pos = manager.full(new Shape(batch, 1), len, DataType.INT64);
+                NDArray mask = manager.ones(new Shape(batch, len + 1), DataType.INT64);
+                NDList in = new NDList(ids, pos, mask);
+                in.addAll(past);
+                NDList out = decoder.forward(null, in, false);
+                out.get(0).get(":, -1, :").argMax(-1).toLongArray();
+                NDList next = out.subNDList(1);
+                NDScope.unregister(next);
+                past.close();
+                past = next;
+            }
+            ++len;
+            long time = System.nanoTime() - start;
+            decoder.setContiguousAttention(Decoder.ContiguousAttention.STOCK);
+            return time;
+        }
+
+        @Override
+        public void close() {
+            past.close();
+            manager.close();
+        }
+    }
+
+    /** Decode through the paged cache. */
+    private static final class Paged implements AutoCloseable {
+        private final Decoder decoder;
+        private final PagedKvCache cache;
+        private final long[] ids;
+        private final int[] ones;
+        private final Random random;
+        private int len;
+
+        Paged(Decoder decoder, NDManager manager, int batch, int context) {
+            this.decoder = decoder;
+            int blocksPerSeq = (context + WARMUP + STEPS) / BLOCK_SIZE + 1;
+            cache =
+                    decoder.newCacheBuilder(manager)
+                            .optBlockSize(BLOCK_SIZE)
+                            .optNumBlocks(batch * blocksPerSeq)
+                            .build();
+            for (int l = 0; l < cache.getNumLayers(); ++l) {
+                fillRandom(cache.getKeyCache(l));
+                fillRandom(cache.getValueCache(l));
+            }
+            ids = new long[batch];
+            ones = new int[batch];
+            for (int s = 0; s < batch; ++s) {
+                ids[s] = s;
+                ones[s] = 1;
+                cache.allocate(s, context);
+            }
+            random = new Random(batch);
+            len = context;
+        }
+
+        long step() {
+            long start = System.nanoTime();
+            try (NDManager stepManager = NDManager.newBaseManager(cache.getDevice())) {
+                for (long id : ids) {
+                    cache.appendSlots(id, 1);
+                }
+                long[] positions = new long[ids.length];
+                Arrays.fill(positions, len);
+                try (PagedBatch b = cache.prepare(ids, ones, stepManager)) {
+                    NDArray logits =
+                            decoder.forwardPaged(
+                                    cache,
+                                    b,
+                                    stepManager.create(
+                                            tokens(
+                                                    random,
+                                                    ids.length,
+                                                    decoder.getConfig().getVocabSize())),
+                                    stepManager.create(positions),
+                                    Decoder.PrefillAttention.PAGED);
+                    logits.argMax(-1).toLongArray();
+                }
+            }
+            ++len;
+            return System.nanoTime() - start;
+        }
+
+        @Override
+        public void close() {
+            cache.close();
+        }
+    }
+
+    private static void fillRandom(NDArray cache) {
+        try (NDArray r = cache.getManager().randomNormal(cache.getShape())) {
+            cache.set(new ai.djl.ndarray.index.NDIndex("..."), r);
+        }
+    }
+
+    private static long[] tokens(Random random, int n, int vocab) {
+        long[] t = new long[n];
+        for (int i = 0; i < n; ++i) {
+            t[i] = random.nextInt(vocab);
+        }
+        return t;
+    }
+
+    private static double median(long[] times) {
+        long[] measured = Arrays.copyOfRange(times, WARMUP, times.length);
+        Arrays.sort(measured);
+        int n = measured.length;
+        return n % 2 == 1 ? measured[n / 2] : (measured[n / 2 - 1] + measured[n / 2]) / 2.0;
+    }
+
+    /** Part 2: KV slots in use vs allocated, under continuous batching. */
+    private static void memoryWaste() {
+        int maxLen = 2048;
+        int requests = 2000;
+        int maxRunning = 64;
+        Random random = new Random(2026);
+        int[] prompt = new int[requests];
+        int[] output = new int[requests];
+        long totalLen = 0;
+        for (int r = 0; r < requests; ++r) {
+            prompt[r] = clamp((int) Math.exp(Math.log(160) + 0.9 * random.nextGaussian()), 4, 1536);
+            output[r] =
+                    clamp(
+                            (int) Math.exp(Math.log(180) + 0.9 * random.nextGaussian()),
+                            4,
+                            maxLen - prompt[r]);
+            totalLen += prompt[r] + output[r];
+        }
+        BlockManager blocks = new BlockManager(maxRunning * maxLen / BLOCK_SIZE, BLOCK_SIZE);
+        List<int[]> running = new ArrayList<>(); // {id, remaining}
+        int next = 0;
+        double pagedAllocated = 0;
+        double preallocated = 0;
+        double used = 0;
+        int steps = 0;
+        while (next < requests || !running.isEmpty()) {
+            while (running.size() < maxRunning && next < requests) {
+                blocks.allocate(next, prompt[next]);
+                running.add(new int[] {next, output[next]});
+                ++next;
+            }
+            for (int[] r : running) {
+                blocks.appendSlots(r[0], 1);
+                --r[1];
+            }
+            long inUse = 0;
+            for (int[] r : running) {
+                inUse += blocks.getTable(r[0]).getNumTokens();
+            }
+            used += inUse;
+            pagedAllocated +=
+                    (double) (blocks.getAllocator().getNumBlocks() - blocks.getNumFreeBlocks())
+                            * BLOCK_SIZE;
+            preallocated += (double) running.size() * maxLen;
+            ++steps;
+            running.removeIf(
+                    r -> {
+                        if (r[1] == 0) {
+                            blocks.free(r[0]);
+                            return true;
+                        }
+                        return false;
+                    });
+        }
+        System.out.println();
+        System.out.printf(
+                "KV memory, %d requests (mean length %.0f tokens, max %d), %d running,"
+                        + " %d steps:%n",
+                requests, (double) totalLen / requests, maxLen, maxRunning, steps);
+        System.out.println();
+        System.out.println("| cache | allocated / used | waste |");
+        System.out.println("| --- | --- | --- |");
+        System.out.printf(
+                "| max-length preallocation (%d tokens per request) | %.2f | %.1f%% |%n",
+                maxLen, preallocated / used, 100 * (1 - used / preallocated));
+        System.out.printf(
+                "| paged, block %d | %.3f | %.1f%% |%n",
+                BLOCK_SIZE, pagedAllocated / used, 100 * (1 - used / pagedAllocated));
+    }
+
+    private static int clamp(int v, int lo, int hi) {
+        return Math.max(lo, Math.min(hi, v));
+    }
+
+    private static String cpuName() {
+        try {
+            for (String line : Files.readAllLines(Paths.get("/proc/cpuinfo"))) {
+                if (line.startsWith("model name")) {
+                    return line.substring(line.indexOf(':') + 1).trim();
+                }
+            }
+        } catch (java.io.IOException e) {
+            // fall through
+        }
+        return System.getProperty("os.arch");
+    }
+}

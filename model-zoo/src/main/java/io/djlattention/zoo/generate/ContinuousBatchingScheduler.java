@@ -1,0 +1,549 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.zoo.generate;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
+
+import io.djlattention.paged.OutOfBlocksException;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.decoder.Decoder;
+import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Deque;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Continuous batching over a {@link PagedKvCache} (vLLM's scheduler, first come first served).
+ *
+ * <p>Each {@link #step}:
+ *
+ * <ol>
+ *   <li>gives every running sequence a slot for its next token; when the pool is out of blocks it
+ *       preempts the most recently admitted running sequence (frees its blocks and requeues it at
+ *       the head of the waiting queue; it is recomputed from its prompt plus the tokens it has
+ *       generated when readmitted), until the rest fit;
+ *   <li>if nothing was preempted, admits waiting requests while their prompts fit in the free
+ *       blocks and the batch has room, and prefills them in one call (the first token of each comes
+ *       from its prefill);
+ *   <li>runs one decode step ({@code paged_attention}) for all sequences that were running;
+ *   <li>finishes sequences that reached their max new tokens, EOS or the model's max positions and
+ *       frees their blocks at once.
+ * </ol>
+ *
+ * <p>Every sequence's tokens depend only on its own request (sampling draws from the request's own
+ * seeded generator), so a request gives the same tokens in any batch as alone. When every request
+ * has finished, every block is free again. Not thread-safe.
+ */
+public final class ContinuousBatchingScheduler {
+
+    private final Decoder decoder;
+    private final PagedKvCache cache;
+    private final int maxBatchSize;
+    private final PrefillAttention prefill;
+    private final int maxPrefillChunk;
+    private final Deque<Sequence> waiting = new ArrayDeque<>();
+    private final List<Sequence> running = new ArrayList<>();
+    private long nextId;
+    private int preemptions;
+    private int iterations;
+    private int peakUsedBlocks;
+
+    private ContinuousBatchingScheduler(Builder b) {
+        decoder = b.decoder;
+        cache = b.cache;
+        maxBatchSize = b.maxBatchSize;
+        prefill = b.prefill;
+        maxPrefillChunk = b.maxPrefillChunk;
+    }
+
+    /**
+     * Returns a builder.
+     *
+     * @return a new builder
+     */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Queues a request.
+     *
+     * @param prompt its prompt tokens, at least one
+     * @param config how it generates
+     * @return its request id
+     * @throws IllegalArgumentException if it could never fit the cache or the model
+     */
+    public long submit(int[] prompt, GenerationConfig config) {
+        return submitSamples(prompt, config, 1)[0];
+    }
+
+    /**
+     * Queues a request for {@code numSamples} parallel samples of one prompt. The prompt is
+     * prefilled once; the samples then fork from it and share its blocks (a shared partial last
+     * block is copied when a sample first writes to it). Sample {@code i} draws from a generator
+     * seeded with {@code config.getSeed() + i}, so it generates what a single request with that
+     * seed would.
+     *
+     * @param prompt its prompt tokens, at least one
+     * @param config how each sample generates
+     * @param numSamples the samples, at least 1
+     * @return the request id of each sample
+     * @throws IllegalArgumentException if it could never fit the cache or the model
+     */
+    public long[] submitSamples(int[] prompt, GenerationConfig config, int numSamples) {
+        if (numSamples < 1 || numSamples > maxBatchSize) {
+            throw new IllegalArgumentException(
+                    "numSamples: expected a value in [1, maxBatchSize = "
+                            + maxBatchSize
+                            + "], got "
+                            + numSamples);
+        }
+        if (prompt.length == 0) {
+            throw new IllegalArgumentException("prompt: expected at least one token");
+        }
+        int vocab = decoder.getConfig().getVocabSize();
+        for (int t : prompt) {
+            if (t < 0 || t >= vocab) {
+                throw new IllegalArgumentException(
+                        "prompt: expected token ids in [0, " + vocab + "), got " + t);
+            }
+        }
+        int maxPositions = decoder.getConfig().getMaxPositions();
+        if (prompt.length >= maxPositions) {
+            throw new IllegalArgumentException(
+                    "prompt: "
+                            + prompt.length
+                            + " tokens leave no room under max positions "
+                            + maxPositions);
+        }
+        int longest = Math.min(prompt.length + config.getMaxNewTokens(), maxPositions);
+        int needed = cache.getBlockManager().blocksFor(longest);
+        if (needed > cache.getNumBlocks()) {
+            throw new IllegalArgumentException(
+                    "request of up to "
+                            + longest
+                            + " tokens needs "
+                            + needed
+                            + " blocks, the cache has "
+                            + cache.getNumBlocks());
+        }
+        long[] ids = new long[numSamples];
+        Sequence first = new Sequence(nextId++, prompt, config, config.getSeed());
+        ids[0] = first.id;
+        for (int i = 1; i < numSamples; ++i) {
+            Sequence sample = new Sequence(nextId++, prompt, config, config.getSeed() + i);
+            first.pendingForks.add(sample);
+            ids[i] = sample.id;
+        }
+        waiting.addLast(first);
+        return ids;
+    }
+
+    /**
+     * Returns whether requests are waiting or running.
+     *
+     * @return true while work remains
+     */
+    public boolean hasUnfinished() {
+        return !waiting.isEmpty() || !running.isEmpty();
+    }
+
+    /**
+     * Returns the number of running sequences.
+     *
+     * @return running
+     */
+    public int getNumRunning() {
+        return running.size();
+    }
+
+    /**
+     * Returns the number of waiting requests.
+     *
+     * @return waiting
+     */
+    public int getNumWaiting() {
+        return waiting.size();
+    }
+
+    /**
+     * Returns how many preemptions happened.
+     *
+     * @return preemptions
+     */
+    public int getPreemptions() {
+        return preemptions;
+    }
+
+    /**
+     * Returns the iterations run.
+     *
+     * @return iterations
+     */
+    public int getIterations() {
+        return iterations;
+    }
+
+    /**
+     * Returns the most blocks in use at once.
+     *
+     * @return peak used blocks
+     */
+    public int getPeakUsedBlocks() {
+        return peakUsedBlocks;
+    }
+
+    /**
+     * Runs until every request has finished.
+     *
+     * @return the results by request id, in finishing order
+     */
+    public Map<Long, GenerationResult> runToCompletion() {
+        Map<Long, GenerationResult> results = new LinkedHashMap<>();
+        while (hasUnfinished()) {
+            for (GenerationResult r : step()) {
+                results.put(r.requestId(), r);
+            }
+        }
+        return results;
+    }
+
+    /**
+     * Runs one iteration: reserve decode slots (preempting if needed), admit, prefill (the next
+     * chunk of each prefilling sequence), decode.
+     *
+     * @return the requests that finished in this iteration
+     */
+    public List<GenerationResult> step() {
+        ++iterations;
+        List<Sequence> decoding = new ArrayList<>();
+        for (Sequence s : running) {
+            if (s.prefilled) {
+                decoding.add(s);
+            }
+        }
+        List<Sequence> prefilling = new ArrayList<>();
+        boolean preempted = false;
+        for (int i = 0; i < decoding.size(); ++i) {
+            Sequence s = decoding.get(i);
+            if (!reserve(s, 1, decoding, prefilling)) {
+                preempted = true;
+                if (!decoding.contains(s)) {
+                    --i;
+                }
+            }
+        }
+        if (!preempted) {
+            while (!waiting.isEmpty()) {
+                Sequence s = waiting.peekFirst();
+                if (running.size() + 1 + s.pendingForks.size() > maxBatchSize) {
+                    break;
+                }
+                // Admit only what fits whole, so a chunked prefill is not preempted midway by
+                // its own later chunks.
+                if (cache.getBlockManager().blocksFor(s.tokens.length) > cache.getNumFreeBlocks()) {
+                    break;
+                }
+                cache.allocate(s.id, 0);
+                waiting.pollFirst();
+                s.cached = 0;
+                s.prefilled = false;
+                running.add(s);
+            }
+        }
+        for (Sequence s : running) {
+            if (!s.prefilled) {
+                prefilling.add(s);
+            }
+        }
+        List<Integer> chunks = new ArrayList<>();
+        for (int i = 0; i < prefilling.size(); ++i) {
+            Sequence s = prefilling.get(i);
+            int left = s.tokens.length - s.cached;
+            int n = maxPrefillChunk == 0 ? left : Math.min(maxPrefillChunk, left);
+            if (reserve(s, n, decoding, prefilling)) {
+                chunks.add(n);
+            } else if (!prefilling.contains(s)) {
+                --i;
+            } else {
+                chunks.add(n);
+            }
+        }
+        if (running.isEmpty() && !waiting.isEmpty()) {
+            throw new IllegalStateException(
+                    "the request at the head of the queue does not fit the empty cache");
+        }
+        notePeak();
+        List<GenerationResult> finished = new ArrayList<>();
+        if (!prefilling.isEmpty()) {
+            int[] n = new int[prefilling.size()];
+            for (int i = 0; i < n.length; ++i) {
+                n[i] = chunks.get(i);
+            }
+            run(prefilling, n, finished);
+        }
+        if (!decoding.isEmpty()) {
+            int[] ones = new int[decoding.size()];
+            Arrays.fill(ones, 1);
+            run(decoding, ones, finished);
+        }
+        return finished;
+    }
+
+    /**
+     * Gives {@code s} {@code n} more slots, preempting the most recently admitted running sequences
+     * while the pool is short (they leave {@code decoding} and {@code prefilling}).
+     *
+     * @return true if nothing was preempted; if {@code s} itself was, it is no longer running
+     */
+    private boolean reserve(Sequence s, int n, List<Sequence> decoding, List<Sequence> prefilling) {
+        boolean clean = true;
+        while (true) {
+            try {
+                cache.appendSlots(s.id, n);
+                return clean;
+            } catch (OutOfBlocksException e) {
+                Sequence victim = running.get(running.size() - 1);
+                preempt(victim);
+                decoding.remove(victim);
+                prefilling.remove(victim);
+                clean = false;
+                if (victim == s) {
+                    return false;
+                }
+            }
+        }
+    }
+
+    private void notePeak() {
+        peakUsedBlocks = Math.max(peakUsedBlocks, cache.getNumBlocks() - cache.getNumFreeBlocks());
+    }
+
+    /**
+     * One forward over the given sequences, each with {@code queryLens[s]} new tokens (its next
+     * uncached ones); those whose tokens are then all cached sample their next token.
+     */
+    @SuppressWarnings("try")
+    private void run(List<Sequence> seqs, int[] queryLens, List<GenerationResult> finished) {
+        int numSeqs = seqs.size();
+        long[] ids = new long[numSeqs];
+        int total = 0;
+        for (int s = 0; s < numSeqs; ++s) {
+            ids[s] = seqs.get(s).id;
+            total += queryLens[s];
+        }
+        long[] tokens = new long[total];
+        long[] positions = new long[total];
+        int t = 0;
+        for (int s = 0; s < numSeqs; ++s) {
+            Sequence seq = seqs.get(s);
+            for (int p = seq.cached; p < seq.cached + queryLens[s]; ++p) {
+                tokens[t] = seq.tokens[p];
+                positions[t++] = p;
+            }
+        }
+        notePeak();
+        float[] logits;
+        try (NDScope ignore = new NDScope();
+                NDManager step = NDManager.newBaseManager(cache.getDevice());
+                PagedBatch batch = cache.prepare(ids, queryLens, step)) {
+            NDArray out =
+                    decoder.forwardPaged(
+                            cache, batch, step.create(tokens), step.create(positions), prefill);
+            logits = out.toFloatArray();
+        }
+        int vocab = logits.length / numSeqs;
+        List<Sequence> sampled = new ArrayList<>(numSeqs);
+        List<float[]> rows = new ArrayList<>(numSeqs);
+        for (int s = 0; s < numSeqs; ++s) {
+            Sequence seq = seqs.get(s);
+            seq.cached += queryLens[s];
+            if (seq.cached < seq.tokens.length) {
+                continue; // a chunk of a longer prefill: no token yet
+            }
+            seq.prefilled = true;
+            float[] row = Arrays.copyOfRange(logits, s * vocab, (s + 1) * vocab);
+            sampled.add(seq);
+            rows.add(row);
+            // Parallel samples fork from the prefilled prompt: they share its blocks and its
+            // logits, and each draws its own first token.
+            for (Sequence fork : seq.pendingForks) {
+                cache.fork(seq.id, fork.id);
+                fork.cached = seq.cached;
+                fork.prefilled = true;
+                running.add(running.indexOf(seq) + 1, fork);
+                sampled.add(fork);
+                rows.add(row);
+            }
+            seq.pendingForks.clear();
+        }
+        for (int s = 0; s < sampled.size(); ++s) {
+            Sequence seq = sampled.get(s);
+            int next = seq.sampler.next(rows.get(s));
+            seq.append(next);
+            GenerationResult.FinishReason reason = null;
+            if (seq.config.getEosTokenId() >= 0 && next == seq.config.getEosTokenId()) {
+                reason = GenerationResult.FinishReason.EOS;
+            } else if (seq.generated == seq.config.getMaxNewTokens()) {
+                reason = GenerationResult.FinishReason.LENGTH;
+            } else if (seq.tokens.length >= decoder.getConfig().getMaxPositions()) {
+                reason = GenerationResult.FinishReason.MAX_POSITIONS;
+            }
+            if (reason != null) {
+                cache.free(seq.id);
+                running.remove(seq);
+                finished.add(
+                        new GenerationResult(
+                                seq.id,
+                                Arrays.copyOf(seq.tokens, seq.promptLength),
+                                Arrays.copyOfRange(seq.tokens, seq.promptLength, seq.tokens.length),
+                                reason,
+                                seq.preemptions));
+            }
+        }
+    }
+
+    private void preempt(Sequence victim) {
+        cache.free(victim.id);
+        running.remove(victim);
+        victim.cached = 0;
+        victim.prefilled = false;
+        victim.preemptions++;
+        preemptions++;
+        waiting.addFirst(victim);
+    }
+
+    /** A request's state: its tokens so far (prompt then generated) and its sampler. */
+    private static final class Sequence {
+        final long id;
+        final GenerationConfig config;
+        final TokenSampler sampler;
+        final int promptLength;
+        int[] tokens;
+        int generated;
+        int preemptions;
+        int cached; // tokens whose K/V are in the cache
+        boolean prefilled; // all tokens but the last sampled one are cached
+
+        final List<Sequence> pendingForks = new ArrayList<>();
+
+        Sequence(long id, int[] prompt, GenerationConfig config, long seed) {
+            this.id = id;
+            this.config = config;
+            this.sampler = new TokenSampler(config, seed);
+            this.promptLength = prompt.length;
+            this.tokens = prompt.clone();
+        }
+
+        void append(int token) {
+            tokens = Arrays.copyOf(tokens, tokens.length + 1);
+            tokens[tokens.length - 1] = token;
+            ++generated;
+        }
+    }
+
+    /** Builds a {@link ContinuousBatchingScheduler}. */
+    public static final class Builder {
+
+        private Decoder decoder;
+        private PagedKvCache cache;
+        private int maxBatchSize = 32;
+        private PrefillAttention prefill = PrefillAttention.FLASH;
+        private int maxPrefillChunk;
+
+        Builder() {}
+
+        /**
+         * Prefills long prompts in chunks of at most this many tokens per iteration, interleaved
+         * with the decode steps of the running sequences (default 0: whole prompts). Later chunks
+         * attend to the cached earlier ones through {@code paged_prefill_attention}.
+         *
+         * @param maxPrefillChunk tokens per chunk, 0 for no limit
+         * @return this builder
+         */
+        public Builder optMaxPrefillChunk(int maxPrefillChunk) {
+            this.maxPrefillChunk = maxPrefillChunk;
+            return this;
+        }
+
+        /**
+         * Sets the model (required).
+         *
+         * @param decoder the decoder
+         * @return this builder
+         */
+        public Builder setDecoder(Decoder decoder) {
+            this.decoder = decoder;
+            return this;
+        }
+
+        /**
+         * Sets the KV cache (required; from {@link Decoder#newCacheBuilder}).
+         *
+         * @param cache the cache
+         * @return this builder
+         */
+        public Builder setCache(PagedKvCache cache) {
+            this.cache = cache;
+            return this;
+        }
+
+        /**
+         * Sets the most sequences running at once (default 32).
+         *
+         * @param maxBatchSize at least 1
+         * @return this builder
+         */
+        public Builder optMaxBatchSize(int maxBatchSize) {
+            this.maxBatchSize = maxBatchSize;
+            return this;
+        }
+
+        /**
+         * Sets the prefill kernel (default FLASH).
+         *
+         * @param prefill FLASH or PAGED
+         * @return this builder
+         */
+        public Builder optPrefillAttention(PrefillAttention prefill) {
+            this.prefill = prefill;
+            return this;
+        }
+
+        /**
+         * Builds the scheduler.
+         *
+         * @return the scheduler
+         */
+        public ContinuousBatchingScheduler build() {
+            if (decoder == null || cache == null) {
+                throw new IllegalArgumentException(
+                        "ContinuousBatchingScheduler: setDecoder and setCache are required");
+            }
+            if (maxPrefillChunk < 0) {
+                throw new IllegalArgumentException(
+                        "ContinuousBatchingScheduler: optMaxPrefillChunk: expected >= 0, got "
+                                + maxPrefillChunk);
+            }
+            if (maxBatchSize < 1) {
+                throw new IllegalArgumentException(
+                        "ContinuousBatchingScheduler: optMaxBatchSize: expected >= 1, got "
+                                + maxBatchSize);
+            }
+            if (cache.getNumFreeBlocks() != cache.getNumBlocks()) {
+                throw new IllegalArgumentException(
+                        "ContinuousBatchingScheduler: the cache must be empty");
+            }
+            return new ContinuousBatchingScheduler(this);
+        }
+    }
+}
