@@ -6,9 +6,14 @@ package io.djlattention;
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
 import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.engine.PtNDManager;
 import io.djlattention.jni.OperatorCall;
+import java.util.Arrays;
 import java.util.Objects;
 
 /**
@@ -86,6 +91,525 @@ public final class AttentionOps {
                         .boolArg(options.isCausal())
                         .invoke(ptQ.getManager(), 2);
         return new NDList(outputs);
+    }
+
+    /**
+     * The default {@code eps} of {@link #causalLinearAttention} and {@link #linearAttention}, as
+     * in fast-transformers' {@code LinearAttention} and {@code CausalLinearAttention}.
+     */
+    public static final float DEFAULT_LINEAR_EPS = 1e-6f;
+
+    /**
+     * Computes causal linear attention (Katharopoulos et al., "Transformers are RNNs") with the
+     * feature map {@code φ(x) = elu(x) + 1}, as fast-transformers' {@code CausalLinearAttention}:
+     *
+     * <pre>
+     * out[b, h, j, :] = Σ_{i ≤ j} (φ(q_j)·φ(k_i)) v_i  /  (φ(q_j)·Σ_{i ≤ j} φ(k_i) + eps)
+     * </pre>
+     *
+     * <p>The numerator runs in the {@code causal_dot_product} operator (linear in L: a running
+     * {@code [E, M]} state per head); the feature map and the normaliser are DJL ops. No scale is
+     * applied to {@code q·k} (the feature map replaces the softmax).
+     *
+     * <p>Layout: the operator's, head-major {@code [B, H, L, E]}, not the {@code [B, S, H, D]} of
+     * {@link #flashAttention}. A caller holding {@code [B, L, H, E]} passes {@code
+     * x.transpose(0, 2, 1, 3)}: any strides with a contiguous last dim are accepted, so this is a
+     * view, not a copy. (fast-transformers' modules take {@code [N, L, H, E]} and permute to this
+     * layout before calling the kernel.)
+     *
+     * <p>Precision: float16 inputs are widened to float32 for the whole computation and the
+     * result is rounded to float16 once. The un-normalised numerator grows like L·E·|v| (every
+     * {@code φ(q)·φ(k)} is positive, about E), so in float16 (max 65504) it would overflow from
+     * L ≈ 1k at E = 64; the normaliser is a prefix sum of L terms and would lose its low bits.
+     *
+     * <p>The operator validates shapes, dtypes, devices and strides ({@code
+     * causal_dot_product: q: expected 4 dims [B, H, L, E], ...}); its message comes back as an
+     * {@link IllegalArgumentException}. Not differentiable (inference only).
+     *
+     * @param q queries {@code [B, H, L, E]}, float32 or float16, {@code 1 <= E <= 256}
+     * @param k keys {@code [B, H, L, E]}, dtype and device of {@code q}
+     * @param v values {@code [B, H, L, M]}, {@code 1 <= M <= 256}, dtype and device of {@code q}
+     * @param eps added to the normaliser, finite and {@code >= 0} (fast-transformers: 1e-6)
+     * @return the output {@code [B, H, L, M]}, dtype of {@code q}, attached to {@code q}'s manager
+     */
+    public static NDArray causalLinearAttention(NDArray q, NDArray k, NDArray v, float eps) {
+        PtNDArray ptQ = pytorchArray(q, "q");
+        pytorchArray(k, "k");
+        pytorchArray(v, "v");
+        checkEps(eps);
+        NDManager target = ptQ.getManager();
+        try (PtNDManager scope = (PtNDManager) target.newSubManager()) {
+            boolean widen = allFloat16(q, k, v);
+            NDArray phiQ = featureMap(widen(inScope(scope, q), widen));
+            NDArray phiK = featureMap(widen(inScope(scope, k), widen));
+            NDArray values = widen(inScope(scope, v), widen);
+            // The operator first: it validates q, k and v before any DJL op sees their shapes.
+            NDArray numerator =
+                    OperatorCall.of("causal_dot_product", 3)
+                            .tensor((PtNDArray) phiQ)
+                            .tensor((PtNDArray) phiK)
+                            .tensor((PtNDArray) values)
+                            .invoke(scope, 1)[0];
+            // φ(q_j)·Σ_{i≤j} φ(k_i) + eps, [B, H, L, 1], as a float32 prefix sum.
+            NDArray keySums = phiK.toType(DataType.FLOAT32, false).cumSum(2);
+            NDArray normaliser =
+                    phiQ.toType(DataType.FLOAT32, false)
+                            .mul(keySums)
+                            .sum(new int[] {3}, true)
+                            .add(eps);
+            NDArray out =
+                    numerator
+                            .toType(DataType.FLOAT32, false)
+                            .div(normaliser)
+                            .toType(q.getDataType(), false);
+            out.attach(target);
+            return out;
+        }
+    }
+
+    /**
+     * Computes {@link #causalLinearAttention} with {@link #DEFAULT_LINEAR_EPS}.
+     *
+     * @param q queries {@code [B, H, L, E]}
+     * @param k keys {@code [B, H, L, E]}
+     * @param v values {@code [B, H, L, M]}
+     * @return the output {@code [B, H, L, M]}
+     */
+    public static NDArray causalLinearAttention(NDArray q, NDArray k, NDArray v) {
+        return causalLinearAttention(q, k, v, DEFAULT_LINEAR_EPS);
+    }
+
+    /**
+     * Computes non-causal linear attention with {@code φ(x) = elu(x) + 1}, as fast-transformers'
+     * {@code LinearAttention}, in two GEMMs: the key-value state {@code φ(K)ᵀV} ({@code [E, M]}
+     * per head) and the output {@code φ(Q)·(φ(K)ᵀV)}, normalised by {@code φ(q_j)·Σ_i φ(k_i) +
+     * eps}:
+     *
+     * <pre>
+     * out[b, h, j, :] = Σ_i (φ(q_j)·φ(k_i)) v_i  /  (φ(q_j)·Σ_i φ(k_i) + eps)
+     * </pre>
+     *
+     * <p>Stock DJL ops only (batched GEMMs), so it runs wherever DJL runs and is differentiable.
+     * Computed in float32 (float16 inputs are widened and the result rounded once, for the
+     * reasons given at {@link #causalLinearAttention}). The query and key lengths may differ.
+     * There is no native operator behind it, so Java checks its arguments, with messages in the
+     * operators' style.
+     *
+     * @param q queries {@code [B, H, L, E]}, float32 or float16
+     * @param k keys {@code [B, H, S, E]}, dtype of {@code q}
+     * @param v values {@code [B, H, S, M]}, dtype of {@code q}
+     * @param eps added to the normaliser, finite and {@code >= 0} (fast-transformers: 1e-6)
+     * @return the output {@code [B, H, L, M]}, dtype of {@code q}, attached to {@code q}'s manager
+     */
+    public static NDArray linearAttention(NDArray q, NDArray k, NDArray v, float eps) {
+        PtNDArray ptQ = pytorchArray(q, "q");
+        pytorchArray(k, "k");
+        pytorchArray(v, "v");
+        checkEps(eps);
+        checkLinearAttentionArgs(q, k, v);
+        NDManager target = ptQ.getManager();
+        try (NDManager scope = target.newSubManager()) {
+            NDArray phiQ = featureMap(widen(inScope(scope, q), true));
+            NDArray phiK = featureMap(widen(inScope(scope, k), true));
+            NDArray values = widen(inScope(scope, v), true);
+            NDArray state = phiK.transpose(0, 1, 3, 2).matMul(values); // [B, H, E, M]
+            NDArray keySum = phiK.sum(new int[] {2}, true).transpose(0, 1, 3, 2); // [B, H, E, 1]
+            NDArray normaliser = phiQ.matMul(keySum).add(eps); // [B, H, L, 1]
+            NDArray out = phiQ.matMul(state).div(normaliser).toType(q.getDataType(), false);
+            out.attach(target);
+            return out;
+        }
+    }
+
+    /**
+     * Computes {@link #linearAttention} with {@link #DEFAULT_LINEAR_EPS}.
+     *
+     * @param q queries {@code [B, H, L, E]}
+     * @param k keys {@code [B, H, S, E]}
+     * @param v values {@code [B, H, S, M]}
+     * @return the output {@code [B, H, L, M]}
+     */
+    public static NDArray linearAttention(NDArray q, NDArray k, NDArray v) {
+        return linearAttention(q, k, v, DEFAULT_LINEAR_EPS);
+    }
+
+    /** The feature map of linear attention, {@code elu(x) + 1} (positive everywhere). */
+    private static NDArray featureMap(NDArray x) {
+        return Activation.elu(x, 1f).add(1f);
+    }
+
+    private static void checkEps(float eps) {
+        if (!Float.isFinite(eps) || eps < 0) {
+            throw new IllegalArgumentException("eps: expected a finite value >= 0, got " + eps);
+        }
+    }
+
+    private static boolean allFloat16(NDArray... arrays) {
+        for (NDArray array : arrays) {
+            if (array.getDataType() != DataType.FLOAT16) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static NDArray widen(NDArray array, boolean toFloat32) {
+        return toFloat32 ? array.toType(DataType.FLOAT32, false) : array;
+    }
+
+    /**
+     * A view of an input (same data, shape and strides) attached to the call's scope, so that
+     * everything computed from it lands there and is freed with it. The input itself is left
+     * alone: other threads may be reading it, so it is never moved between managers.
+     */
+    private static NDArray inScope(NDManager scope, NDArray input) {
+        NDArray view = input.reshape(input.getShape());
+        view.attach(scope);
+        return view;
+    }
+
+    /** The rules of {@link #linearAttention}, which has no native operator to check them. */
+    private static void checkLinearAttentionArgs(NDArray q, NDArray k, NDArray v) {
+        String op = "linear_attention: ";
+        Shape qs = checkRank(op, q, "q", "[B, H, L, E]");
+        Shape ks = checkRank(op, k, "k", "[B, H, S, E]");
+        Shape vs = checkRank(op, v, "v", "[B, H, S, M]");
+        checkSize(op, "k", ks, 0, "B", qs.get(0), "the batch of q");
+        checkSize(op, "k", ks, 1, "H", qs.get(1), "the heads of q");
+        checkSize(op, "k", ks, 3, "E", qs.get(3), "the feature dim of q");
+        checkSize(op, "v", vs, 0, "B", qs.get(0), "the batch of q");
+        checkSize(op, "v", vs, 1, "H", qs.get(1), "the heads of q");
+        checkSize(op, "v", vs, 2, "S", ks.get(2), "the length of k");
+        DataType dtype = q.getDataType();
+        if (dtype != DataType.FLOAT32 && dtype != DataType.FLOAT16) {
+            throw new IllegalArgumentException(
+                    op + "q: expected dtype in {float32, float16}, got " + dtype);
+        }
+        for (NDArray other : new NDArray[] {k, v}) {
+            if (other.getDataType() != dtype) {
+                throw new IllegalArgumentException(
+                        op
+                                + (other == k ? "k" : "v")
+                                + ": expected the dtype of q ("
+                                + dtype
+                                + "), got "
+                                + other.getDataType());
+            }
+            if (!other.getDevice().equals(q.getDevice())) {
+                throw new IllegalArgumentException(
+                        op
+                                + (other == k ? "k" : "v")
+                                + ": expected the device of q ("
+                                + q.getDevice()
+                                + "), got "
+                                + other.getDevice());
+            }
+        }
+    }
+
+    private static Shape checkRank(String op, NDArray array, String name, String layout) {
+        Shape shape = array.getShape();
+        if (shape.dimension() != 4) {
+            throw new IllegalArgumentException(
+                    op
+                            + name
+                            + ": expected 4 dims "
+                            + layout
+                            + ", got "
+                            + shape.dimension()
+                            + " dims with shape "
+                            + Arrays.toString(shape.getShape()));
+        }
+        return shape;
+    }
+
+    private static void checkSize(
+            String op, String name, Shape shape, int axis, String dim, long want, String what) {
+        if (shape.get(axis) != want) {
+            throw new IllegalArgumentException(
+                    op
+                            + name
+                            + ": expected size "
+                            + want
+                            + " for "
+                            + dim
+                            + " ("
+                            + what
+                            + "), got "
+                            + shape.get(axis));
+        }
+    }
+
+    /**
+     * Computes BERT self-attention straight out of a fused Q/K/V projection: adds the bias,
+     * splits the heads, attends with the padding mask and merges the heads in one pass, with no
+     * transposed copies. Every query row is computed, padding rows included; a row attends to
+     * keys {@code [0, kvLens[b])}.
+     *
+     * @param qkv the fused projection {@code [B, S, 3 * H * D]}: q, then k, then v, each
+     *     head-major ({@code H * D}); float32 or float16; last dim contiguous
+     * @param qkvBias the projection bias {@code [3 * H * D]}, dtype of {@code qkv}, or {@code
+     *     null} when the projection already added it
+     * @param kvLens valid keys per batch row, int32 {@code [B]}, values in {@code [0, S]}, or
+     *     {@code null} for all keys; a row with no valid key gets a zero output
+     * @param numHeads the number of heads {@code H}
+     * @param scale the factor applied to {@code q·kᵀ} before the softmax, finite
+     * @return the attention output with merged heads {@code [B, S, H * D]}, dtype of {@code qkv}
+     */
+    public static NDArray bertAttention(
+            NDArray qkv, NDArray qkvBias, NDArray kvLens, int numHeads, double scale) {
+        PtNDArray ptQkv = pytorchArray(qkv, "qkv");
+        PtNDArray ptBias = qkvBias == null ? null : pytorchArray(qkvBias, "qkvBias");
+        PtNDArray ptLens = kvLens == null ? null : pytorchArray(kvLens, "kvLens");
+        return OperatorCall.of("bert_attention", 5)
+                .tensor(ptQkv)
+                .optionalTensor(ptBias)
+                .optionalTensor(ptLens)
+                .intArg(numHeads)
+                .floatArg(scale)
+                .invoke(ptQkv.getManager(), 1)[0];
+    }
+
+    /**
+     * Computes {@link #bertAttention} with the scale {@code 1/sqrt(D)}, {@code D = last dim / (3
+     * * numHeads)}.
+     *
+     * @param qkv the fused projection {@code [B, S, 3 * H * D]}
+     * @param qkvBias the projection bias {@code [3 * H * D]}, or {@code null}
+     * @param kvLens valid keys per batch row, int32 {@code [B]}, or {@code null}
+     * @param numHeads the number of heads {@code H}
+     * @return the attention output {@code [B, S, H * D]}
+     */
+    public static NDArray bertAttention(
+            NDArray qkv, NDArray qkvBias, NDArray kvLens, int numHeads) {
+        Objects.requireNonNull(qkv, "qkv must not be null");
+        long width = qkv.getShape().dimension() > 0 ? qkv.getShape().tail() : 0;
+        long headDim = numHeads > 0 ? Math.max(1, width / (3L * numHeads)) : 1;
+        return bertAttention(qkv, qkvBias, kvLens, numHeads, 1.0 / Math.sqrt(headDim));
+    }
+
+    /**
+     * Computes {@code LayerNorm(x + bias + residual) * gamma + beta} over the last dim in one
+     * read and one write of the activations, with float32 statistics (the norm of standard
+     * post-norm BERT).
+     *
+     * @param x the input {@code [..., C]}, float32 or float16, contiguous
+     * @param bias a bias {@code [C]}, or {@code null}
+     * @param residual the residual {@code [..., C]}, shape and dtype of {@code x}, contiguous
+     * @param gamma the scale {@code [C]}, dtype of {@code x} or float32
+     * @param beta the shift {@code [C]}, dtype of {@code gamma}; {@code bias} too
+     * @param eps added to the variance, finite and {@code >= 0}
+     * @return the normalised output, shape and dtype of {@code x}
+     */
+    public static NDArray addBiasResidualLayerNorm(
+            NDArray x, NDArray bias, NDArray residual, NDArray gamma, NDArray beta, double eps) {
+        PtNDArray ptX = pytorchArray(x, "x");
+        PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
+        return OperatorCall.of("add_bias_residual_layernorm", 6)
+                .tensor(ptX)
+                .optionalTensor(ptBias)
+                .tensor(pytorchArray(residual, "residual"))
+                .tensor(pytorchArray(gamma, "gamma"))
+                .tensor(pytorchArray(beta, "beta"))
+                .floatArg(eps)
+                .invoke(ptX.getManager(), 1)[0];
+    }
+
+    /**
+     * Computes {@code (x + bias + residual) * scale + shift} per channel (the last dim) in one
+     * read and one write of the activations: what DJL's {@code BatchNorm} over the hidden axis
+     * becomes at inference, with {@code scale = gamma / sqrt(runningVar + eps)} and {@code shift
+     * = beta - runningMean * scale}, fused with the bias and residual before it.
+     *
+     * @param x the input {@code [..., C]}, float32 or float16, contiguous
+     * @param bias a bias {@code [C]}, or {@code null}
+     * @param residual the residual {@code [..., C]}, shape and dtype of {@code x}, contiguous
+     * @param scale the per-channel scale {@code [C]}, dtype of {@code x} or float32
+     * @param shift the per-channel shift {@code [C]}, dtype of {@code scale}; {@code bias} too
+     * @return the output, shape and dtype of {@code x}
+     */
+    public static NDArray addBiasResidualAffine(
+            NDArray x, NDArray bias, NDArray residual, NDArray scale, NDArray shift) {
+        PtNDArray ptX = pytorchArray(x, "x");
+        PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
+        return OperatorCall.of("add_bias_residual_affine", 5)
+                .tensor(ptX)
+                .optionalTensor(ptBias)
+                .tensor(pytorchArray(residual, "residual"))
+                .tensor(pytorchArray(scale, "scale"))
+                .tensor(pytorchArray(shift, "shift"))
+                .invoke(ptX.getManager(), 1)[0];
+    }
+
+    /**
+     * Computes {@code gelu(x + bias)} in one read and one write of the activations.
+     *
+     * @param x the input {@code [..., C]}, float32 or float16, contiguous
+     * @param bias a bias {@code [C]}, dtype of {@code x} or float32, or {@code null}
+     * @param tanhApproximation {@code false} for the exact erf form {@code 0.5 v (1 + erf(v /
+     *     sqrt 2))} (DJL's and PyTorch's default {@code gelu}), {@code true} for the tanh
+     *     approximation
+     * @return the output, shape and dtype of {@code x}
+     */
+    public static NDArray addBiasGelu(NDArray x, NDArray bias, boolean tanhApproximation) {
+        PtNDArray ptX = pytorchArray(x, "x");
+        PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
+        return OperatorCall.of("add_bias_gelu", 3)
+                .tensor(ptX)
+                .optionalTensor(ptBias)
+                .boolArg(tanhApproximation)
+                .invoke(ptX.getManager(), 1)[0];
+    }
+
+    /**
+     * Packs the valid tokens of a right-padded batch: batch row {@code b} keeps its first {@code
+     * lens[b]} positions, in order, one row after another.
+     *
+     * @param x the padded batch {@code [B, S, C]}, float32 or float16, contiguous
+     * @param lens valid tokens per batch row, int32 {@code [B]}, values in {@code [0, S]}
+     * @return the packed tokens {@code [total, C]} (dtype of {@code x}) and the prefix sums
+     *     {@code cu_seqlens} int32 {@code [B + 1]} ({@code cu_seqlens[0] = 0}, {@code
+     *     cu_seqlens[B] = total}), as {@code flash_attention_varlen} takes them
+     */
+    public static NDList removePadding(NDArray x, NDArray lens) {
+        PtNDArray ptX = pytorchArray(x, "x");
+        return new NDList(
+                OperatorCall.of("remove_padding", 2)
+                        .tensor(ptX)
+                        .tensor(pytorchArray(lens, "lens"))
+                        .invoke(ptX.getManager(), 2));
+    }
+
+    /**
+     * Scatters packed tokens back into a right-padded batch, the inverse of {@link
+     * #removePadding}; positions past a row's length are zero.
+     *
+     * @param packed the packed tokens {@code [total, C]}, float32 or float16, contiguous
+     * @param cuSeqlens the prefix sums int32 {@code [B + 1]} with {@code cuSeqlens[0] = 0},
+     *     {@code cuSeqlens[B] = total} and every length in {@code [0, seqLen]}
+     * @param seqLen the padded length {@code S}
+     * @return the padded batch {@code [B, S, C]}, dtype of {@code packed}
+     */
+    public static NDArray restorePadding(NDArray packed, NDArray cuSeqlens, long seqLen) {
+        PtNDArray ptPacked = pytorchArray(packed, "packed");
+        return OperatorCall.of("restore_padding", 3)
+                .tensor(ptPacked)
+                .tensor(pytorchArray(cuSeqlens, "cuSeqlens"))
+                .intArg(seqLen)
+                .invoke(ptPacked.getManager(), 1)[0];
+    }
+
+    /**
+     * Writes new tokens' keys and values into a paged KV cache, in place: {@code
+     * keyCache[slot / blockSize, slot % blockSize] = key[t]} for every token {@code t} whose
+     * {@code slot = slotMapping[t]} is non-negative (negative slots are skipped). Every slot is
+     * checked before anything is written, so a rejected call leaves both caches untouched.
+     *
+     * @param key new keys {@code [T, Hkv, D]}, float32 or float16, last dim contiguous
+     * @param value new values {@code [T, Hkv, D]}, dtype of {@code key}
+     * @param keyCache the key cache {@code [numBlocks, blockSize, Hkv, D]}, contiguous, dtype of
+     *     {@code key}; modified in place
+     * @param valueCache the value cache, same shape; modified in place
+     * @param slotMapping int64 {@code [T]}: {@code block * blockSize + offset}, or negative
+     */
+    public static void reshapeAndCache(
+            NDArray key, NDArray value, NDArray keyCache, NDArray valueCache, NDArray slotMapping) {
+        PtNDArray ptKey = pytorchArray(key, "key");
+        OperatorCall.of("reshape_and_cache", 5)
+                .tensor(ptKey)
+                .tensor(pytorchArray(value, "value"))
+                .tensor(pytorchArray(keyCache, "keyCache"))
+                .tensor(pytorchArray(valueCache, "valueCache"))
+                .tensor(pytorchArray(slotMapping, "slotMapping"))
+                .invoke(ptKey.getManager(), 0);
+    }
+
+    /**
+     * Decode attention over a paged KV cache: one query token per sequence attends to the first
+     * {@code contextLens[s]} cached tokens of its sequence, read through its block table. The
+     * score of key {@code j} is {@code scale·q·k_j + slope[h]·(j - (contextLen - 1))} (the ALiBi
+     * term only when slopes are given); a sequence of context 0 gets zeros.
+     *
+     * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous; {@code D}
+     *     in {64, 80, 96, 128, 256}
+     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous, {@code Hq % Hkv == 0},
+     *     block size in {8, 16, 32}
+     * @param valueCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}; entries past a sequence's blocks are
+     *     never read
+     * @param contextLens int32 {@code [numSeqs]}, each in {@code [0, maxBlocks·blockSize]} and
+     *     at most {@code maxContextLen}
+     * @param scale the factor on {@code q·k}, usually {@code 1/sqrt(D)}
+     * @param maxContextLen an upper bound of {@code contextLens}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
+     */
+    public static NDArray pagedAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray contextLens,
+            float scale,
+            int maxContextLen,
+            NDArray alibiSlopes) {
+        PtNDArray ptQuery = pytorchArray(query, "query");
+        return OperatorCall.of("paged_attention", 8)
+                .tensor(ptQuery)
+                .tensor(pytorchArray(keyCache, "keyCache"))
+                .tensor(pytorchArray(valueCache, "valueCache"))
+                .tensor(pytorchArray(blockTables, "blockTables"))
+                .tensor(pytorchArray(contextLens, "contextLens"))
+                .floatArg(scale)
+                .intArg(maxContextLen)
+                .optionalTensor(
+                        alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
+                .invoke(ptQuery.getManager(), 1)[0];
+    }
+
+    /**
+     * Prefill attention over a paged KV cache: the new tokens of each sequence (a chunk, cached
+     * first with {@link #reshapeAndCache}) attend causally to the sequence's cached prefix and to
+     * themselves. Sequence {@code s} owns the packed query rows {@code [cuSeqlensQ[s],
+     * cuSeqlensQ[s+1])}: the last {@code n} of its {@code contextLens[s]} tokens; row {@code t}
+     * sits at position {@code p = contextLen - n + t} and sees keys {@code j <= p}. With one
+     * chunk per prompt this is causal prefill; with several it is chunked prefill, and a prefix
+     * shared through the block table is read, not recomputed.
+     *
+     * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
+     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param valueCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
+     * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
+     * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
+     * @param scale the factor on {@code q·k}
+     * @param maxSeqlenQ an upper bound of the chunk lengths
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
+     */
+    public static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            float scale,
+            int maxSeqlenQ,
+            NDArray alibiSlopes) {
+        PtNDArray ptQuery = pytorchArray(query, "query");
+        return OperatorCall.of("paged_prefill_attention", 9)
+                .tensor(ptQuery)
+                .tensor(pytorchArray(keyCache, "keyCache"))
+                .tensor(pytorchArray(valueCache, "valueCache"))
+                .tensor(pytorchArray(blockTables, "blockTables"))
+                .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
+                .tensor(pytorchArray(contextLens, "contextLens"))
+                .floatArg(scale)
+                .intArg(maxSeqlenQ)
+                .optionalTensor(
+                        alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
+                .invoke(ptQuery.getManager(), 1)[0];
     }
 
     /** The checks Java owns: nulls, bfloat16, arrays of another engine. */
