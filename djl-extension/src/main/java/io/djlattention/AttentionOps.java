@@ -94,6 +94,50 @@ public final class AttentionOps {
     }
 
     /**
+     * Computes {@link #flashAttention} over a packed batch of sequences of different lengths
+     * (no padding): sequence {@code b} owns query rows {@code [cuSeqlensQ[b], cuSeqlensQ[b+1])}
+     * and key/value rows {@code [cuSeqlensK[b], cuSeqlensK[b+1])}. The causal mask is aligned to
+     * the bottom-right corner of each sequence, as in {@link AttentionOptions#isCausal()};
+     * {@code kvLens} of the options is not used (the offsets carry the lengths).
+     *
+     * @param q queries {@code [totalQ, Hq, D]}, float32 or float16, last dim contiguous
+     * @param k keys {@code [totalK, Hkv, D]}, {@code Hq % Hkv == 0}
+     * @param v values {@code [totalK, Hkv, D]}
+     * @param cuSeqlensQ int32 {@code [B + 1]}, non-decreasing, from 0 to {@code totalQ}
+     * @param cuSeqlensK int32 {@code [B + 1]}, non-decreasing, from 0 to {@code totalK}
+     * @param maxSeqlenQ the longest query sequence (an upper bound is fine)
+     * @param maxSeqlenK the longest key sequence (an upper bound is fine)
+     * @param options causal mask and scale
+     * @return the output {@code [totalQ, Hq, D]} and the logsumexp {@code [Hq, totalQ]} float32
+     */
+    public static NDList flashAttentionVarlen(
+            NDArray q,
+            NDArray k,
+            NDArray v,
+            NDArray cuSeqlensQ,
+            NDArray cuSeqlensK,
+            long maxSeqlenQ,
+            long maxSeqlenK,
+            AttentionOptions options) {
+        PtNDArray ptQ = pytorchArray(q, "q");
+        Objects.requireNonNull(options, "options must not be null");
+        long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
+        PtNDArray[] outputs =
+                OperatorCall.of("flash_attention_varlen", 9)
+                        .tensor(ptQ)
+                        .tensor(pytorchArray(k, "k"))
+                        .tensor(pytorchArray(v, "v"))
+                        .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
+                        .tensor(pytorchArray(cuSeqlensK, "cuSeqlensK"))
+                        .intArg(maxSeqlenQ)
+                        .intArg(maxSeqlenK)
+                        .floatArg(options.getScale(headDim))
+                        .boolArg(options.isCausal())
+                        .invoke(ptQ.getManager(), 2);
+        return new NDList(outputs);
+    }
+
+    /**
      * The default {@code eps} of {@link #causalLinearAttention} and {@link #linearAttention}, as
      * in fast-transformers' {@code LinearAttention} and {@code CausalLinearAttention}.
      */

@@ -17,17 +17,14 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
-import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.djlattention.AttentionOps;
-import io.djlattention.jni.OperatorCall;
+import io.djlattention.AttentionOptions;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.lang.reflect.Field;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A drop-in replacement for DJL's {@link ScaledDotProductAttentionBlock} whose self-attention runs
@@ -59,7 +56,6 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class FlashSelfAttentionBlock extends AbstractBlock {
 
     private static final byte VERSION = 1;
-    private static final Map<String, Boolean> VARLEN_SUPPORT = new ConcurrentHashMap<>();
 
     private final ScaledDotProductAttentionBlock stock;
     private final int embeddingSize;
@@ -294,7 +290,7 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
         NDArray qkv = Linear.linear(rows, qkvParams.get(0), qkvParams.get(1)).head(); // [N, 3E]
         long e = embeddingSize;
         double scale = softmaxScale();
-        if (useGemmAttention(rows.getDevice())) {
+        if (useGemmAttention()) {
             NDArray merged = attendWithGemms(qkv, batch);
             qkv.close();
             return merged;
@@ -312,33 +308,21 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
         }
         int real = batch.realRows;
         NDArray realQkv = batch.extraSources.length == 0 ? qkv : qkv.get(new NDIndex("0:" + real));
-        NDArray merged;
-        if (varlenSupported(rows.getDevice(), rows.getManager())) {
-            long d = e / headCount;
-            NDArray split = realQkv.reshape(real, 3, headCount, d);
-            NDArray[] out =
-                    OperatorCall.of("flash_attention_varlen", 9)
-                            .tensor((PtNDArray) split.get(new NDIndex(":, 0")))
-                            .tensor((PtNDArray) split.get(new NDIndex(":, 1")))
-                            .tensor((PtNDArray) split.get(new NDIndex(":, 2")))
-                            .tensor((PtNDArray) batch.cuSeqlensArray())
-                            .tensor((PtNDArray) batch.cuSeqlensArray())
-                            .intArg(batch.maxLen())
-                            .intArg(batch.maxLen())
-                            .floatArg(scale)
-                            .boolArg(false)
-                            .invoke(((PtNDArray) rows).getManager(), 2);
-            out[1].close();
-            merged = out[0].reshape(real, e);
-        } else {
-            // No varlen kernel on this device: attend on the padded layout, keys limited to each
-            // length, then drop the padding rows again.
-            NDArray padded =
-                    AttentionOps.restorePadding(realQkv, batch.cuSeqlensArray(), batch.seqLen);
-            NDArray attended =
-                    AttentionOps.bertAttention(padded, null, batch.lensArray(), headCount, scale);
-            merged = AttentionOps.removePadding(attended, batch.lensArray()).head();
-        }
+        long d = e / headCount;
+        NDArray split = realQkv.reshape(real, 3, headCount, d);
+        NDArray cuSeqlens = batch.cuSeqlensArray();
+        NDList out =
+                AttentionOps.flashAttentionVarlen(
+                        split.get(new NDIndex(":, 0")),
+                        split.get(new NDIndex(":, 1")),
+                        split.get(new NDIndex(":, 2")),
+                        cuSeqlens,
+                        cuSeqlens,
+                        batch.maxLen(),
+                        batch.maxLen(),
+                        AttentionOptions.builder().optScale((float) scale).build());
+        out.get(1).close();
+        NDArray merged = out.get(0).reshape(real, e);
         if (batch.extraSources.length > 0) {
             NDArray copies = merged.get(batch.extraSourcesArray());
             merged = NDArrays.concat(new NDList(merged, copies), 0);
@@ -351,11 +335,12 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
      * / {@code flash_attention_varlen}. {@code gemm}: per sequence (or per group of equal lengths)
      * two batched GEMMs of libtorch around a softmax, on the Q/K/V views of the fused projection;
      * no mask is needed since each sequence sees only its own keys. The default ({@code auto}) is
-     * {@code gemm} on the CPU, where libtorch's MKL GEMMs beat the CPU flash kernel on the dense
-     * attention of an encoder by 2-3x (docs/benchmarks.md), and {@code kernel} elsewhere. The
-     * system property {@code djl.attn.bert.attention} overrides it.
+     * {@code kernel} on every device: since the CPU flash kernel was rewritten with
+     * register-blocked micro-kernels it beats libtorch's matmul-softmax-matmul by 2.6-7.6x
+     * (native-ops/bench/NOTES-cpu-flash.md). The system property {@code djl.attn.bert.attention}
+     * overrides it.
      */
-    static boolean useGemmAttention(Device device) {
+    static boolean useGemmAttention() {
         String choice = System.getProperty("djl.attn.bert.attention", "auto");
         switch (choice) {
             case "gemm":
@@ -363,7 +348,7 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
             case "kernel":
                 return false;
             case "auto":
-                return Device.Type.CPU.equals(device.getDeviceType());
+                return false;
             default:
                 throw new IllegalArgumentException(
                         "djl.attn.bert.attention: expected auto, kernel or gemm, got " + choice);
@@ -427,32 +412,6 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
                 out.transpose(0, 2, 1, 3).reshape(groups * queries, shape.get(3) * shape.get(4));
         out.close();
         return merged;
-    }
-
-    /** Whether {@code flash_attention_varlen} has a kernel for this device (asked once). */
-    static boolean varlenSupported(Device device, NDManager manager) {
-        return VARLEN_SUPPORT.computeIfAbsent(
-                device.getDeviceType(),
-                type -> {
-                    try (NDManager probe = manager.newSubManager()) {
-                        NDArray q = probe.ones(new Shape(2, 1, 4));
-                        NDArray cu = probe.create(new int[] {0, 1, 2});
-                        OperatorCall.of("flash_attention_varlen", 9)
-                                .tensor((PtNDArray) q)
-                                .tensor((PtNDArray) q)
-                                .tensor((PtNDArray) q)
-                                .tensor((PtNDArray) cu)
-                                .tensor((PtNDArray) cu)
-                                .intArg(1)
-                                .intArg(1)
-                                .floatArg(1.0)
-                                .boolArg(false)
-                                .invoke((ai.djl.pytorch.engine.PtNDManager) probe, 2);
-                        return true;
-                    } catch (RuntimeException e) {
-                        return false;
-                    }
-                });
     }
 
     static NDArray value(ParameterStore ps, Block block, String name, Device device) {
