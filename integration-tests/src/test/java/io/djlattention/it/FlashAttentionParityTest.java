@@ -20,6 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@link AttentionOps#flashAttention} against stock DJL ops computing {@code softmax(q·kᵀ·scale
@@ -150,6 +151,52 @@ class FlashAttentionParityTest {
         double tolerance = dtype == DataType.FLOAT16 ? FLOAT16_TOLERANCE : FLOAT32_TOLERANCE;
         assertWithin(expected.get(0), result.get(0), tolerance, "out");
         assertWithin(expected.get(1), result.get(1), tolerance, "logsumexp");
+    }
+
+    @ParameterizedTest(name = "causal={0}")
+    @ValueSource(booleans = {false, true})
+    void varlenMatchesStockDjlPerSequence(boolean causal) {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            // Packed sequences of different lengths, queries shorter than keys in one of them
+            // (bottom-right causal alignment), GQA 4:2.
+            int[] lensQ = {5, 1, 33, 17};
+            int[] lensK = {5, 9, 33, 40};
+            int[] cuQ = new int[lensQ.length + 1];
+            int[] cuK = new int[lensK.length + 1];
+            for (int b = 0; b < lensQ.length; ++b) {
+                cuQ[b + 1] = cuQ[b] + lensQ[b];
+                cuK[b + 1] = cuK[b] + lensK[b];
+            }
+            NDArray q = manager.randomNormal(new Shape(cuQ[lensQ.length], 4, 64));
+            NDArray k = manager.randomNormal(new Shape(cuK[lensK.length], 2, 64));
+            NDArray v = manager.randomNormal(new Shape(cuK[lensK.length], 2, 64));
+            NDList result =
+                    AttentionOps.flashAttentionVarlen(
+                            q,
+                            k,
+                            v,
+                            manager.create(cuQ),
+                            manager.create(cuK),
+                            33,
+                            40,
+                            AttentionOptions.builder().optCausal(causal).build());
+            for (int b = 0; b < lensQ.length; ++b) {
+                String rowsQ = cuQ[b] + ":" + cuQ[b + 1];
+                String rowsK = cuK[b] + ":" + cuK[b + 1];
+                NDArray expected =
+                        StockAttention.attention(
+                                        q.get(rowsQ).expandDims(0),
+                                        k.get(rowsK).expandDims(0),
+                                        v.get(rowsK).expandDims(0),
+                                        causal,
+                                        0.125,
+                                        null)
+                                .get(0)
+                                .squeeze(0);
+                assertWithin(expected, result.get(0).get(rowsQ), FLOAT32_TOLERANCE, "out " + b);
+            }
+            assertEquals(new Shape(4, cuQ[lensQ.length]), result.get(1).getShape());
+        }
     }
 
     /** Max error relative to max(1, |expected|) within tolerance; infinities must match. */
