@@ -6,6 +6,13 @@ SDPA's flash, cuDNN, memory-efficient and math backends; decode (Sq = 1) latency
 bandwidth with a device-to-device copy as the bandwidth reference.
 
     python3 bench/bench_flash.py --device cuda --out flash.md
+    python3 bench/bench_flash.py --device cuda --out flash.md --configs all
+    DJL_ATTN_BENCH_FLASH_CONFIGS=all bash scripts/gpu-check.sh     # the same through the script
+
+--configs (all, or a comma-separated list of names) adds a tuning table: the tile
+configurations of the CUDA kernel that DJL_ATTN_FLASH_CONFIG selects (cuda/flash/flash_fwd.cuh,
+kFwdConfigs) timed one after the other on the same inputs as SDPA's flash backend, for fp16/bf16,
+D 64/128, S 2k/8k, causal and not. See bench/NOTES-flash.md.
 
 Layouts: ours takes q/k/v [B, S, H, D]; SDPA gets transposed views [B, H, S, D] of the same
 tensors. FLOPs = 4 * B * H * Sq * Sk * D, halved for causal. Times are medians of CUDA-event
@@ -14,6 +21,7 @@ timings after warm-up, each call after an L2 flush.
 
 import argparse
 import datetime
+import math
 import os
 import pathlib
 import statistics
@@ -176,6 +184,94 @@ def decode_rows(device, log, copy_gbs):
     return rows
 
 
+CONFIG_ENV = "DJL_ATTN_FLASH_CONFIG"
+
+
+def compiled_configs():
+    """[(name, [head dims])] from the kFwdConfigs table in cuda/flash/flash_fwd.cuh."""
+    import re
+
+    header = NATIVE_OPS / "cuda" / "flash" / "flash_fwd.cuh"
+    table = re.search(r"kFwdConfigs\[\] = \{(.*?)\n\};", header.read_text(), re.S).group(1)
+    configs = []
+    for i, m in enumerate(re.finditer(r'\{"(\w+)",([^}]*)\}', table)):
+        configs.append((m.group(1), [d for d in (64, 128) if i == 0 or "kCfgD%d" % d in m.group(2)]))
+    return configs
+
+
+def config_rows(device, log, wanted):
+    """TFLOP/s of every configuration in `wanted` that is compiled for the cell's head dim, and
+    of SDPA flash, on one set of inputs per cell; maxdiff against the default's output."""
+    configs = [(n, dims) for n, dims in compiled_configs() if n == "default" or n in wanted]
+    flash_backend = dict(BACKENDS).get("flash")
+    saved = os.environ.get(CONFIG_ENV)
+    rows = []
+    try:
+        for dim in (64, 128):
+            heads = HIDDEN // dim
+            for dtype in (torch.float16, torch.bfloat16):
+                for seqlen in (2048, 8192):
+                    batch = TOTAL_TOKENS // seqlen
+                    shape = (batch, seqlen, heads, dim)
+                    q = torch.randn(shape, dtype=dtype, device=device)
+                    k = torch.randn(shape, dtype=dtype, device=device)
+                    v = torch.randn(shape, dtype=dtype, device=device)
+                    scale = dim ** -0.5
+                    for causal in (False, True):
+                        flops = 4 * batch * heads * seqlen * seqlen * dim / (2 if causal else 1)
+                        row = {"dtype": str(dtype).split(".")[1], "D": dim, "S": seqlen, "causal": causal,
+                               "tf": {}, "maxdiff": 0.0}
+                        t = None if flash_backend is None else try_time(sdpa_fn(flash_backend, q, k, v, causal))
+                        row["flash"] = None if t is None else flops / t / 1e9
+                        base = None
+                        for name, dims in configs:
+                            if dim not in dims:
+                                continue
+                            os.environ[CONFIG_ENV] = name
+                            out = flash(q, k, v, None, scale, causal)[0]
+                            if base is None:
+                                base = out
+                            else:
+                                row["maxdiff"] = max(row["maxdiff"], (out.float() - base.float()).abs().max().item())
+                            row["tf"][name] = flops / bench(lambda: flash(q, k, v, None, scale, causal)) / 1e9
+                        rows.append(row)
+                        log(row)
+                    del q, k, v
+    finally:
+        if saved is None:
+            os.environ.pop(CONFIG_ENV, None)
+        else:
+            os.environ[CONFIG_ENV] = saved
+    return rows, [n for n, _ in configs]
+
+
+def config_markdown(rows, names):
+    """One table per head dim: TFLOP/s and the ratio to SDPA flash; best per row in bold."""
+    lines = ["", "Tile configurations (%s), TFLOP/s and ×SDPA flash; same inputs per row; maxdiff: "
+             "largest |config - default| over the outputs." % CONFIG_ENV, ""]
+    for dim in (64, 128):
+        cols = [n for n in names if any(n in r["tf"] for r in rows if r["D"] == dim)]
+        lines += ["| D=%d dtype | S | causal | flash | " % dim + " | ".join(cols) + " | maxdiff |",
+                  "|" + "---|" * (5 + len(cols))]
+        for r in (r for r in rows if r["D"] == dim):
+            best = max(r["tf"].values())
+            cells = []
+            for n in cols:
+                tf = r["tf"][n]
+                cell = "%.0f" % tf + (" (%.2f)" % (tf / r["flash"]) if r["flash"] else "")
+                cells.append("**%s**" % cell if tf == best else cell)
+            lines.append("| %s | %d | %s | %s | %s | %.1e |" % (
+                r["dtype"], r["S"], "yes" if r["causal"] else "no", fmt(r["flash"]), " | ".join(cells),
+                r["maxdiff"]))
+        # Geometric mean of each configuration over the rows, relative to the default.
+        geo = []
+        for n in cols:
+            ratios = [r["tf"][n] / r["tf"]["default"] for r in rows if r["D"] == dim]
+            geo.append("%.3f" % math.exp(sum(math.log(x) for x in ratios) / len(ratios)))
+        lines += ["| geomean ×default | | | | " + " | ".join(geo) + " | |", ""]
+    return "\n".join(lines) + "\n"
+
+
 def fmt(x, spec="%.0f"):
     return "n/a" if x is None else spec % x
 
@@ -229,6 +325,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", default=None, help="write the markdown table here")
+    # The environment variable lets scripts/gpu-check.sh, which passes no arguments, ask for it.
+    parser.add_argument("--configs", default=os.environ.get("DJL_ATTN_BENCH_FLASH_CONFIGS") or None,
+                        help="also time the kernel's tile configurations: 'all' or a comma-separated "
+                        "list (default: $DJL_ATTN_BENCH_FLASH_CONFIGS)")
     args = parser.parse_args()
     if args.device != "cuda" or not torch.cuda.is_available():
         print("bench_flash: needs a CUDA device; nothing to measure")
@@ -246,9 +346,19 @@ def main():
 
     copy_gbs = copy_bandwidth(device)
     print("device-to-device copy: %.0f GB/s (read + write)" % copy_gbs, flush=True)
+    configs_table = ""
+    if args.configs:
+        known = [n for n, _ in compiled_configs()]
+        wanted = known if args.configs == "all" else args.configs.split(",")
+        unknown = [n for n in wanted if n not in known]
+        if unknown:
+            sys.exit("bench_flash: --configs: unknown %s; known: %s" % (unknown, ", ".join(known)))
+        crows, cnames = config_rows(device, log, wanted)
+        configs_table = config_markdown(crows, cnames)
+        print(configs_table, flush=True)
     decode = decode_rows(device, log, copy_gbs)
     prefill = prefill_rows(device, log)
-    table = markdown(name, copy_gbs, prefill, decode)
+    table = markdown(name, copy_gbs, prefill, decode) + configs_table
     print()
     print(table)
     if args.out:

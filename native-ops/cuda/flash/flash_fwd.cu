@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -147,9 +150,9 @@ FlashParams fold_query_groups(const FlashParams& p) {
   return f;
 }
 
-template <typename T, int kHeadDim, bool kBias, bool kSmallM>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 void run_tensor_core(const FlashParams& params, cudaStream_t stream, int device) {
-  const fwd::FwdShape shape = fwd::fwd_shape<T, kHeadDim, kBias, kSmallM>(device);
+  const fwd::FwdShape shape = fwd::fwd_shape<T, kHeadDim, kBias, kSmallM, kCfg>(device);
   fwd::FwdArgs args{};
   args.params = params;
   const FlashParams& p = args.params;
@@ -178,7 +181,7 @@ void run_tensor_core(const FlashParams& params, cudaStream_t stream, int device)
     args.o_accum = o_accum.data_as<float>();
     args.lse_accum = lse_accum.data_as<float>();
   }
-  fwd::launch_fwd<T, kHeadDim, kBias, kSmallM>(args, stream);
+  fwd::launch_fwd<T, kHeadDim, kBias, kSmallM, kCfg>(args, stream);
   if (args.num_splits > 1) {
     const int64_t rows = p.heads_q * args.accum_rows;
     const int64_t combine_blocks = (rows + kCombineWarps - 1) / kCombineWarps;
@@ -201,17 +204,105 @@ DeviceFacts device_facts(int device) {
   return facts;
 }
 
+// The kFwdConfigs index that DJL_ATTN_FLASH_CONFIG names, read on every call so that a tuning
+// run can switch between calls (getenv costs far less than a launch). "default": 0, the original
+// tiles. Unset or empty: kAutoConfig, the measured best per head dim (tuned_config). A name that
+// is not in the table is the caller's error, reported rather than ignored, so that a typo cannot
+// pass for a measurement of the configuration.
+constexpr int kAutoConfig = -1;
+
+int requested_config() {
+  const char* name = std::getenv("DJL_ATTN_FLASH_CONFIG");
+  if (name == nullptr || name[0] == '\0') return kAutoConfig;
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    if (std::strcmp(name, fwd::kFwdConfigs[c].name) == 0) return c;
+  }
+  std::string known;
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    known += (c == 0 ? "" : ", ") + std::string(fwd::kFwdConfigs[c].name);
+  }
+  fail_invalid("flash_attention: DJL_ATTN_FLASH_CONFIG: expected one of ", known, ", got '", name,
+               "'");
+}
+
+int config_index(const char* name) {
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    if (std::strcmp(name, fwd::kFwdConfigs[c].name) == 0) return c;
+  }
+  fail_native("flash_attention: no tile configuration named ", name);
+}
+
+// What runs when no configuration is asked for. Measured on an H200 (docs/benchmarks.md, S = 2k
+// and 8k, fp16/bf16, causal and not, in one run against SDPA's flash backend): at D = 128 the
+// lazy-rescale, folded-scale, staged-output variant of the default tiles ran 1.057x the default
+// (geomean; 0.97-1.08x SDPA flash against 0.94-1.03x), at D = 64 the same variant on 128x128
+// tiles 1.040x (0.93-1.02x against 0.90-0.95x). Other head dims keep the default tiles.
+int tuned_config(int padded_head_dim) {
+  static const int d64 = config_index("m128n128w4s2for");
+  static const int d128 = config_index("m128n64w4s2for");
+  if (padded_head_dim == 64) return d64;
+  if (padded_head_dim == 128) return d128;
+  return 0;
+}
+
+// Dynamic shared memory of configuration `cfg` at `head_dim` (cfg != 0).
+int config_smem_bytes(int cfg, int head_dim) {
+  const fwd::FwdConfig& c = fwd::kFwdConfigs[cfg];
+  return (c.block_m + 2 * c.stages * c.block_n) * head_dim * 2;
+}
+
+// Runs configuration kCfg where it is compiled for kHeadDim, else the default.
+template <typename T, int kHeadDim, int kCfg>
+void run_config(const FlashParams& p, cudaStream_t stream, int device) {
+  if constexpr (fwd::config_compiled(kCfg, kHeadDim)) {
+    run_tensor_core<T, kHeadDim, false, false, kCfg>(p, stream, device);
+  } else {
+    run_tensor_core<T, kHeadDim, false, false, 0>(p, stream, device);
+  }
+}
+
+template <typename T, int kHeadDim>
+void run_selected_config(int cfg, const FlashParams& p, cudaStream_t stream, int device) {
+  static_assert(fwd::kNumFwdConfigs == 21, "one case per configuration");
+  switch (cfg) {
+    case 1: return run_config<T, kHeadDim, 1>(p, stream, device);
+    case 2: return run_config<T, kHeadDim, 2>(p, stream, device);
+    case 3: return run_config<T, kHeadDim, 3>(p, stream, device);
+    case 4: return run_config<T, kHeadDim, 4>(p, stream, device);
+    case 5: return run_config<T, kHeadDim, 5>(p, stream, device);
+    case 6: return run_config<T, kHeadDim, 6>(p, stream, device);
+    case 7: return run_config<T, kHeadDim, 7>(p, stream, device);
+    case 8: return run_config<T, kHeadDim, 8>(p, stream, device);
+    case 9: return run_config<T, kHeadDim, 9>(p, stream, device);
+    case 10: return run_config<T, kHeadDim, 10>(p, stream, device);
+    case 11: return run_config<T, kHeadDim, 11>(p, stream, device);
+    case 12: return run_config<T, kHeadDim, 12>(p, stream, device);
+    case 13: return run_config<T, kHeadDim, 13>(p, stream, device);
+    case 14: return run_config<T, kHeadDim, 14>(p, stream, device);
+    case 15: return run_config<T, kHeadDim, 15>(p, stream, device);
+    case 16: return run_config<T, kHeadDim, 16>(p, stream, device);
+    case 17: return run_config<T, kHeadDim, 17>(p, stream, device);
+    case 18: return run_config<T, kHeadDim, 18>(p, stream, device);
+    case 19: return run_config<T, kHeadDim, 19>(p, stream, device);
+    case 20: return run_config<T, kHeadDim, 20>(p, stream, device);
+    default: return run_config<T, kHeadDim, 0>(p, stream, device);
+  }
+}
+
 }  // namespace
 
 void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int device) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const int padded = padded_head_dim(params.head_dim);
   bool tensor_cores = params.dtype != ElementType::kFloat32 && padded != 0 && vectorizable(params);
+  DeviceFacts facts;
   if (tensor_cores) {
-    // mma.sync with bfloat16 and cp.async need sm_80; every tile shape fits in 96 KiB.
-    const DeviceFacts facts = device_facts(device);
+    // mma.sync with bfloat16 and cp.async need sm_80; every default tile shape fits in 96 KiB.
+    facts = device_facts(device);
     tensor_cores = facts.major >= 8 && facts.smem_optin >= 96 * 1024;
   }
+  // Checked before the fallbacks, so that a bad name fails on every path alike.
+  int cfg = requested_config();
   if (!tensor_cores) {
     run_flash_attention_simple_cuda(params, stream);
     return;
@@ -223,11 +314,27 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
   const bool bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
   // Varlen batches size their grid by the longest sequence, so that is what must fit.
   const bool small_m = p.seqlen_q <= 64;
+  if (cfg == kAutoConfig) cfg = tuned_config(padded);
+  if (bias || small_m || !fwd::config_compiled(cfg, padded) ||
+      (cfg != 0 && config_smem_bytes(cfg, padded) > facts.smem_optin) ||
+      (fwd::kFwdConfigs[cfg].fused_scale && !(p.scale > 0.f))) {
+    cfg = 0;
+  }
+  if (cfg != 0) {
+    DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+      if (padded == 64) {
+        run_selected_config<T, 64>(cfg, p, stream, device);
+      } else {
+        run_selected_config<T, 128>(cfg, p, stream, device);
+      }
+    });
+    return;
+  }
   DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
     DJL_FLASH_HEAD_DIM_SWITCH(padded, kHeadDim, [&] {
       DJL_FLASH_BOOL_SWITCH(bias, kBias, [&] {
         DJL_FLASH_BOOL_SWITCH(small_m, kSmallM, [&] {
-          run_tensor_core<T, kHeadDim, kBias, kSmallM>(p, stream, device);
+          run_tensor_core<T, kHeadDim, kBias, kSmallM, 0>(p, stream, device);
         });
       });
     });

@@ -23,6 +23,60 @@ struct FwdArgs {
   int64_t accum_rows;  // B * Sq
 };
 
+// Tile configurations selectable at run time through the environment variable
+// DJL_ATTN_FLASH_CONFIG (a name below; unset or "default" = the built-in choice), for tuning on
+// the GPU without a rebuild. A named configuration applies only where it is compiled: float16 and
+// bfloat16, the head dims in its mask, no q/k/v bias, more than 64 query rows, and its shared
+// memory within the device's per-block limit; every other call runs the default. Names read
+// m<query rows>n<keys per step>w<warps>s<cp.async buffers>.
+struct FwdConfig {
+  const char* name;
+  int block_m, block_n, warps, stages;  // 0s: the default (Tile picks per head dim)
+  // __launch_bounds__ blocks per SM (0: none): caps registers at 64K / (min_blocks * threads).
+  int min_blocks;
+  int head_dims;   // bit mask of kCfgD64, kCfgD128
+  // Softmax on unscaled scores with the scale folded into the exponent's FFMA (name suffix f);
+  // needs scale > 0, and the launcher runs the default otherwise.
+  bool fused_scale = false;
+  // The output tile staged through shared memory and stored in 16-byte chunks (suffix o).
+  bool stage_o = false;
+  // Online softmax that rebases a warp's rows (and rescales their output accumulators) only
+  // when some row's maximum outgrew the base by more than 2^8 (suffix r).
+  bool lazy_rescale = false;
+};
+constexpr int kCfgD64 = 1, kCfgD128 = 2;
+// Indices are part of the instantiation files (flash_fwd_hdim*_cfg_*.cu): append, never reorder.
+inline constexpr FwdConfig kFwdConfigs[] = {
+    {"default", 0, 0, 0, 0, 0, 0},
+    {"m128n64w8s2", 128, 64, 8, 2, 0, kCfgD64 | kCfgD128},
+    {"m64n64w4s3", 64, 64, 4, 3, 0, kCfgD64 | kCfgD128},
+    {"m128n32w4s3", 128, 32, 4, 3, 0, kCfgD64 | kCfgD128},
+    {"m64n32w4s3b3", 64, 32, 4, 3, 3, kCfgD128},
+    {"m128n128w4s2", 128, 128, 4, 2, 0, kCfgD64},
+    {"m128n128w8s2b2", 128, 128, 8, 2, 2, kCfgD64},
+    {"m128n64w4s4", 128, 64, 4, 4, 0, kCfgD64},
+    {"m128n64w8s2b2", 128, 64, 8, 2, 2, kCfgD64},
+    {"m128n32w2s3", 128, 32, 2, 3, 0, kCfgD64},
+    {"m128n64w4s2f", 128, 64, 4, 2, 0, kCfgD128, true},
+    {"m128n64w4s3f", 128, 64, 4, 3, 0, kCfgD64, true},
+    {"m128n128w4s2f", 128, 128, 4, 2, 0, kCfgD64, true},
+    {"m128n64w4s2o", 128, 64, 4, 2, 0, kCfgD128, false, true},
+    {"m128n64w4s3o", 128, 64, 4, 3, 0, kCfgD64, false, true},
+    {"m128n64w4s2fo", 128, 64, 4, 2, 0, kCfgD128, true, true},
+    {"m128n128w4s2fo", 128, 128, 4, 2, 0, kCfgD64, true, true},
+    {"m128n64w4s2r", 128, 64, 4, 2, 0, kCfgD128, false, false, true},
+    {"m128n64w4s2for", 128, 64, 4, 2, 0, kCfgD128, true, true, true},
+    {"m128n64w4s3r", 128, 64, 4, 3, 0, kCfgD64, false, false, true},
+    {"m128n128w4s2for", 128, 128, 4, 2, 0, kCfgD64, true, true, true},
+};
+constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(kFwdConfigs[0]));
+
+// Whether configuration `cfg` has an instantiation for `head_dim` (the default has all).
+constexpr bool config_compiled(int cfg, int head_dim) {
+  return cfg == 0 || (head_dim == 64 && (kFwdConfigs[cfg].head_dims & kCfgD64) != 0) ||
+         (head_dim == 128 && (kFwdConfigs[cfg].head_dims & kCfgD128) != 0);
+}
+
 // Static facts of one instantiation, for grid sizing and the split heuristic.
 struct FwdShape {
   int block_m;
@@ -32,12 +86,13 @@ struct FwdShape {
 };
 
 // kBias: the parameters carry q/k/v bias pointers. kSmallM: 64-row query tiles, for at most
-// 64 query rows.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM>
+// 64 query rows. kCfg: an index into kFwdConfigs (0 = default; others only where
+// config_compiled and with kBias = kSmallM = false).
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 void launch_fwd(const FwdArgs& args, cudaStream_t stream);
 
 // Also prepares the kernel for `device` (shared-memory opt-in); call before launch_fwd.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 FwdShape fwd_shape(int device);
 
 }  // namespace djl_attn::flash::fwd

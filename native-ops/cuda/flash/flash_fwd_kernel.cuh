@@ -3,13 +3,14 @@
 // One thread block computes one query tile of one (batch, head), or of one key range of it when
 // the keys are split (flash-decoding). The query tile stays in shared memory; key/value tiles
 // stream through a cp.async ring of kStages buffers, so that the next tile loads while this one
-// is multiplied. Each of the 4 warps owns kMTiles * 16 whole query rows, so the softmax
+// is multiplied. Each warp (4 by default) owns kMTiles * 16 whole query rows, so the softmax
 // statistics and the output accumulator of a row live in one warp's registers and no
 // reduction across warps is needed. S = Q K^T and O += P V run on tensor cores
 // (mma.sync m16n8k16, operands read with ldmatrix), the softmax is online with the division by
 // the row sum deferred to the end, and the logsumexp of every row is written.
 //
-// Included only by the per-head-dim instantiation files (flash_fwd_hdim*.cu).
+// Included only by the instantiation files (flash_fwd_hdim*.cu, and flash_fwd_hdim*_cfg_*.cu for
+// the tuning configurations of flash_fwd.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,11 +29,8 @@ namespace djl_attn::flash::fwd {
 
 // ---- tile shapes -------------------------------------------------------------------------------
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-
-// kBlockM query rows x kBlockN keys per step. Every shape keeps dynamic shared memory at or
-// below 96 KiB, so that all sm_80+ parts (sm_86/89 have 99 KiB per block) run every head dim.
+// kBlockM query rows x kBlockN keys per step. Every default shape keeps dynamic shared memory at
+// or below 96 KiB, so that all sm_80+ parts (sm_86/89 have 99 KiB per block) run every head dim.
 // Registers (ptxas, sm_90, no bias): 128-row tiles 182 at D = 32, 240 at D = 64, and all 255
 // with 60-68 bytes spilled at D = 96 and 128; 64-row tiles 100-176, no spills; D = 256 255, no
 // spills.
@@ -40,13 +38,30 @@ constexpr int kThreads = kWarps * 32;
 // groups, short chunks against long caches). 128-row tiles would spend half of each tile's
 // tensor-core and exp work on zero rows, which at D = 128 costs about as long as reading the
 // K/V tile.
-template <int kHeadDim, bool kSmallM>
+// kCfg != 0: the shape of kFwdConfigs[kCfg] (tuning alternatives, see flash_fwd.cuh).
+template <int kHeadDim, bool kSmallM, int kCfg = 0>
 struct Tile {
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head dim must be a multiple of 32");
-  static constexpr int kBlockM = kHeadDim <= 128 && !kSmallM ? 128 : 64;
-  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  static_assert(kCfg >= 0 && kCfg < kNumFwdConfigs, "configuration index");
+  static constexpr bool kDefault = kCfg == 0;
+  static constexpr int kBlockM =
+      kDefault ? (kHeadDim <= 128 && !kSmallM ? 128 : 64) : kFwdConfigs[kCfg].block_m;
+  static constexpr int kBlockN = kDefault ? (kHeadDim <= 128 ? 64 : 32) : kFwdConfigs[kCfg].block_n;
   // Three buffers where they fit in 96 KiB, two otherwise.
-  static constexpr int kStages = kHeadDim <= 64 ? 3 : 2;
+  static constexpr int kStages = kDefault ? (kHeadDim <= 64 ? 3 : 2) : kFwdConfigs[kCfg].stages;
+  static constexpr int kWarps = kDefault ? 4 : kFwdConfigs[kCfg].warps;
+  static constexpr int kThreads = kWarps * 32;
+  // 0 leaves the bound unset: the PTX of the default kernels is what it was before the
+  // configurations existed (an explicit 1 changes ptxas's register choices).
+  static constexpr int kMinBlocks = kDefault ? 0 : kFwdConfigs[kCfg].min_blocks;
+  // Scores stay unscaled until the exponent, where the scale folds into one FFMA.
+  static constexpr bool kFusedScale = !kDefault && kFwdConfigs[kCfg].fused_scale;
+  // The output goes through shared memory for 16-byte stores (not in split mode).
+  static constexpr bool kStageO = !kDefault && kFwdConfigs[kCfg].stage_o;
+  // The running max moves (and acc_o is rescaled) only when it grows by more than a margin.
+  static constexpr bool kLazyRescale = !kDefault && kFwdConfigs[kCfg].lazy_rescale;
+  static_assert(kBlockM % (16 * kWarps) == 0, "whole m16 tiles per warp");
+  static_assert(kBlockN % 16 == 0 && kStages >= 2, "k16 steps over the keys; a ring");
   static constexpr int kMTiles = kBlockM / (16 * kWarps);  // m16 tiles per warp
   static constexpr int kChunks = kHeadDim / 8;             // 16-byte chunks per row
   static constexpr int kSmemElems = (kBlockM + 2 * kStages * kBlockN) * kHeadDim;
@@ -169,7 +184,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // guarantees D % 8 == 0 and 16-byte aligned rows, so a 16-byte chunk is wholly in or out.
 // Each thread walks its rows with one running pointer: hoisted per-row addresses cost more
 // registers than the main loop can spare.
-template <typename T, int kHeadDim, int kRows>
+template <typename T, int kHeadDim, int kRows, int kThreads>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride,
                                           int valid_rows, int dim) {
   constexpr int kChunks = kHeadDim / 8;
@@ -204,7 +219,7 @@ __device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_str
 }
 
 // Adds bias[d] (d < dim) to rows [0, valid_rows) of a resident tile. The caller synchronises.
-template <typename T, int kHeadDim, int kRows>
+template <typename T, int kHeadDim, int kRows, int kThreads>
 __device__ __forceinline__ void add_bias(T* tile, const T* bias, int valid_rows, int dim) {
   constexpr int kChunks = kHeadDim / 8;
   constexpr int kTotal = kRows * kChunks;
@@ -225,12 +240,14 @@ __device__ __forceinline__ void add_bias(T* tile, const T* bias, int valid_rows,
 
 // kBias: q/k/v bias added in shared memory as tiles arrive (the fused BERT path). A template
 // flag because the extra pass costs 30 registers at D = 128, where there are none to spare.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+__global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
+                                  Tile<kHeadDim, kSmallM, kCfg>::kMinBlocks)
     flash_fwd_kernel(const FwdArgs args) {
-  using Tl = Tile<kHeadDim, kSmallM>;
+  using Tl = Tile<kHeadDim, kSmallM, kCfg>;
   constexpr int kBlockM = Tl::kBlockM, kBlockN = Tl::kBlockN, kStages = Tl::kStages;
-  constexpr int kMTiles = Tl::kMTiles;
+  constexpr int kMTiles = Tl::kMTiles, kThreads = Tl::kThreads;
+  constexpr bool kFusedScale = Tl::kFusedScale, kLazyRescale = Tl::kLazyRescale;
   constexpr int kNTiles = kBlockN / 8;   // n8 score tiles per row block
   constexpr int kDTiles = kHeadDim / 8;  // n8 output tiles per row block
 
@@ -288,15 +305,17 @@ __global__ void __launch_bounds__(kThreads)
 
   auto load_kv = [&](int n, int stage) {
     const int n0 = n * kBlockN;
-    load_tile<T, kHeadDim, kBlockN>(s_k + stage * kBlockN * kHeadDim, k + n0 * p.k_seq_stride,
-                                    p.k_seq_stride, kv_len - n0, dim);
-    load_tile<T, kHeadDim, kBlockN>(s_v + stage * kBlockN * kHeadDim, v + n0 * p.v_seq_stride,
-                                    p.v_seq_stride, kv_len - n0, dim);
+    load_tile<T, kHeadDim, kBlockN, kThreads>(s_k + stage * kBlockN * kHeadDim,
+                                              k + n0 * p.k_seq_stride, p.k_seq_stride,
+                                              kv_len - n0, dim);
+    load_tile<T, kHeadDim, kBlockN, kThreads>(s_v + stage * kBlockN * kHeadDim,
+                                              v + n0 * p.v_seq_stride, p.v_seq_stride,
+                                              kv_len - n0, dim);
   };
 
   // Prologue: the query tile, then the first kStages - 1 key/value tiles, one commit group
   // each (empty groups too, so that group counting stays uniform).
-  load_tile<T, kHeadDim, kBlockM>(s_q, q, p.q_seq_stride, seqlen_q - m0, dim);
+  load_tile<T, kHeadDim, kBlockM, kThreads>(s_q, q, p.q_seq_stride, seqlen_q - m0, dim);
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -357,18 +376,18 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (kBias) {
       const int n0 = n * kBlockN;
       if (n == n_begin && p.q_bias != nullptr) {
-        add_bias<T, kHeadDim, kBlockM>(s_q, static_cast<const T*>(p.q_bias) + h * dim,
-                                       seqlen_q - m0, dim);
+        add_bias<T, kHeadDim, kBlockM, kThreads>(s_q, static_cast<const T*>(p.q_bias) + h * dim,
+                                                 seqlen_q - m0, dim);
       }
       if (p.k_bias != nullptr) {
-        add_bias<T, kHeadDim, kBlockN>(const_cast<T*>(s_k_tile),
-                                       static_cast<const T*>(p.k_bias) + h_kv * dim,
-                                       kv_len - n0, dim);
+        add_bias<T, kHeadDim, kBlockN, kThreads>(const_cast<T*>(s_k_tile),
+                                                 static_cast<const T*>(p.k_bias) + h_kv * dim,
+                                                 kv_len - n0, dim);
       }
       if (p.v_bias != nullptr) {
-        add_bias<T, kHeadDim, kBlockN>(const_cast<T*>(s_v_tile),
-                                       static_cast<const T*>(p.v_bias) + h_kv * dim,
-                                       kv_len - n0, dim);
+        add_bias<T, kHeadDim, kBlockN, kThreads>(const_cast<T*>(s_v_tile),
+                                                 static_cast<const T*>(p.v_bias) + h_kv * dim,
+                                                 kv_len - n0, dim);
       }
       __syncthreads();
     }
@@ -411,7 +430,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float s = acc_s[mt][nt][e] * scale_log2;
+          float s = kFusedScale ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * scale_log2;
           if (need_mask) {
             const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * t + (e & 1);
@@ -425,28 +444,63 @@ __global__ void __launch_bounds__(kThreads)
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float mx = row_max[mt][hf];
+        float mx = kFusedScale ? -INFINITY : row_max[mt][hf];
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
           mx = fmaxf(mx, fmaxf(acc_s[mt][nt][2 * hf], acc_s[mt][nt][2 * hf + 1]));
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // Unscaled scores: the tile maximum scales like every score (scale > 0, see the
+        // launcher), and -inf stays -inf.
+        if constexpr (kFusedScale) mx = fmaxf(row_max[mt][hf], mx * scale_log2);
         // A row with nothing visible yet keeps max -inf; subtracting 0 instead keeps
         // exp2(-inf - max) at 0 rather than NaN.
-        const float base = mx == -INFINITY ? 0.f : mx;
-        const float correction = fast_exp2(row_max[mt][hf] - base);
-        row_max[mt][hf] = mx;
-        float sum = row_sum[mt][hf] * correction;
+        float base, sum;
+        if constexpr (kLazyRescale) {
+          // row_max is the base that the row's sum and acc_o are relative to; it may trail the
+          // row's true maximum by up to kLazyMargin, so probabilities reach 2^kLazyMargin = 256
+          // (exact enough in fp16/bf16, far from float32 overflow). Invariant: every score seen
+          // is <= base + kLazyMargin. The warp rebases, each row to its mx, only when some row
+          // broke it, so most tiles skip the rescale's 2 * D / 8 multiplies per row half; the
+          // vote keeps the branch warp-uniform.
+          constexpr float kLazyMargin = 8.f;
+          if (__any_sync(0xffffffffu, mx > row_max[mt][hf] + kLazyMargin)) {
+            base = mx == -INFINITY ? 0.f : mx;
+            const float correction = fast_exp2(row_max[mt][hf] - base);
+            row_max[mt][hf] = mx;
+            sum = row_sum[mt][hf] * correction;
 #pragma unroll
-        for (int dt = 0; dt < kDTiles; ++dt) {
-          acc_o[mt][dt][2 * hf] *= correction;
-          acc_o[mt][dt][2 * hf + 1] *= correction;
+            for (int dt = 0; dt < kDTiles; ++dt) {
+              acc_o[mt][dt][2 * hf] *= correction;
+              acc_o[mt][dt][2 * hf + 1] *= correction;
+            }
+          } else {
+            base = row_max[mt][hf] == -INFINITY ? 0.f : row_max[mt][hf];
+            sum = row_sum[mt][hf];
+          }
+        } else {
+          base = mx == -INFINITY ? 0.f : mx;
+          const float correction = fast_exp2(row_max[mt][hf] - base);
+          row_max[mt][hf] = mx;
+          sum = row_sum[mt][hf] * correction;
+#pragma unroll
+          for (int dt = 0; dt < kDTiles; ++dt) {
+            acc_o[mt][dt][2 * hf] *= correction;
+            acc_o[mt][dt][2 * hf + 1] *= correction;
+          }
         }
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
-          const float p0 = fast_exp2(acc_s[mt][nt][2 * hf] - base);
-          const float p1 = fast_exp2(acc_s[mt][nt][2 * hf + 1] - base);
+          float p0, p1;
+          if constexpr (kFusedScale) {
+            // One FFMA per score where the default spends an FMUL and an FADD.
+            p0 = fast_exp2(fmaf(acc_s[mt][nt][2 * hf], scale_log2, -base));
+            p1 = fast_exp2(fmaf(acc_s[mt][nt][2 * hf + 1], scale_log2, -base));
+          } else {
+            p0 = fast_exp2(acc_s[mt][nt][2 * hf] - base);
+            p1 = fast_exp2(acc_s[mt][nt][2 * hf + 1] - base);
+          }
           acc_s[mt][nt][2 * hf] = p0;
           acc_s[mt][nt][2 * hf + 1] = p1;
           sum += p0 + p1;
@@ -487,6 +541,52 @@ __global__ void __launch_bounds__(kThreads)
   // Epilogue: divide by the row sums once, write the output and the logsumexp (or, when the
   // keys are split, float32 partial results for the combine kernel).
   const bool split_mode = args.o_accum != nullptr;
+  if constexpr (Tl::kStageO) {
+    if (!split_mode) {
+      // Through shared memory: each warp writes its own rows of the query tile's buffer (no
+      // other warp reads them), then stores whole 16-byte chunks, a row's chunks from adjacent
+      // lanes, where the register layout gives 4-byte pieces of 8 rows per instruction. The
+      // barrier covers other threads' cp.async of the query tile, still in flight when the
+      // block had no key tile (the loop's barriers cover it otherwise); uniform, as split_mode.
+      __syncthreads();
+      T* const s_o = s_q;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          float sum = row_sum[mt][hf];
+          sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+          sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+          const int r = warp_row0 + mt * 16 + g + hf * 8;
+          const float inv = sum > 0.f ? 1.f / sum : 0.f;
+          if (m0 + r < seqlen_q && t == 0) {
+            p.lse[lse_offset(p, b, h) + m0 + r] =
+                sum > 0.f ? (row_max[mt][hf] + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
+          }
+#pragma unroll
+          for (int dt = 0; dt < kDTiles; ++dt) {
+            *reinterpret_cast<uint32_t*>(s_o + smem_offset<kHeadDim>(r, dt) + 2 * t) =
+                pack2<T>(acc_o[mt][dt][2 * hf] * inv, acc_o[mt][dt][2 * hf + 1] * inv);
+          }
+        }
+      __syncwarp();
+      constexpr int kChunks = kHeadDim / 8;
+      constexpr int kWarpChunks = kMTiles * 16 * kChunks;
+      static_assert(kWarpChunks % 32 == 0, "whole passes of the warp");
+      T* const out = static_cast<T*>(p.out) + b * p.out_batch_stride + h * p.out_head_stride;
+#pragma unroll
+      for (int idx = lane; idx < kWarpChunks; idx += 32) {
+        const int r = warp_row0 + idx / kChunks;
+        const int c = idx % kChunks;
+        // D % 8 == 0 and 16-byte aligned rows (the launcher checks): a chunk is wholly in or out.
+        if (m0 + r < seqlen_q && c * 8 < dim) {
+          *reinterpret_cast<uint4*>(out + (q_row0 + m0 + r) * p.out_seq_stride + c * 8) =
+              *reinterpret_cast<const uint4*>(s_o + smem_offset<kHeadDim>(r, c));
+        }
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -531,14 +631,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // Opts the kernel into its shared memory on `device` once (a kernel needs that above 48 KiB, per
 // device) and returns its static facts for that device.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 FwdShape fwd_shape(int device) {
-  using Tl = Tile<kHeadDim, kSmallM>;
+  using Tl = Tile<kHeadDim, kSmallM, kCfg>;
+  constexpr int kThreads = Tl::kThreads;
   constexpr int kMaxDevices = 64;
   // 0 = not yet prepared; otherwise resident blocks per SM. Racing threads do the same
   // idempotent work and store the same value.
   static std::atomic<int> blocks_per_sm[kMaxDevices];
-  auto kernel = flash_fwd_kernel<T, kHeadDim, kBias, kSmallM>;
+  auto kernel = flash_fwd_kernel<T, kHeadDim, kBias, kSmallM, kCfg>;
   int blocks = device >= 0 && device < kMaxDevices ? blocks_per_sm[device].load() : 0;
   if (blocks == 0) {
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -555,25 +656,29 @@ FwdShape fwd_shape(int device) {
 }
 
 // Launches one (dtype, head dim) instantiation; fwd_shape(device) has run before.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 void launch_fwd(const FwdArgs& args, cudaStream_t stream) {
-  using Tl = Tile<kHeadDim, kSmallM>;
+  using Tl = Tile<kHeadDim, kSmallM, kCfg>;
   const dim3 grid(static_cast<unsigned>(args.m_blocks * args.params.batch * args.params.heads_q),
                   static_cast<unsigned>(args.num_splits));
-  flash_fwd_kernel<T, kHeadDim, kBias, kSmallM><<<grid, kThreads, Tl::kSmemBytes, stream>>>(args);
+  flash_fwd_kernel<T, kHeadDim, kBias, kSmallM, kCfg>
+      <<<grid, Tl::kThreads, Tl::kSmemBytes, stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_fwd_kernel");
 }
 
 }  // namespace djl_attn::flash::fwd
 
 // The instantiations of one (dtype, head dim), for the flash_fwd_hdim*.cu files.
-#define DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, BIAS, SMALL_M)                             \
-  template void djl_attn::flash::fwd::launch_fwd<T, HEAD_DIM, BIAS, SMALL_M>(                  \
+#define DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, BIAS, SMALL_M, CFG)                        \
+  template void djl_attn::flash::fwd::launch_fwd<T, HEAD_DIM, BIAS, SMALL_M, CFG>(             \
       const djl_attn::flash::fwd::FwdArgs&, cudaStream_t);                                     \
   template djl_attn::flash::fwd::FwdShape                                                      \
-  djl_attn::flash::fwd::fwd_shape<T, HEAD_DIM, BIAS, SMALL_M>(int);
-#define DJL_FLASH_INSTANTIATE_FWD(T, HEAD_DIM)                  \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false)   \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, true)    \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, false)    \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, true)
+  djl_attn::flash::fwd::fwd_shape<T, HEAD_DIM, BIAS, SMALL_M, CFG>(int);
+#define DJL_FLASH_INSTANTIATE_FWD(T, HEAD_DIM)                   \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, 0)   \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, true, 0)    \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, false, 0)    \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, true, 0)
+// One tuning configuration (flash_fwd_hdim*_cfg*.cu): no bias, 128-row-class problems only.
+#define DJL_FLASH_INSTANTIATE_FWD_CFG(T, HEAD_DIM, CFG) \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, CFG)
