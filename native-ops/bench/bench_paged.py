@@ -15,7 +15,12 @@ block size 16, every sequence's blocks shuffled over the pool) it measures, in o
     once, as the paged kernel does.
 It also times reshape_and_cache for a decode step (one token per sequence) and a prefill chunk.
 
-Usage: python3 bench_paged.py --device cuda --out paged.md   (H100: about a minute)
+With --configs (default: all) it also times, kernel-only and under the launcher's choice of
+v1/v2, every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,
+DJL_ATTN_PAGED_PARTITION) at batch 32/128 x context 4k/16k, on the same data, in a second table;
+"none" skips them, or name some: --configs default,smem4/p1024.
+
+Usage: python3 bench_paged.py --device cuda --out paged.md   (H100: about 1.5 minutes)
 Times are medians of CUDA-event timings after warm-up, with L2 flushed before every call.
 """
 
@@ -24,6 +29,7 @@ import os
 import pathlib
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +42,11 @@ CONTEXTS = [1024, 4096, 16384]
 HEADS_Q, HEADS_KV, DIM, BLOCK = 32, 8, 128, 16
 DTYPE = torch.float16
 VARIANTS = ["auto", "v1", "v2"]
+# Kernel configurations (DJL_ATTN_PAGED_CONFIG), optionally "/pN" for a v2 partition length of
+# N tokens (DJL_ATTN_PAGED_PARTITION), and the shapes they are compared on.
+CONFIGS = ["default", "default/p1024", "default/p2048", "pf", "pf/p1024", "w8l2", "w8l2pf",
+           "smem4", "smem4/p1024", "smem8", "smem8/p1024"]
+CONFIG_SHAPES = [(32, 4096), (32, 16384), (128, 4096), (128, 16384)]
 
 
 def find_lib(name):
@@ -119,7 +130,21 @@ def set_variant(variant):
         os.environ["DJL_ATTN_PAGED_KERNEL"] = variant
 
 
-def bench_decode(batch, context, copy_gbs):
+def set_config(config):
+    name, _, partition = config.partition("/p")
+    os.environ["DJL_ATTN_PAGED_CONFIG"] = name
+    if partition:
+        os.environ["DJL_ATTN_PAGED_PARTITION"] = partition
+    else:
+        os.environ.pop("DJL_ATTN_PAGED_PARTITION", None)
+
+
+def clear_config():
+    os.environ.pop("DJL_ATTN_PAGED_CONFIG", None)
+    os.environ.pop("DJL_ATTN_PAGED_PARTITION", None)
+
+
+def bench_decode(batch, context, copy_gbs, configs=()):
     blocks_per_seq = context // BLOCK
     num_blocks = batch * blocks_per_seq
     shape = (num_blocks, BLOCK, HEADS_KV, DIM)
@@ -146,6 +171,21 @@ def bench_decode(batch, context, copy_gbs):
         row[variant] = (kv_bytes / ms / 1e6, kv_bytes / kms / 1e6)
         outs[variant] = paged()
     set_variant("auto")
+
+    # Kernel-only GB/s of each configuration, auto variant, on the same data.
+    row["configs"] = {}
+    for config in configs:
+        set_config(config)
+        try:
+            kms, seen = kernel_ms(paged, ("paged_attention_kernel", "paged_attention_reduce_kernel"))
+            chose = "v2" if "paged_attention_reduce_kernel" in seen else "v1"
+            row["configs"][config] = (kv_bytes / kms / 1e6, chose)
+            outs["config " + config] = paged()
+        except Exception as e:  # one broken configuration must not cost the others' numbers
+            print("config %s failed: %s" % (config, e), flush=True)
+            row["configs"][config] = (float("nan"), "failed")
+        finally:
+            clear_config()
 
     # Dense K/V for SDPA, gathered once: [B, Hkv, ctx, D].
     def dense(cache):
@@ -194,7 +234,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", choices=["cuda"])
     parser.add_argument("--out", default=None, help="write the markdown table here")
+    parser.add_argument("--configs", default="all",
+                        help="kernel configurations to compare: all, none, or a comma-separated "
+                             "list of %s" % CONFIGS)
     args = parser.parse_args()
+    if args.configs == "all":
+        configs = CONFIGS
+    elif args.configs == "none":
+        configs = []
+    else:
+        configs = args.configs.split(",")
+    clear_config()
+    started = time.time()
     if not torch.cuda.is_available():
         sys.exit("bench_paged.py needs a GPU")
     torch.ops.load_library(find_lib("libdjl_attn.so"))
@@ -210,11 +261,15 @@ def main():
     rows = []
     for batch in BATCHES:
         for context in CONTEXTS:
-            row = bench_decode(batch, context, copy_gbs)
+            wanted = configs if (batch, context) in CONFIG_SHAPES else ()
+            row = bench_decode(batch, context, copy_gbs, wanted)
             rows.append(row)
             print("batch %4d ctx %6d: auto(%s) %s v1 %s v2 %s sdpa %.0f GB/s, max |diff| %.2g" % (
                 batch, context, row.get("chose", "?"), *("%.0f/%.0f" % row[v] for v in VARIANTS),
                 row["sdpa"], row["max_err"]), flush=True)
+            if wanted:
+                print("  configs (kernel GB/s): " + ", ".join(
+                    "%s %.0f" % (c, row["configs"][c][0]) for c in wanted), flush=True)
     writes = [bench_cache_write(t) for t in (128, 16384)]
     for w in writes:
         print("reshape_and_cache %d tokens: op %.1f us, kernel %.1f us (%.0f GB/s)" % (
@@ -238,6 +293,24 @@ def main():
             r["batch"], r["context"], r["MB"], "%.0f / %.0f" % r["auto"], r.get("chose", "?"),
             *("%.0f / %.0f" % r[v] for v in VARIANTS[1:]),
             r["sdpa"], r["auto_pct_copy"], r["max_err"]))
+    config_rows = [r for r in rows if r["configs"]]
+    if config_rows:
+        lines += [
+            "",
+            "Kernel configurations (DJL_ATTN_PAGED_CONFIG; /pN: DJL_ATTN_PAGED_PARTITION=N), "
+            "kernel-only TB/s of K/V read (% of copy), launcher's v1/v2 choice; same data, "
+            "shapes and max abs diff column as above (the max covers every configuration):",
+            "",
+            "| config | " + " | ".join("%d / %dk" % (r["batch"], r["context"] // 1024)
+                                      for r in config_rows) + " |",
+            "| --- |" + " ---: |" * len(config_rows),
+        ]
+        for c in configs:
+            cells = []
+            for r in config_rows:
+                gbs, chose = r["configs"].get(c, (float("nan"), "-"))
+                cells.append("%.2f (%.0f%%, %s)" % (gbs / 1e3, 100.0 * gbs / copy_gbs, chose))
+            lines.append("| %s | %s |" % (c, " | ".join(cells)))
     lines += [
         "",
         "reshape_and_cache (Hkv = %d, D = %d, float16, random slots):" % (HEADS_KV, DIM),
@@ -253,6 +326,7 @@ def main():
     print(table)
     if args.out:
         pathlib.Path(args.out).write_text(table)
+    print("bench_paged.py took %.0f s" % (time.time() - started), flush=True)
 
 
 if __name__ == "__main__":

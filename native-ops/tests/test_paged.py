@@ -1,6 +1,7 @@
 """djl_attn.reshape_and_cache, paged_attention and paged_prefill_attention against float64
 references computed on each sequence's K/V gathered through its block table, on CPU and (when
-present) CUDA, where each kernel variant (DJL_ATTN_PAGED_KERNEL=v1|v2) runs too."""
+present) CUDA, where each kernel variant (DJL_ATTN_PAGED_KERNEL=v1|v2) and each kernel
+configuration (DJL_ATTN_PAGED_CONFIG) runs too."""
 
 import math
 
@@ -21,6 +22,14 @@ BLOCK_SIZES = [8, 16, 32]
 # "auto" lets the launcher choose; v1 (one pass per sequence) and v2 (partitioned context plus
 # a reduce kernel) force one CUDA kernel. The CPU has one kernel.
 VARIANTS = ["auto", "v1", "v2"]
+# CUDA kernel configurations (DJL_ATTN_PAGED_CONFIG, cuda/paged/paged_attention_launch.cuh):
+# the default, 8 warps with 2 + 2 loads per lane, two cp.async shared-memory rings, and the
+# register ones with the next cache block prefetched into L2. The non-default ones exist for
+# float16/bfloat16 and head dims 64 and 128 only. Unset, the launcher picks smem4 where it
+# exists (tests without this fixture run that choice).
+CONFIGS = ["default", "w8l2", "smem4", "smem8", "pf", "w8l2pf"]
+TUNED_DTYPES = [torch.float16, torch.bfloat16]
+TUNED_HEAD_DIMS = [64, 128]
 
 
 @pytest.fixture(params=VARIANTS)
@@ -32,6 +41,21 @@ def variant(request, device, monkeypatch):
     else:
         monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", request.param)
     return request.param
+
+
+@pytest.fixture(params=CONFIGS)
+def config(request, device, monkeypatch):
+    if device == "cpu" and request.param != "default":
+        pytest.skip("the CPU has one paged attention kernel")
+    monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", request.param)
+    return request.param
+
+
+def skip_untuned(config, dtype, dim):
+    """Shapes without the non-default configurations run the default kernel: nothing new to
+    test there."""
+    if config != "default" and (dtype not in TUNED_DTYPES or dim not in TUNED_HEAD_DIMS):
+        pytest.skip("DJL_ATTN_PAGED_CONFIG=%s has no kernel for %s, D = %d" % (config, dtype, dim))
 
 
 class Paged:
@@ -111,7 +135,8 @@ MIXED_CONTEXTS = [1, 0, 96, 37, 600]
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", HEAD_DIMS)
 @pytest.mark.parametrize("block_size", BLOCK_SIZES)
-def test_decode_grid(device, variant, dtype, dim, block_size):
+def test_decode_grid(device, variant, config, dtype, dim, block_size):
+    skip_untuned(config, dtype, dim)
     check_decode(MIXED_CONTEXTS, block_size, 4, 2, dim, dtype, device)
 
 
@@ -119,7 +144,7 @@ def test_decode_grid(device, variant, dtype, dim, block_size):
 # 8 (two tiles), 6 (a tile of 4 and one of 2) and 5 (4 and 1).
 @pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (8, 1), (6, 3), (12, 2), (5, 1)])
 @pytest.mark.parametrize("alibi", [False, True])
-def test_decode_gqa_mqa_alibi(device, variant, heads_q, heads_kv, alibi):
+def test_decode_gqa_mqa_alibi(device, variant, config, heads_q, heads_kv, alibi):
     check_decode([113, 7, 1, 1000], 16, heads_q, heads_kv, 128, torch.float16, device, alibi=alibi)
 
 
@@ -131,7 +156,21 @@ def test_decode_grouped_heads_every_block_size(device, variant, dtype, block_siz
     check_decode([1, 77, 300], block_size, 12, 2, 80, dtype, device, alibi=True)
 
 
-def test_decode_full_grid_long_partitions(device, variant):
+@pytest.mark.parametrize("dtype", TUNED_DTYPES)
+@pytest.mark.parametrize("dim", TUNED_HEAD_DIMS)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("heads_q,heads_kv", [(12, 2), (5, 1)])
+def test_decode_configs_grouped_alibi(device, variant, config, dtype, dim, block_size, heads_q,
+                                      heads_kv):
+    # Every kernel configuration on the shapes it has: partial head tiles (6 = 4 + 2, 5 = 4 + 1),
+    # ALiBi, contexts of one token, mid-block ends and several 64-token v2 partitions per warp.
+    if device == "cpu" and (dim != 128 or block_size != 16):
+        pytest.skip("the CPU kernel has one path; a few shapes suffice there")
+    check_decode([1, 77, 300, 1100], block_size, heads_q, heads_kv, dim, dtype, device,
+                 alibi=True)
+
+
+def test_decode_full_grid_long_partitions(device, variant, config):
     # 80 sequences x 8 kv heads fill the grid of a GPU of up to 160 SMs without splitting, so
     # v2 keeps its 512-token partitions (the small tests above shrink them to 64): 2 partitions,
     # the last partial, and auto picks v1 for these lengths.
@@ -142,12 +181,13 @@ def test_decode_full_grid_long_partitions(device, variant):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_decode_long_context(device, variant, dtype):
+def test_decode_long_context(device, variant, config, dtype):
     # Several v2 partitions; max_context_len larger than any context is allowed.
+    skip_untuned(config, dtype, 128)
     check_decode([3000, 1500], 16, 4, 1, 128, dtype, device, alibi=True, max_context_len=3100)
 
 
-def test_decode_context_past_48k_of_shared_memory(device, variant):
+def test_decode_context_past_48k_of_shared_memory(device, variant, config):
     # 14000 scores need 56 KB of shared memory in v1: the kernel must opt in past 48 KiB.
     if device == "cpu":
         pytest.skip("a CUDA shared-memory limit")
@@ -182,7 +222,7 @@ def test_decode_empty_batch(device, variant):
     assert out.shape == (0, 4, 64)
 
 
-def test_context_zero_gives_zero(device, variant):
+def test_context_zero_gives_zero(device, variant, config):
     paged = Paged([0, 0], 16, 2, 64, torch.float16, device)
     query = torch.randn(2, 4, 64, dtype=torch.float16, device=device)
     out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
@@ -504,3 +544,40 @@ def test_validation_kernel_choice(device, monkeypatch):
         monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", variant)
         args["max_context_len"] = max_len
         assert_close(call_decode(args).cpu(), expected.cpu(), torch.float16)
+
+
+@pytest.mark.parametrize("partition", ["64", "1024", "8192"])
+def test_decode_partition_size(device, config, partition, monkeypatch):
+    # DJL_ATTN_PAGED_PARTITION sets the length v2 starts from. 80 sequences x 8 kv heads fill
+    # the grid of a GPU of up to 160 SMs, so the launcher keeps it: many short partitions, a few
+    # long ones, and one longer than every context (a single partition; the reduce still runs).
+    # A small batch then shrinks it again.
+    if device != "cuda":
+        pytest.skip("a CUDA launch setting")
+    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v2")
+    monkeypatch.setenv("DJL_ATTN_PAGED_PARTITION", partition)
+    lens = torch.randint(0, 3000, (80,)).tolist()
+    check_decode(lens, 16, 16, 8, 128, torch.float16, device, alibi=True)
+    check_decode([2500, 1, 1030, 0], 32, 4, 1, 64, torch.bfloat16, device)
+
+
+def test_validation_kernel_config(device, monkeypatch):
+    if device != "cuda":
+        pytest.skip("DJL_ATTN_PAGED_CONFIG and DJL_ATTN_PAGED_PARTITION choose CUDA kernels")
+    args = decode_args(device)
+    monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", "fast")
+    expect_error(r"DJL_ATTN_PAGED_CONFIG: expected default, w8l2, smem4, smem8, pf or w8l2pf, "
+                 r"got 'fast'", call_decode, args)
+    monkeypatch.delenv("DJL_ATTN_PAGED_CONFIG")
+    for bad in ("32", "100", "16384", "1k"):
+        monkeypatch.setenv("DJL_ATTN_PAGED_PARTITION", bad)
+        expect_error(r"DJL_ATTN_PAGED_PARTITION: expected a power of two in \[64, 8192\], got '%s'"
+                     % bad, call_decode, args)
+    # A shape without the tuned kernels (float32) runs the default under any configuration.
+    monkeypatch.delenv("DJL_ATTN_PAGED_PARTITION")
+    args = decode_args(device, dtype=torch.float32, dim=80)
+    expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
+                                         args["block_tables"], args["context_lens"], 0.125)
+    for name in CONFIGS:
+        monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", name)
+        assert_close(call_decode(args).cpu(), expected.cpu(), torch.float32)

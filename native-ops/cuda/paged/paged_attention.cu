@@ -45,6 +45,40 @@ Variant requested_variant() {
                "auto, got '", env, "'");
 }
 
+// DJL_ATTN_PAGED_CONFIG: how the decode kernel streams K/V (a tuning switch for benchmarks).
+// Read on every call, like DJL_ATTN_PAGED_KERNEL. The other configurations exist for
+// float16/bfloat16 caches with head dims 64 and 128; other shapes run the default whatever is
+// asked. Unset or empty: smem4 (each warp streams cache blocks through a cp.async ring in shared
+// memory), measured on an H200 at 2.63-2.93 TB/s against 2.48-2.78 for "default", the register
+// streaming kernel, at batch 32/128 and context 4k/16k (docs/benchmarks.md).
+kernels::KernelChoice requested_config() {
+  using kernels::KernelChoice;
+  const char* env = std::getenv("DJL_ATTN_PAGED_CONFIG");
+  if (env == nullptr || *env == '\0') return KernelChoice::kSmem4;
+  if (std::strcmp(env, "default") == 0) return KernelChoice::kDefault;
+  if (std::strcmp(env, "w8l2") == 0) return KernelChoice::kW8L2;
+  if (std::strcmp(env, "smem4") == 0) return KernelChoice::kSmem4;
+  if (std::strcmp(env, "smem8") == 0) return KernelChoice::kSmem8;
+  if (std::strcmp(env, "pf") == 0) return KernelChoice::kPf;
+  if (std::strcmp(env, "w8l2pf") == 0) return KernelChoice::kW8L2Pf;
+  fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_CONFIG: expected default, "
+               "w8l2, smem4, smem8, pf or w8l2pf, got '", env, "'");
+}
+
+// DJL_ATTN_PAGED_PARTITION: v2's partition length in tokens before the launcher halves it for
+// small grids (default kPartitionSize); a tuning switch, a power of two in [64, 8192].
+int64_t requested_partition_size() {
+  const char* env = std::getenv("DJL_ATTN_PAGED_PARTITION");
+  if (env == nullptr || *env == '\0') return kPartitionSize;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  if (*end != '\0' || value < kMinPartitionSize || value > 8192 || (value & (value - 1)) != 0) {
+    fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_PARTITION: expected a "
+                 "power of two in [64, 8192], got '", env, "'");
+  }
+  return value;
+}
+
 void check_aligned(const void* ptr, const char* what) {
   if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
     fail_invalid("paged_attention: ", what, ": expected data aligned to 16 bytes on CUDA, got "
@@ -65,7 +99,8 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   }
 
   const int64_t max_context = p.max_context_len;
-  const int64_t partitions = (max_context + kPartitionSize - 1) / kPartitionSize;
+  const int64_t base_partition = requested_partition_size();
+  const int64_t partitions = (max_context + base_partition - 1) / base_partition;
   const int64_t head_tiles = (p.heads_q / p.heads_kv + kHeadTile - 1) / kHeadTile;
   // Thread blocks per partition of every sequence.
   const int64_t base_blocks = p.num_seqs * p.heads_kv * head_tiles;
@@ -77,7 +112,7 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   } else if (requested == Variant::kV2) {
     if (partitions > kMaxPartitions) {
       fail_invalid("paged_attention: DJL_ATTN_PAGED_KERNEL=v2: max_context_len ", max_context,
-                   " needs more than ", kMaxPartitions, " partitions of ", kPartitionSize,
+                   " needs more than ", kMaxPartitions, " partitions of ", base_partition,
                    " tokens; use v1 or auto");
     }
     use_v1 = false;
@@ -87,6 +122,7 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   }
 
   kernels::LaunchPlan plan{};
+  plan.config = requested_config();
   plan.head_tiles = static_cast<int>(head_tiles);
   Tensor workspace;
   if (use_v1) {
@@ -96,7 +132,7 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   } else {
     // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
     // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
-    int64_t partition_size = kPartitionSize;
+    int64_t partition_size = base_partition;
     int64_t split = std::max<int64_t>(partitions, 1);
     while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
            2 * split <= kMaxPartitions) {

@@ -132,7 +132,28 @@ constexpr int kLoadsPerChunk = 4;
 // Resident thread blocks per SM the register budget is held to (65536 / (3 x 128) = 170).
 constexpr int kMinBlocksPerSm = 3;
 
-template <typename T, int kHeadDim, int kBlockSize>
+// How the decode kernel trades occupancy against loads in flight (DJL_ATTN_PAGED_CONFIG, see
+// paged_attention.cu). kStages 0: K/V go straight from global memory to registers, kLoads K and
+// kLoads V vectors per lane in flight. kStages > 0: each warp streams its chunks through a ring
+// of kStages chunks in shared memory with cp.async, kStages - 1 chunks ahead of the one it
+// computes on, so bytes in flight cost shared memory instead of registers. kPrefetch (register
+// configurations only): at the start of each cache block, prefetch the warp's next cache block
+// into L2, so that its loads later wait on L2 rather than on DRAM, at no register cost.
+template <int kWarps_, int kLoads_, int kMinBlocks_, int kStages_, bool kPrefetch_ = false>
+struct KernelConfig {
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = kWarps_ * kWarpSize;
+  static constexpr int kLoads = kLoads_;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kPrefetch = kPrefetch_;
+  static_assert(kStages_ == 0 || kStages_ >= 2, "a ring needs a chunk to fill and one to use");
+  static_assert(kStages_ == 0 || !kPrefetch_, "the ring is its own prefetch");
+};
+// The configuration measured in NOTES-paged.md; every shape has it.
+using DefaultConfig = KernelConfig<kWarps, kLoadsPerChunk, kMinBlocksPerSm, 0>;
+
+template <typename T, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>
 struct PagedTraits {
   static constexpr int kVecElems = 16 / sizeof(T);
   static constexpr int kVecs = kHeadDim / kVecElems;  // 16-byte vectors per key/value row
@@ -146,10 +167,12 @@ struct PagedTraits {
   static constexpr bool kFullRows = kVecs % kLanesPerRow == 0;  // no idle lanes
   static_assert(kBlockSize % kRowsPerPass == 0, "block sizes 8, 16 and 32");
   static constexpr int kTokensPerLane = kBlockSize / kRowsPerPass;  // per cache block
-  static constexpr int kChunkWanted = kLoadsPerChunk / kRowVecs > 0 ? kLoadsPerChunk / kRowVecs : 1;
+  static constexpr int kChunkWanted = kLoads / kRowVecs > 0 ? kLoads / kRowVecs : 1;
   static constexpr int kChunk = kTokensPerLane < kChunkWanted ? kTokensPerLane : kChunkWanted;
   static constexpr int kChunks = kTokensPerLane / kChunk;
   static_assert(kTokensPerLane % kChunk == 0, "chunks split a cache block evenly");
+  // 16-byte K vectors (as many V) a lane moves per chunk.
+  static constexpr int kChunkVecs = kChunk * kRowVecs;
 };
 
 // Workspace of v2, all float32: [num_seqs, Hq, max_partitions] maxima and sums, and
@@ -171,23 +194,75 @@ __device__ __forceinline__ float rescale(float m_old, float m_new) {
   return m_old == -INFINITY ? 0.f : __expf(m_old - m_new);
 }
 
+// 16 bytes global -> shared without passing through registers (sm_80+); the issuing lane is the
+// only one that reads them back, so cp.async.wait_group is the only synchronisation needed.
+__device__ __forceinline__ void copy_async16(uint4* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+#else
+  *smem = load_vec(gmem);
+#endif
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* gmem) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gmem));
+}
+
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void copy_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Floats of the end-of-kernel merge area: per warp and tile head, the accumulator row, then
+// the maxima, then the sums.
+template <int kWarpCount, int kHeadDim>
+constexpr int merge_floats() { return kWarpCount * kHeadTile * (kHeadDim + 2); }
+
+// Bytes of dynamic shared memory a configuration needs: the ring (which the merge area reuses
+// once the ring is drained), 0 for the register configurations.
+template <typename T, int kHeadDim, int kBlockSize, typename Config>
+constexpr int ring_smem_bytes() {
+  using Traits = PagedTraits<T, kHeadDim, kBlockSize, Config::kLoads>;
+  constexpr int ring = Config::kWarps * Config::kStages * 2 * Traits::kChunkVecs * kWarpSize * 16;
+  constexpr int merge = merge_floats<Config::kWarps, kHeadDim>() * 4;
+  return Config::kStages == 0 ? 0 : (ring > merge ? ring : merge);
+}
+
 // Grid (Hkv * head_tiles, num_seqs, partitions): blockIdx.x = kv head * head_tiles + tile.
 // partition_size 0: v1, the whole context, output to p.out; otherwise v2, output to `ws`.
-template <typename T, int kHeadDim, int kBlockSize>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+template <typename T, int kHeadDim, int kBlockSize, typename Config = DefaultConfig>
+__global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     paged_attention_kernel(PagedAttentionParams p, int partition_size, int head_tiles,
                            PartitionWorkspace ws) {
-  using Traits = PagedTraits<T, kHeadDim, kBlockSize>;
+  using Traits = PagedTraits<T, kHeadDim, kBlockSize, Config::kLoads>;
   constexpr int kVecElems = Traits::kVecElems;
   constexpr int kVecs = Traits::kVecs;
   constexpr int kLanesPerRow = Traits::kLanesPerRow;
   constexpr int kRowsPerPass = Traits::kRowsPerPass;
   constexpr int kRowVecs = Traits::kRowVecs;
   constexpr int kChunk = Traits::kChunk;
+  constexpr int kChunkVecs = Traits::kChunkVecs;
+  constexpr int kW = Config::kWarps;
+  constexpr int kT = Config::kThreads;
+  constexpr int kStages = Config::kStages;
+  constexpr int kMergeFloats = merge_floats<kW, kHeadDim>();
 
-  __shared__ float part_acc[kWarps][kHeadTile][kHeadDim];
-  __shared__ float part_max[kWarps][kHeadTile];
-  __shared__ float part_sum[kWarps][kHeadTile];
+  // The merge area: static for the register configurations; in the ring's memory otherwise.
+  __shared__ __align__(16) float merge_static[kStages == 0 ? kMergeFloats : 1];
+  extern __shared__ __align__(16) uint4 ring[];
+  float* const part_acc = kStages == 0 ? merge_static : reinterpret_cast<float*>(ring);
+  float* const part_max = part_acc + kW * kHeadTile * kHeadDim;
+  float* const part_sum = part_max + kW * kHeadTile;
 
   const int group = static_cast<int>(p.heads_q / p.heads_kv);
   const int kv_head = blockIdx.x / head_tiles;
@@ -204,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   if (start_token >= context) {
     // Only v1 sees a context of 0 here; v2's reduce kernel writes those zeros.
     if (!partitioned) {
-      for (int i = tid; i < tile_heads * kHeadDim; i += kThreads) out[i] = from_float<T>(0.f);
+      for (int i = tid; i < tile_heads * kHeadDim; i += kT) out[i] = from_float<T>(0.f);
     }
     return;
   }
@@ -255,14 +330,90 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     }
   }
 
+  // The ring (kStages > 0): the producer runs kStages - 1 chunks ahead of the consumer below,
+  // over the same sequence of (cache block, chunk) steps, with its own block-id register.
+  // Chunk slot i of the lane's K (V) in stage s: ring[((warp * kStages + s) * 2 + 0 (1)) *
+  // kChunkVecs + i) * 32 + lane]: 32 lanes write and read 512 consecutive bytes, no conflicts.
+  int prod_block = start_block + warp, prod_chunk = 0, prod_iter = 0, prod_ids = 0;
+  int prod_stage = 0;
+  auto produce = [&]() {
+    if (prod_block < end_block) {
+      if (prod_chunk == 0 && prod_iter % kWarpSize == 0) {
+        const int ahead = prod_block + lane * kW;
+        prod_ids = ahead < end_block ? table[ahead] : 0;
+      }
+      const int64_t physical = __shfl_sync(0xffffffffu, prod_ids, prod_iter % kWarpSize);
+      const T* k_block = k_cache + physical * kBlockSize * token_stride;
+      const T* v_block = v_cache + physical * kBlockSize * token_stride;
+      uint4* k_ring = ring + ((warp * kStages + prod_stage) * 2) * kChunkVecs * kWarpSize + lane;
+      uint4* v_ring = k_ring + kChunkVecs * kWarpSize;
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) {
+        const int t = row_slot + (prod_chunk * kChunk + c) * kRowsPerPass;
+        // Slots past the context are not copied; the consumer substitutes zeros.
+        if (prod_block * kBlockSize + t < end_token) {
+#pragma unroll
+          for (int j = 0; j < kRowVecs; ++j) {
+            const int v = row_lane + j * kLanesPerRow;
+            if (Traits::kFullRows || v < kVecs) {
+              copy_async16(k_ring + (c * kRowVecs + j) * kWarpSize,
+                           k_block + t * token_stride + v * kVecElems);
+              copy_async16(v_ring + (c * kRowVecs + j) * kWarpSize,
+                           v_block + t * token_stride + v * kVecElems);
+            }
+          }
+        }
+      }
+      if (++prod_chunk == Traits::kChunks) {
+        prod_chunk = 0;
+        prod_block += kW;
+        ++prod_iter;
+      }
+    }
+    // Always a group, empty past the end, so that the consumer's wait count stays fixed.
+    copy_async_commit();
+    prod_stage = prod_stage + 1 == kStages ? 0 : prod_stage + 1;
+  };
+  if constexpr (kStages > 0) {
+#pragma unroll 1
+    for (int s = 0; s + 1 < kStages; ++s) produce();
+  }
+  int cons_stage = 0;
+
   int ids = 0;  // lane i: physical id of the warp's (iter / 32 * 32 + i)-th cache block
   int iter = 0;
-  for (int b = start_block + warp; b < end_block; b += kWarps, ++iter) {
-    if (iter % kWarpSize == 0) {
-      const int ahead = b + lane * kWarps;
-      ids = ahead < end_block ? table[ahead] : 0;
+  for (int b = start_block + warp; b < end_block; b += kW, ++iter) {
+    int64_t physical = 0;
+    if constexpr (kStages == 0) {
+      if (iter % kWarpSize == 0) {
+        const int ahead = b + lane * kW;
+        ids = ahead < end_block ? table[ahead] : 0;
+      }
+      physical = __shfl_sync(0xffffffffu, ids, iter % kWarpSize);
+      if constexpr (Config::kPrefetch) {
+        // The warp's next cache block: its id is in `ids` unless it starts the next 32.
+        int next = __shfl_sync(0xffffffffu, ids, (iter + 1) % kWarpSize);
+        const int next_b = b + kW;
+        if (next_b < end_block) {
+          if ((iter + 1) % kWarpSize == 0) next = table[next_b];
+          const T* k_next = k_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+          const T* v_next = v_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+#pragma unroll
+          for (int i = 0; i < Traits::kTokensPerLane; ++i) {
+            const int t = row_slot + i * kRowsPerPass;
+            // Rows past the context stay inside the block, which is allocated: harmless.
+#pragma unroll
+            for (int j = 0; j < kRowVecs; ++j) {
+              const int v = row_lane + j * kLanesPerRow;
+              if (Traits::kFullRows || v < kVecs) {
+                prefetch_l2(k_next + t * token_stride + v * kVecElems);
+                prefetch_l2(v_next + t * token_stride + v * kVecElems);
+              }
+            }
+          }
+        }
+      }
     }
-    const int64_t physical = __shfl_sync(0xffffffffu, ids, iter % kWarpSize);
     const T* k_block = k_cache + physical * kBlockSize * token_stride;
     const T* v_block = v_cache + physical * kBlockSize * token_stride;
     const int block_start = b * kBlockSize;
@@ -273,6 +424,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       // anything, NaN included: they are not loaded (zeros) and get weight 0.
       uint4 k_raw[kChunk][kRowVecs], v_raw[kChunk][kRowVecs];
       bool valid[kChunk];
+      const uint4* k_ring = nullptr;
+      const uint4* v_ring = nullptr;
+      if constexpr (kStages > 0) {
+        produce();
+        // All but the kStages - 1 newest groups are done: this chunk's is.
+        copy_async_wait<kStages - 1>();
+        k_ring = ring + ((warp * kStages + cons_stage) * 2) * kChunkVecs * kWarpSize + lane;
+        v_ring = k_ring + kChunkVecs * kWarpSize;
+        cons_stage = cons_stage + 1 == kStages ? 0 : cons_stage + 1;
+      }
 #pragma unroll
       for (int c = 0; c < kChunk; ++c) {
         const int t = row_slot + (chunk * kChunk + c) * kRowsPerPass;
@@ -283,8 +444,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
           k_raw[c][j] = make_uint4(0, 0, 0, 0);
           v_raw[c][j] = make_uint4(0, 0, 0, 0);
           if (valid[c] && (Traits::kFullRows || v < kVecs)) {
-            k_raw[c][j] = load_vec(k_block + t * token_stride + v * kVecElems);
-            v_raw[c][j] = load_vec(v_block + t * token_stride + v * kVecElems);
+            if constexpr (kStages == 0) {
+              k_raw[c][j] = load_vec(k_block + t * token_stride + v * kVecElems);
+              v_raw[c][j] = load_vec(v_block + t * token_stride + v * kVecElems);
+            } else {
+              // V is read from the ring after the scores, so K's registers serve it too.
+              k_raw[c][j] = k_ring[(c * kRowVecs + j) * kWarpSize];
+            }
           }
         }
       }
@@ -313,6 +479,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
             dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], mask);
           }
           score[c][h] = valid[c] ? dot[h] + slope[h] * distance : -INFINITY;
+        }
+      }
+
+      if constexpr (kStages > 0) {
+#pragma unroll
+        for (int c = 0; c < kChunk; ++c) {
+#pragma unroll
+          for (int j = 0; j < kRowVecs; ++j) {
+            const int v = row_lane + j * kLanesPerRow;
+            if (valid[c] && (Traits::kFullRows || v < kVecs)) {
+              v_raw[c][j] = v_ring[(c * kRowVecs + j) * kWarpSize];
+            }
+          }
         }
       }
 
@@ -355,6 +534,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       }
     }
   }
+  if constexpr (kStages > 0) {
+    // The producer's last groups are empty, but the ring's memory becomes the merge area below:
+    // every warp must be done with it first.
+    copy_async_wait<0>();
+    __syncthreads();
+  }
 
   // Merge the row groups of the warp (lanes kLanesPerRow apart hold the same row slice).
 #pragma unroll
@@ -380,17 +565,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   if (row_slot == 0) {
 #pragma unroll
     for (int h = 0; h < kHeadTile; ++h) {
+      float* row = part_acc + (warp * kHeadTile + h) * kHeadDim;
 #pragma unroll
       for (int j = 0; j < kRowVecs; ++j) {
         const int v = row_lane + j * kLanesPerRow;
         if (Traits::kFullRows || v < kVecs) {
 #pragma unroll
-          for (int e = 0; e < kVecElems; ++e) part_acc[warp][h][v * kVecElems + e] = acc[h][j][e];
+          for (int e = 0; e < kVecElems; ++e) row[v * kVecElems + e] = acc[h][j][e];
         }
       }
       if (lane == 0) {
-        part_max[warp][h] = run_max[h];
-        part_sum[warp][h] = run_sum[h];
+        part_max[warp * kHeadTile + h] = run_max[h];
+        part_sum[warp * kHeadTile + h] = run_sum[h];
       }
     }
   }
@@ -398,17 +584,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
   // Merge the warps. Warp 0 had the partition's first cache block, so the max is finite and
   // the sum >= 1.
-  for (int i = tid; i < tile_heads * kHeadDim; i += kThreads) {
+  for (int i = tid; i < tile_heads * kHeadDim; i += kT) {
     const int h = i / kHeadDim, d = i % kHeadDim;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, part_max[w][h]);
+    for (int w = 0; w < kW; ++w) m = fmaxf(m, part_max[w * kHeadTile + h]);
     float sum = 0.f, o = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = rescale(part_max[w][h], m);
-      sum += part_sum[w][h] * weight;
-      o += part_acc[w][h][d] * weight;
+    for (int w = 0; w < kW; ++w) {
+      const float weight = rescale(part_max[w * kHeadTile + h], m);
+      sum += part_sum[w * kHeadTile + h] * weight;
+      o += part_acc[(w * kHeadTile + h) * kHeadDim + d] * weight;
     }
     o /= sum;
     if (partitioned) {
@@ -463,8 +649,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The kernel configurations DJL_ATTN_PAGED_CONFIG names (paged_attention_launch.cuh).
+enum class KernelChoice { kDefault, kW8L2, kSmem4, kSmem8, kPf, kW8L2Pf };
+
 // How one call runs: v1 (partition_size 0) or v2, and v2's workspace.
 struct LaunchPlan {
+  KernelChoice config;
   int partition_size;
   int partitions;  // grid z: 1 for v1
   int head_tiles;  // tiles of kHeadTile query heads per kv head: ceil(Hq / Hkv / kHeadTile)

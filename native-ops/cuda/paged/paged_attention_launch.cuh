@@ -1,22 +1,40 @@
-// Compile-time dispatch of the paged decode kernels over head dim and block size, included by
-// one .cu file per dtype so that nvcc builds the dtypes in parallel.
+// Compile-time dispatch of the paged decode kernels over head dim, block size and kernel
+// configuration, included by one .cu file per dtype so that nvcc builds the dtypes in parallel.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 
 namespace djl_attn::paged::kernels {
 
-template <typename T, int kHeadDim, int kBlockSize>
+// The configurations DJL_ATTN_PAGED_CONFIG selects (KernelConfig<warps, loads, min blocks per
+// SM, ring stages>); see NOTES-paged.md for what each is meant to test.
+using ConfigW8L2 = KernelConfig<8, 2, 2, 0>;   // 16 warps/SM, 2 K + 2 V loads per lane
+using ConfigSmem4 = KernelConfig<4, 4, 3, 4>;  // 12 warps/SM, 3 chunks ahead in shared memory
+using ConfigSmem8 = KernelConfig<8, 2, 2, 4>;  // 16 warps/SM, 3 half chunks ahead in shared memory
+using ConfigPf = KernelConfig<4, 4, 3, 0, true>;   // the default + next cache block into L2
+using ConfigW8L2Pf = KernelConfig<8, 2, 2, 0, true>;  // w8l2 + next cache block into L2
+
+template <typename T, int kHeadDim, int kBlockSize, typename Config>
 void launch_shape(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
   // Grid x: the tiles of one kv head side by side, so that tiles sharing K/V (a group larger
   // than kHeadTile) run at the same time and share it through L2.
   const dim3 grid(static_cast<unsigned>(p.heads_kv * plan.head_tiles),
                   static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(plan.partitions));
-  paged_attention_kernel<T, kHeadDim, kBlockSize>
-      <<<grid, kThreads, 0, stream>>>(p, plan.partition_size, plan.head_tiles, plan.ws);
+  constexpr int smem = ring_smem_bytes<T, kHeadDim, kBlockSize, Config>();
+  auto* kernel = paged_attention_kernel<T, kHeadDim, kBlockSize, Config>;
+  if constexpr (smem > 48 * 1024) {
+    // Past 48 KiB a kernel must opt in; the attribute is per device, so set it on every call
+    // (a host-side attribute write, no synchronisation).
+    DJL_ATTN_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  }
+  kernel<<<grid, Config::kThreads, smem, stream>>>(p, plan.partition_size, plan.head_tiles,
+                                                   plan.ws);
   DJL_ATTN_CUDA_CHECK_LAUNCH("paged_attention_kernel");
   if (plan.partition_size > 0) {
     const dim3 reduce_grid(static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.num_seqs));
@@ -27,14 +45,35 @@ void launch_shape(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStr
   }
 }
 
-template <typename T, int kHeadDim>
-void launch_head_dim(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
+template <typename T, int kHeadDim, typename Config>
+void launch_block_size(const PagedAttentionParams& p, const LaunchPlan& plan,
+                       cudaStream_t stream) {
   switch (p.block_size) {
-    case 8: return launch_shape<T, kHeadDim, 8>(p, plan, stream);
-    case 16: return launch_shape<T, kHeadDim, 16>(p, plan, stream);
-    case 32: return launch_shape<T, kHeadDim, 32>(p, plan, stream);
+    case 8: return launch_shape<T, kHeadDim, 8, Config>(p, plan, stream);
+    case 16: return launch_shape<T, kHeadDim, 16, Config>(p, plan, stream);
+    case 32: return launch_shape<T, kHeadDim, 32, Config>(p, plan, stream);
     default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
   }
+}
+
+// The tuning configurations exist for float16/bfloat16 and head dims 64 and 128 only (build
+// time); every other shape runs the default configuration whatever was asked for.
+template <typename T, int kHeadDim>
+void launch_head_dim(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, float> && (kHeadDim == 64 || kHeadDim == 128)) {
+    switch (plan.config) {
+      case KernelChoice::kW8L2: return launch_block_size<T, kHeadDim, ConfigW8L2>(p, plan, stream);
+      case KernelChoice::kSmem4:
+        return launch_block_size<T, kHeadDim, ConfigSmem4>(p, plan, stream);
+      case KernelChoice::kSmem8:
+        return launch_block_size<T, kHeadDim, ConfigSmem8>(p, plan, stream);
+      case KernelChoice::kPf: return launch_block_size<T, kHeadDim, ConfigPf>(p, plan, stream);
+      case KernelChoice::kW8L2Pf:
+        return launch_block_size<T, kHeadDim, ConfigW8L2Pf>(p, plan, stream);
+      case KernelChoice::kDefault: break;
+    }
+  }
+  return launch_block_size<T, kHeadDim, DefaultConfig>(p, plan, stream);
 }
 
 template <typename T>

@@ -16,6 +16,8 @@ void run_reshape_and_cache_cuda(const ReshapeAndCacheParams& params);
 // heads), reading each K/V byte once for the tile, over the whole context (v1) or over
 // partitions of 64 to 512 tokens (v2) plus a reduce kernel. The launcher picks by context length
 // and SM count; DJL_ATTN_PAGED_KERNEL=v1|v2 forces one (auto or unset: the launcher's choice).
+// Tuning switches for benchmarks: DJL_ATTN_PAGED_CONFIG picks the kernel configuration (how K/V
+// are streamed; float16/bfloat16, D = 64/128 only), DJL_ATTN_PAGED_PARTITION v2's partition.
 void run_paged_attention_cuda(const PagedAttentionParams& params);
 
 // The backend's validation copies: every range to the host through one pinned buffer, one
