@@ -74,6 +74,24 @@ void check_param(const Tensor& p, ArgName name, const Tensor& x, ArgName x_name,
 const void* data_or_null(const std::optional<Tensor>& t) { return t ? t->data() : nullptr; }
 
 
+// The parameters both padding kernels take: `padded` [B, S, C] and `packed` [total, C]
+// contiguous, `cu_seqlens` int32 [B + 1] on their device.
+PaddingParams padding_params(const Tensor& padded, const Tensor& packed, const Tensor& cu_seqlens,
+                             int64_t batch, int64_t seqlen, int64_t channels, int64_t total) {
+  PaddingParams p{};
+  p.padded = padded.data();
+  p.packed = packed.data();
+  p.cu_seqlens = cu_seqlens.data_as<int32_t>();
+  p.padded_batch_stride = seqlen * channels;
+  p.padded_seq_stride = channels;
+  p.batch = batch;
+  p.seqlen = seqlen;
+  p.channels = channels;
+  p.total = total;
+  p.element_size = element_size(packed.dtype());
+  return p;
+}
+
 }  // namespace
 
 void add_bias_residual_layernorm_boxed(shim::StableIValue* stack, const BertBackend& backend) {
@@ -216,18 +234,8 @@ void remove_padding_boxed(shim::StableIValue* stack, const BertBackend& backend)
     std::copy(cu.begin(), cu.end(), cu_seqlens.data_as<int32_t>());
   }
   if (total > 0 && channels > 0) {
-    PaddingParams p{};
-    p.padded = x.data();
-    p.packed = packed.data();
-    p.cu_seqlens = cu_seqlens.data_as<int32_t>();
-    p.padded_batch_stride = seqlen * channels;
-    p.padded_seq_stride = channels;
-    p.batch = batch;
-    p.seqlen = seqlen;
-    p.channels = channels;
-    p.total = total;
-    p.element_size = element_size(x.dtype());
-    backend.remove_padding(p);
+    backend.remove_padding(
+        padding_params(x, packed, cu_seqlens, batch, seqlen, channels, total));
   }
   put_tensor(stack, 0, std::move(packed));
   put_tensor(stack, 1, std::move(cu_seqlens));
@@ -270,18 +278,8 @@ void restore_padding_boxed(shim::StableIValue* stack, const BertBackend& backend
 
   Tensor out = Tensor::empty({batch, seqlen, channels}, packed.dtype(), packed.device());
   if (batch > 0 && seqlen > 0 && channels > 0) {
-    PaddingParams p{};
-    p.padded = out.data();
-    p.packed = packed.data();
-    p.cu_seqlens = cu_seqlens.data_as<int32_t>();
-    p.padded_batch_stride = seqlen * channels;
-    p.padded_seq_stride = channels;
-    p.batch = batch;
-    p.seqlen = seqlen;
-    p.channels = channels;
-    p.total = total;
-    p.element_size = element_size(packed.dtype());
-    backend.restore_padding(p);
+    backend.restore_padding(
+        padding_params(out, packed, cu_seqlens, batch, seqlen, channels, total));
   }
   put_tensor(stack, 0, std::move(out));
 }
