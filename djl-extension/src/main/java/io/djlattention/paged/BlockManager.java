@@ -19,6 +19,13 @@ import java.util.Map;
  * written: when a sequence appends to one that others still hold, it gets a private copy first
  * ({@link #appendSlots} returns the {@link BlockCopy} the cache must perform).
  *
+ * <p>Prefix sharing between separate sequences: once a sequence's full blocks hold written K/V,
+ * {@link #registerWritten} enters them in the {@link PrefixCache} (keyed by their content and
+ * everything before them), and {@link #allocateWithCachedPrefix} starts a new sequence with the
+ * longest indexed prefix of its tokens (reference counts + 1, as fork does), so it computes only
+ * the rest. Only full blocks are ever indexed, so copy-on-write never applies to them; a block
+ * leaves the index when its last reference is released.
+ *
  * <p>Every operation checks that enough blocks are free before it changes anything and throws
  * {@link OutOfBlocksException} otherwise, so a failure never leaves a table half-grown and never
  * touches another sequence. Not thread-safe.
@@ -28,6 +35,7 @@ public final class BlockManager {
     private final BlockAllocator allocator;
     private final int blockSize;
     private final Map<Long, BlockTable> tables = new HashMap<>();
+    private final PrefixCache prefixCache;
 
     /**
      * Creates the manager of a pool of {@code numBlocks} blocks of {@code blockSize} tokens.
@@ -36,11 +44,26 @@ public final class BlockManager {
      * @param blockSize the tokens per block
      */
     public BlockManager(int numBlocks, int blockSize) {
+        this(numBlocks, blockSize, null);
+    }
+
+    /** A test hook: a manager over a given prefix index (null: a default one). */
+    BlockManager(int numBlocks, int blockSize, PrefixCache prefixCache) {
         if (blockSize < 1) {
             throw new IllegalArgumentException("blockSize: expected >= 1, got " + blockSize);
         }
         this.allocator = new BlockAllocator(numBlocks);
         this.blockSize = blockSize;
+        this.prefixCache = prefixCache != null ? prefixCache : new PrefixCache(blockSize);
+    }
+
+    /**
+     * Returns the index of full written blocks that new sequences can share.
+     *
+     * @return the prefix index
+     */
+    public PrefixCache getPrefixCache() {
+        return prefixCache;
     }
 
     /**
@@ -190,7 +213,7 @@ public final class BlockManager {
             int last = blocks.size() - 1;
             int shared = blocks.get(last);
             int copy = allocator.allocate();
-            allocator.release(shared);
+            release(shared);
             blocks.set(last, copy);
             copies.add(new BlockCopy(shared, copy));
         }
@@ -219,7 +242,88 @@ public final class BlockManager {
             child.mutableBlocks().add(block);
         }
         child.setNumTokens(parent.getNumTokens());
+        child.indexedBlocks = parent.indexedBlocks;
+        child.lastIndexed = parent.lastIndexed;
+        child.indexStopped = parent.indexStopped;
         tables.put(childId, child);
+    }
+
+    /**
+     * Returns how many leading tokens of {@code tokens[0 .. maxTokens)} a new sequence would find
+     * in indexed blocks ({@link #allocateWithCachedPrefix}): a multiple of the block size. Changes
+     * nothing.
+     *
+     * @param tokens the new sequence's token ids
+     * @param maxTokens how many leading tokens may be shared, in {@code [0, tokens.length]}; pass
+     *     at most {@code tokens.length - 1} when the last token's logits are needed
+     * @return the tokens that would be shared
+     */
+    public int findCachedPrefix(int[] tokens, int maxTokens) {
+        return prefixCache.match(tokens, maxTokens).size() * blockSize;
+    }
+
+    /**
+     * Creates the table of a new sequence starting with the indexed blocks that hold the longest
+     * prefix of {@code tokens[0 .. maxTokens)} (whole blocks; reference counts + 1, as {@link
+     * #fork} does). Its token count is the shared tokens: the caller gives slots to the rest with
+     * {@link #appendSlots} and computes only those. Takes no free block, so it never runs out.
+     *
+     * @param sequenceId the new sequence's id
+     * @param tokens its token ids
+     * @param maxTokens how many leading tokens may be shared, in {@code [0, tokens.length]}
+     * @return the shared tokens, a multiple of the block size (0 when nothing matched)
+     */
+    public int allocateWithCachedPrefix(long sequenceId, int[] tokens, int maxTokens) {
+        if (tables.containsKey(sequenceId)) {
+            throw new IllegalArgumentException("sequence " + sequenceId + " already exists");
+        }
+        List<PrefixCache.Entry> matched = prefixCache.match(tokens, maxTokens);
+        BlockTable table = new BlockTable(sequenceId, blockSize);
+        for (PrefixCache.Entry e : matched) {
+            allocator.retain(e.getBlock());
+            table.mutableBlocks().add(e.getBlock());
+        }
+        table.setNumTokens(matched.size() * blockSize);
+        table.indexedBlocks = matched.size();
+        table.lastIndexed = matched.isEmpty() ? null : matched.get(matched.size() - 1);
+        tables.put(sequenceId, table);
+        return matched.size() * blockSize;
+    }
+
+    /**
+     * Enters a sequence's full blocks whose K/V is written in the prefix index, so later sequences
+     * with the same leading tokens can share them. Blocks indexed before are skipped; a block whose
+     * prefix another block already stands for stays private.
+     *
+     * @param sequenceId the sequence
+     * @param tokens its token ids, at least {@code numWritten} of them (positions 0 ..)
+     * @param numWritten how many leading tokens' K/V is written in the cache, at most its token
+     *     count
+     */
+    public void registerWritten(long sequenceId, int[] tokens, int numWritten) {
+        BlockTable table = getTable(sequenceId);
+        if (numWritten < 0 || numWritten > table.getNumTokens() || numWritten > tokens.length) {
+            throw new IllegalArgumentException(
+                    "numWritten: expected a value in [0, min(token count "
+                            + table.getNumTokens()
+                            + ", token ids "
+                            + tokens.length
+                            + ")], got "
+                            + numWritten);
+        }
+        List<Integer> blocks = table.mutableBlocks();
+        int full = numWritten / blockSize;
+        while (!table.indexStopped && table.indexedBlocks < full) {
+            int i = table.indexedBlocks;
+            PrefixCache.Entry e =
+                    prefixCache.register(table.lastIndexed, tokens, i * blockSize, blocks.get(i));
+            if (e == null) {
+                table.indexStopped = true;
+            } else {
+                table.lastIndexed = e;
+                table.indexedBlocks = i + 1;
+            }
+        }
     }
 
     /**
@@ -233,10 +337,19 @@ public final class BlockManager {
             throw new IllegalArgumentException("unknown sequence " + sequenceId);
         }
         for (int block : table.mutableBlocks()) {
-            allocator.release(block);
+            release(block);
         }
         table.mutableBlocks().clear();
         table.setNumTokens(0);
+        table.indexedBlocks = 0;
+        table.lastIndexed = null;
+    }
+
+    /** Drops one reference; a block that becomes free leaves the prefix index. */
+    private void release(int block) {
+        if (allocator.release(block)) {
+            prefixCache.remove(block);
+        }
     }
 
     private boolean needsCopy(BlockTable table) {

@@ -21,6 +21,13 @@ public final class BlockTable {
     private final List<Integer> blocks = new ArrayList<>();
     private int numTokens;
 
+    // Prefix-index state (BlockManager): blocks 0 .. indexedBlocks - 1 are in the index (or are
+    // private copies of indexed prefixes), lastIndexed is the entry standing for them, and a
+    // stopped table indexes nothing more.
+    int indexedBlocks;
+    PrefixCache.Entry lastIndexed;
+    boolean indexStopped;
+
     BlockTable(long sequenceId, int blockSize) {
         this.sequenceId = sequenceId;
         this.blockSize = blockSize;

@@ -231,6 +231,34 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
+     * Creates a new sequence that starts with the indexed blocks holding the longest prefix of
+     * {@code tokens[0 .. maxTokens)} (shared with the sequences that wrote them; see {@link
+     * BlockManager#allocateWithCachedPrefix}).
+     *
+     * @param sequenceId the sequence id
+     * @param tokens its token ids
+     * @param maxTokens how many leading tokens may be shared
+     * @return the shared tokens (a multiple of the block size); compute only the rest
+     */
+    public int allocateWithCachedPrefix(long sequenceId, int[] tokens, int maxTokens) {
+        checkOpen();
+        return blocks.allocateWithCachedPrefix(sequenceId, tokens, maxTokens);
+    }
+
+    /**
+     * Enters a sequence's full blocks whose K/V is written in the prefix index ({@link
+     * BlockManager#registerWritten}).
+     *
+     * @param sequenceId the sequence
+     * @param tokens its token ids
+     * @param numWritten how many leading tokens' K/V is written
+     */
+    public void registerWritten(long sequenceId, int[] tokens, int numWritten) {
+        checkOpen();
+        blocks.registerWritten(sequenceId, tokens, numWritten);
+    }
+
+    /**
      * Drops a sequence; its unshared blocks are free again.
      *
      * @param sequenceId the sequence

@@ -7,6 +7,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 
+import io.djlattention.paged.BlockManager;
 import io.djlattention.paged.OutOfBlocksException;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
@@ -39,6 +40,16 @@ import java.util.Map;
  *       frees their blocks at once.
  * </ol>
  *
+ * <p>Prefix sharing ({@link Builder#optPrefixSharing}, on by default): a full block whose K/V a
+ * sequence has written is entered in the cache's {@link io.djlattention.paged.PrefixCache}; a
+ * request admitted later starts with the indexed blocks holding the longest prefix of its tokens
+ * (shared, reference counts + 1) and prefills only the rest, through the same (chunked) prefill
+ * path with positions starting after the prefix. At most {@code (length - 1)} tokens rounded down
+ * to whole blocks are shared, so the last token is always computed (its logits give the first new
+ * token). A request whose prefix a running sequence is still prefilling waits until that prefix is
+ * written (it would otherwise compute a private copy of it). A preempted sequence releases its
+ * references like any other; when readmitted it may match the prefix again.
+ *
  * <p>Every sequence's tokens depend only on its own request (sampling draws from the request's own
  * seeded generator), so a request gives the same tokens in any batch as alone. When every request
  * has finished, every block is free again. Not thread-safe.
@@ -50,12 +61,15 @@ public final class ContinuousBatchingScheduler {
     private final int maxBatchSize;
     private final PrefillAttention prefill;
     private final int maxPrefillChunk;
+    private final boolean prefixSharing;
     private final Deque<Sequence> waiting = new ArrayDeque<>();
     private final List<Sequence> running = new ArrayList<>();
     private long nextId;
     private int preemptions;
     private int iterations;
     private int peakUsedBlocks;
+    private long sharedPromptTokens;
+    private long prefilledTokens;
 
     private ContinuousBatchingScheduler(Builder b) {
         decoder = b.decoder;
@@ -63,6 +77,7 @@ public final class ContinuousBatchingScheduler {
         maxBatchSize = b.maxBatchSize;
         prefill = b.prefill;
         maxPrefillChunk = b.maxPrefillChunk;
+        prefixSharing = b.prefixSharing;
     }
 
     /**
@@ -203,6 +218,25 @@ public final class ContinuousBatchingScheduler {
     }
 
     /**
+     * Returns the prompt tokens (recomputed prompts of preempted sequences included) whose K/V came
+     * from blocks shared with other requests instead of being prefilled.
+     *
+     * @return the shared prompt tokens
+     */
+    public long getSharedPromptTokens() {
+        return sharedPromptTokens;
+    }
+
+    /**
+     * Returns the tokens computed by prefill steps (all chunks, recomputation included).
+     *
+     * @return the prefilled tokens
+     */
+    public long getPrefilledTokens() {
+        return prefilledTokens;
+    }
+
+    /**
      * Runs until every request has finished.
      *
      * @return the results by request id, in finishing order
@@ -243,19 +277,32 @@ public final class ContinuousBatchingScheduler {
             }
         }
         if (!preempted) {
+            BlockManager blocks = cache.getBlockManager();
             while (!waiting.isEmpty()) {
                 Sequence s = waiting.peekFirst();
                 if (running.size() + 1 + s.pendingForks.size() > maxBatchSize) {
                     break;
                 }
+                // The last token is always computed: its logits give the next token.
+                int shareable = s.tokens.length - 1;
+                int shared = prefixSharing ? blocks.findCachedPrefix(s.tokens, shareable) : 0;
+                if (prefixSharing && pendingPrefix(s, shareable) > shared) {
+                    break; // a running prefill is about to write a longer prefix of it
+                }
                 // Admit only what fits whole, so a chunked prefill is not preempted midway by
                 // its own later chunks.
-                if (cache.getBlockManager().blocksFor(s.tokens.length) > cache.getNumFreeBlocks()) {
+                int needed = blocks.blocksFor(s.tokens.length) - shared / blocks.getBlockSize();
+                if (needed > cache.getNumFreeBlocks()) {
                     break;
                 }
-                cache.allocate(s.id, 0);
+                if (prefixSharing) {
+                    s.cached = cache.allocateWithCachedPrefix(s.id, s.tokens, shareable);
+                } else {
+                    cache.allocate(s.id, 0);
+                    s.cached = 0;
+                }
+                sharedPromptTokens += s.cached;
                 waiting.pollFirst();
-                s.cached = 0;
                 s.prefilled = false;
                 running.add(s);
             }
@@ -288,6 +335,7 @@ public final class ContinuousBatchingScheduler {
             int[] n = new int[prefilling.size()];
             for (int i = 0; i < n.length; ++i) {
                 n[i] = chunks.get(i);
+                prefilledTokens += n[i];
             }
             run(prefilling, n, finished);
         }
@@ -322,6 +370,27 @@ public final class ContinuousBatchingScheduler {
                 }
             }
         }
+    }
+
+    /**
+     * Returns the leading tokens of {@code s} (whole blocks, at most {@code shareable}) that a
+     * running sequence still prefilling will have written once its prefill is done.
+     */
+    private int pendingPrefix(Sequence s, int shareable) {
+        int blockSize = cache.getBlockSize();
+        int best = 0;
+        for (Sequence r : running) {
+            if (r.prefilled) {
+                continue;
+            }
+            int common = Arrays.mismatch(s.tokens, r.tokens);
+            if (common < 0) {
+                common = s.tokens.length;
+            }
+            common = Math.min(common, shareable);
+            best = Math.max(best, common / blockSize * blockSize);
+        }
+        return best;
     }
 
     private void notePeak() {
@@ -367,6 +436,9 @@ public final class ContinuousBatchingScheduler {
         for (int s = 0; s < numSeqs; ++s) {
             Sequence seq = seqs.get(s);
             seq.cached += queryLens[s];
+            if (prefixSharing) {
+                cache.registerWritten(seq.id, seq.tokens, seq.cached);
+            }
             if (seq.cached < seq.tokens.length) {
                 continue; // a chunk of a longer prefill: no token yet
             }
@@ -459,8 +531,25 @@ public final class ContinuousBatchingScheduler {
         private int maxBatchSize = 32;
         private PrefillAttention prefill = PrefillAttention.FLASH;
         private int maxPrefillChunk;
+        private boolean prefixSharing = true;
 
         Builder() {}
+
+        /**
+         * Shares identical prompt prefixes between requests (default true): full blocks whose K/V
+         * one sequence has written serve every later request starting with the same tokens, which
+         * then prefills only the rest; a request whose prefix a running sequence is still
+         * prefilling waits for it (one copy, not two). The shared K/V was computed from the same
+         * tokens at the same positions, so generation differs from sharing off only by summation
+         * order in another prefill (the tests see identical tokens in float32).
+         *
+         * @param prefixSharing whether to share prefixes
+         * @return this builder
+         */
+        public Builder optPrefixSharing(boolean prefixSharing) {
+            this.prefixSharing = prefixSharing;
+            return this;
+        }
 
         /**
          * Prefills long prompts in chunks of at most this many tokens per iteration, interleaved
