@@ -3,7 +3,8 @@
 For batch in {1, 32, 128} and context in {1k, 4k, 16k} (Hq = 32, Hkv = 8, D = 128, float16,
 block size 16, every sequence's blocks shuffled over the pool) it measures, in one run:
   - paged_attention under the launcher's choice (auto) and with each kernel forced through
-    DJL_ATTN_PAGED_KERNEL=v1|v2, as GB/s of K/V bytes read (num_seqs * ctx * Hkv * D * 2 bytes *
+    DJL_ATTN_PAGED_KERNEL=v1|v2|flash (flash: the tensor-core split-KV decode kernel of
+    cuda/flash/flash_decode.h, plus its combine pass when it splits), as GB/s of K/V bytes read (num_seqs * ctx * Hkv * D * 2 bytes *
     2 for K and V). "op" times the whole call: it includes the binding's validation, which
     copies block_tables and context_lens to the host (one pinned copy, one stream wait);
     "kernel" is the device time of the kernels alone (torch.profiler), what the memory system
@@ -15,8 +16,8 @@ block size 16, every sequence's blocks shuffled over the pool) it measures, in o
     once, as the paged kernel does.
 It also times reshape_and_cache for a decode step (one token per sequence) and a prefill chunk.
 
-With --configs (default: all) it also times, kernel-only and under the launcher's choice of
-v1/v2, every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,
+With --configs (default: all) it also times, kernel-only and through v2 (what auto chose at
+these shapes before the flash kernel existed; v1 up to context 2k), every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,
 DJL_ATTN_PAGED_PARTITION) at batch 32/128 x context 4k/16k, on the same data, in a second table;
 "none" skips them, or name some: --configs default,smem4/p1024.
 
@@ -41,7 +42,10 @@ BATCHES = [1, 32, 128]
 CONTEXTS = [1024, 4096, 16384]
 HEADS_Q, HEADS_KV, DIM, BLOCK = 32, 8, 128, 16
 DTYPE = torch.float16
-VARIANTS = ["auto", "v1", "v2"]
+VARIANTS = ["auto", "v1", "v2", "flash"]
+# Kernel names of every variant, for the kernel-only times.
+KERNELS = ("paged_attention_kernel", "paged_attention_reduce_kernel", "flash_decode_kernel",
+           "flash_combine_kernel")
 # Kernel configurations (DJL_ATTN_PAGED_CONFIG), optionally "/pN" for a v2 partition length of
 # N tokens (DJL_ATTN_PAGED_PARTITION), and the shapes they are compared on.
 CONFIGS = ["default", "default/p1024", "default/p2048", "pf", "pf/p1024", "w8l2", "w8l2pf",
@@ -165,20 +169,24 @@ def bench_decode(batch, context, copy_gbs, configs=()):
     for variant in VARIANTS:
         set_variant(variant)
         ms = time_ms(paged)
-        kms, seen = kernel_ms(paged, ("paged_attention_kernel", "paged_attention_reduce_kernel"))
+        kms, seen = kernel_ms(paged, KERNELS)
         if variant == "auto":
-            row["chose"] = "v2" if "paged_attention_reduce_kernel" in seen else "v1"
+            row["chose"] = chosen(seen)
         row[variant] = (kv_bytes / ms / 1e6, kv_bytes / kms / 1e6)
         outs[variant] = paged()
     set_variant("auto")
 
-    # Kernel-only GB/s of each configuration, auto variant, on the same data.
+    # Kernel-only GB/s of each configuration of v1/v2 (the launcher's choice between them), on
+    # the same data.
     row["configs"] = {}
+    if configs:
+        # auto would take the flash kernel, which the configurations do not touch.
+        os.environ["DJL_ATTN_PAGED_KERNEL"] = "v2" if context > 2048 else "v1"
     for config in configs:
         set_config(config)
         try:
             kms, seen = kernel_ms(paged, ("paged_attention_kernel", "paged_attention_reduce_kernel"))
-            chose = "v2" if "paged_attention_reduce_kernel" in seen else "v1"
+            chose = chosen(seen)
             row["configs"][config] = (kv_bytes / kms / 1e6, chose)
             outs["config " + config] = paged()
         except Exception as e:  # one broken configuration must not cost the others' numbers
@@ -186,6 +194,7 @@ def bench_decode(batch, context, copy_gbs, configs=()):
             row["configs"][config] = (float("nan"), "failed")
         finally:
             clear_config()
+    set_variant("auto")
 
     # Dense K/V for SDPA, gathered once: [B, Hkv, ctx, D].
     def dense(cache):
@@ -205,9 +214,17 @@ def bench_decode(batch, context, copy_gbs, configs=()):
     err = max((o.float() - expected.float()).abs().max().item() for o in outs.values())
     row["max_err"] = err
     row["auto_pct_copy"] = 100.0 * row["auto"][1] / copy_gbs
+    row["flash_pct_copy"] = 100.0 * row["flash"][1] / copy_gbs
     del k_dense, v_dense
     torch.cuda.empty_cache()
     return row
+
+
+def chosen(seen):
+    """The variant a call ran, from the kernel names the profiler saw."""
+    if "flash_decode_kernel" in seen:
+        return "flash"
+    return "v2" if "paged_attention_reduce_kernel" in seen else "v1"
 
 
 def bench_cache_write(tokens):
@@ -264,7 +281,8 @@ def main():
             wanted = configs if (batch, context) in CONFIG_SHAPES else ()
             row = bench_decode(batch, context, copy_gbs, wanted)
             rows.append(row)
-            print("batch %4d ctx %6d: auto(%s) %s v1 %s v2 %s sdpa %.0f GB/s, max |diff| %.2g" % (
+            print("batch %4d ctx %6d: auto(%s) %s v1 %s v2 %s flash %s sdpa %.0f GB/s, "
+                  "max |diff| %.2g" % (
                 batch, context, row.get("chose", "?"), *("%.0f/%.0f" % row[v] for v in VARIANTS),
                 row["sdpa"], row["max_err"]), flush=True)
             if wanted:
@@ -285,20 +303,22 @@ def main():
         "gathered beforehand, GQA heads folded into query rows." % (
             HEADS_Q, HEADS_KV, DIM, BLOCK, copy_gbs),
         "",
-        "| batch | context | K/V MB | auto | v1 | v2 | SDPA dense | auto kernel % of copy | max abs diff vs SDPA |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| batch | context | K/V MB | auto | v1 | v2 | flash | SDPA dense | auto kernel % of copy "
+        "| flash kernel % of copy | max abs diff vs SDPA |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append("| %d | %d | %.0f | %s (%s) | %s | %s | %.0f | %.0f%% | %.1e |" % (
+        lines.append("| %d | %d | %.0f | %s (%s) | %s | %s | %s | %.0f | %.0f%% | %.0f%% | %.1e |" % (
             r["batch"], r["context"], r["MB"], "%.0f / %.0f" % r["auto"], r.get("chose", "?"),
             *("%.0f / %.0f" % r[v] for v in VARIANTS[1:]),
-            r["sdpa"], r["auto_pct_copy"], r["max_err"]))
+            r["sdpa"], r["auto_pct_copy"], r["flash_pct_copy"], r["max_err"]))
     config_rows = [r for r in rows if r["configs"]]
     if config_rows:
         lines += [
             "",
-            "Kernel configurations (DJL_ATTN_PAGED_CONFIG; /pN: DJL_ATTN_PAGED_PARTITION=N), "
-            "kernel-only TB/s of K/V read (% of copy), launcher's v1/v2 choice; same data, "
+            "Kernel configurations of v1/v2 (DJL_ATTN_PAGED_CONFIG; /pN: "
+            "DJL_ATTN_PAGED_PARTITION=N), kernel-only TB/s of K/V read (% of copy), v1 up to "
+            "context 2k and v2 beyond; same data, "
             "shapes and max abs diff column as above (the max covers every configuration):",
             "",
             "| config | " + " | ".join("%d / %dk" % (r["batch"], r["context"] // 1024)

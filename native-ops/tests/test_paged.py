@@ -1,9 +1,10 @@
 """djl_attn.reshape_and_cache, paged_attention and paged_prefill_attention against float64
 references computed on each sequence's K/V gathered through its block table, on CPU and (when
-present) CUDA, where each kernel variant (DJL_ATTN_PAGED_KERNEL=v1|v2) and each kernel
+present) CUDA, where each kernel variant (DJL_ATTN_PAGED_KERNEL=v1|v2|flash) and each kernel
 configuration (DJL_ATTN_PAGED_CONFIG) runs too."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -19,9 +20,14 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Mirrors kHeadDims and kBlockSizes in src/paged/paged_params.h.
 HEAD_DIMS = [64, 80, 96, 128, 256]
 BLOCK_SIZES = [8, 16, 32]
-# "auto" lets the launcher choose; v1 (one pass per sequence) and v2 (partitioned context plus
-# a reduce kernel) force one CUDA kernel. The CPU has one kernel.
-VARIANTS = ["auto", "v1", "v2"]
+# "auto" lets the launcher choose; v1 (one pass per sequence), v2 (partitioned context plus
+# a reduce kernel) and flash (the tensor-core split-KV decode kernel, cuda/flash/flash_decode.h)
+# force one CUDA kernel. The CPU has one kernel.
+VARIANTS = ["auto", "v1", "v2", "flash"]
+# What the flash kernel runs (flash_unsupported in cuda/paged/paged_attention.cu).
+FLASH_DTYPES = [torch.float16, torch.bfloat16]
+FLASH_HEAD_DIMS = [64, 128, 256]
+FLASH_MAX_GROUP = 16
 # CUDA kernel configurations (DJL_ATTN_PAGED_CONFIG, cuda/paged/paged_attention_launch.cuh):
 # the default, 8 warps with 2 + 2 loads per lane, two cp.async shared-memory rings, and the
 # register ones with the next cache block prefetched into L2. The non-default ones exist for
@@ -47,8 +53,43 @@ def variant(request, device, monkeypatch):
 def config(request, device, monkeypatch):
     if device == "cpu" and request.param != "default":
         pytest.skip("the CPU has one paged attention kernel")
+    if (request.param != "default" and "variant" in request.fixturenames
+            and request.getfixturevalue("variant") == "flash"):
+        pytest.skip("DJL_ATTN_PAGED_CONFIG configures v1/v2, not the flash kernel")
     monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", request.param)
     return request.param
+
+
+def flash_forced():
+    return os.environ.get("DJL_ATTN_PAGED_KERNEL") == "flash"
+
+
+def flash_unsupported(dtype, dim, heads_q, heads_kv, alibi):
+    """Why DJL_ATTN_PAGED_KERNEL=flash must refuse the shape, or None when it runs it."""
+    if dtype not in FLASH_DTYPES:
+        return "float16/bfloat16 caches only"
+    if dim not in FLASH_HEAD_DIMS:
+        return "head dims 64, 128 and 256 only"
+    if alibi:
+        return "no alibi_slopes"
+    if heads_q // heads_kv > FLASH_MAX_GROUP:
+        return "at most 16 query heads per kv head"
+    return None
+
+
+def skip_if_flash_refuses(call, dtype, dim, heads_q, heads_kv, alibi):
+    """Under DJL_ATTN_PAGED_KERNEL=flash, a shape the kernel does not run must fail with the
+    reason (checked here), and the test then has nothing more to check on it."""
+    if not flash_forced():
+        return
+    why = flash_unsupported(dtype, dim, heads_q, heads_kv, alibi)
+    if why is None:
+        return
+    with pytest.raises(ValueError, match="DJL_ATTN_PAGED_KERNEL=flash: the tensor-core decode "
+                                         "kernel needs " + why):
+        call()
+    pytest.skip("the flash kernel refuses %s, D = %d, %d:%d heads%s (%s); checked the error"
+                % (dtype, dim, heads_q, heads_kv, ", ALiBi" if alibi else "", why))
 
 
 def skip_untuned(config, dtype, dim):
@@ -118,8 +159,13 @@ def check_decode(context_lens, block_size, heads_q, heads_kv, dim, dtype, device
     slopes = torch.rand(heads_q, device=device) * 0.5 if alibi else None
     scale = 1.0 / math.sqrt(dim) if scale is None else scale
     max_len = max(context_lens + [0]) if max_context_len is None else max_context_len
-    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
-                          paged.context_lens, scale, max_len, slopes)
+
+    def call():
+        return paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                               paged.context_lens, scale, max_len, slopes)
+
+    skip_if_flash_refuses(call, dtype, dim, heads_q, heads_kv, alibi)
+    out = call()
     expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
                                          paged.block_tables, paged.context_lens, scale, slopes)
     assert out.dtype == dtype and out.shape == query.shape
@@ -199,19 +245,37 @@ def test_decode_custom_scale_and_many_sequences(device, variant):
     check_decode(lens, 8, 2, 2, 64, torch.float32, device, scale=0.37)
 
 
-def test_decode_strided_query(device, variant):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_decode_strided_query(device, variant, dtype):
     # The query as a view into a fused [num_seqs, Hq + 2 Hkv, D] projection.
-    paged = Paged([20, 50], 16, 2, 64, torch.float32, device)
-    keys, values = random_kv([20, 50], 2, 64, torch.float32, device)
+    paged = Paged([20, 50], 16, 2, 64, dtype, device)
+    keys, values = random_kv([20, 50], 2, 64, dtype, device)
     paged.fill(keys, values)
-    fused = torch.randn(2, 8, 64, device=device)
+    fused = torch.randn(2, 8, 64, dtype=dtype, device=device)
     query = fused[:, :4]
     assert not query.is_contiguous()
-    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
-                          paged.context_lens, 0.125, 50, None)
+
+    def call():
+        return paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                               paged.context_lens, 0.125, 50, None)
+
+    skip_if_flash_refuses(call, dtype, 64, 4, 2, False)
+    out = call()
     expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
                                          paged.block_tables, paged.context_lens, 0.125)
-    assert_close(out.cpu(), expected.cpu(), torch.float32)
+    assert_close(out.cpu(), expected.cpu(), dtype)
+
+
+# Groups at the flash kernel's limit (16 query heads of one kv head fill its m16 tile), past it
+# (32: the flash variant refuses, auto falls back to v1/v2), and a plain MHA group of 1, with
+# contexts around its 64-key tiles and a long one that it splits over the SMs.
+@pytest.mark.parametrize("heads_q,heads_kv", [(16, 1), (32, 2), (32, 1), (4, 4)])
+@pytest.mark.parametrize("dtype", TUNED_DTYPES)
+def test_decode_large_groups(device, variant, heads_q, heads_kv, dtype):
+    if device == "cpu" and dtype != torch.float16:
+        pytest.skip("the CPU kernel has one path; one dtype suffices there")
+    lens = [1, 63, 64, 65, 129] + ([5000] if device == "cuda" else [700])
+    check_decode(lens, 16, heads_q, heads_kv, 128, dtype, device)
 
 
 def test_decode_empty_batch(device, variant):
@@ -530,7 +594,8 @@ def test_validation_kernel_choice(device, monkeypatch):
         pytest.skip("DJL_ATTN_PAGED_KERNEL chooses between CUDA kernels")
     args = decode_args(device)
     monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v3")
-    expect_error(r"DJL_ATTN_PAGED_KERNEL: expected v1, v2 or auto, got 'v3'", call_decode, args)
+    expect_error(r"DJL_ATTN_PAGED_KERNEL: expected v1, v2, flash or auto, got 'v3'", call_decode,
+                 args)
     expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
                                          args["block_tables"], args["context_lens"], 0.125)
     # v2 has at most 8192 partitions of 512 tokens.

@@ -16,7 +16,9 @@
 
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/flash/flash_combine.h"
 #include "cuda/flash/flash_cuda.h"
+#include "cuda/flash/flash_decode.h"
 #include "cuda/flash/flash_dispatch.h"
 #include "cuda/flash/flash_fwd.cuh"
 #include "cuda/flash/flash_simple.cuh"
@@ -27,7 +29,7 @@ namespace {
 using cuda::multiprocessor_count;
 
 // The most key ranges one query tile is split into; also bounds the combine kernel's weights.
-constexpr int kMaxSplits = 128;
+constexpr int kMaxSplits = kMaxCombineSplits;
 constexpr int kCombineWarps = 4;
 
 // Merges the partial results of the key ranges of each (head, row): with per-range logsumexps
@@ -80,7 +82,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) flash_combine_kernel(const
       out[d] = __float2bfloat16_rn(acc);
     }
   }
-  if (lane == 0) p.lse[lse_offset(p, b, h) + i] = lse;
+  // The paged decode has no logsumexp output.
+  if (lane == 0 && p.lse != nullptr) p.lse[lse_offset(p, b, h) + i] = lse;
 }
 
 // FlashAttention's num_splits_heuristic_fwd: the fewest splits whose wave efficiency (how full
@@ -182,13 +185,7 @@ void run_tensor_core(const FlashParams& params, cudaStream_t stream, int device)
     args.lse_accum = lse_accum.data_as<float>();
   }
   fwd::launch_fwd<T, kHeadDim, kBias, kSmallM, kCfg>(args, stream);
-  if (args.num_splits > 1) {
-    const int64_t rows = p.heads_q * args.accum_rows;
-    const int64_t combine_blocks = (rows + kCombineWarps - 1) / kCombineWarps;
-    flash_combine_kernel<T><<<static_cast<unsigned>(combine_blocks), kCombineWarps * 32, 0,
-                              stream>>>(args);
-    DJL_ATTN_CUDA_CHECK_LAUNCH("flash_combine_kernel");
-  }
+  if (args.num_splits > 1) launch_flash_combine(args, stream);
 }
 
 struct DeviceFacts {
@@ -289,7 +286,32 @@ void run_selected_config(int cfg, const FlashParams& p, cudaStream_t stream, int
   }
 }
 
+// DJL_ATTN_FLASH_DECODE: "auto" (or unset/empty) runs problems of at most 16 query rows per
+// (batch, head) after folding through the split-KV decode kernel where it applies; "off" keeps
+// them on the tile kernel, for comparisons. Read on every call, like DJL_ATTN_FLASH_CONFIG.
+bool decode_kernel_enabled() {
+  const char* env = std::getenv("DJL_ATTN_FLASH_DECODE");
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return true;
+  if (std::strcmp(env, "off") == 0) return false;
+  fail_invalid("flash_attention: DJL_ATTN_FLASH_DECODE: expected auto or off, got '", env, "'");
+}
+
 }  // namespace
+
+void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream) {
+  const FlashParams& p = args.params;
+  const int64_t rows = p.heads_q * args.accum_rows;
+  const int64_t combine_blocks = (rows + kCombineWarps - 1) / kCombineWarps;
+  if (combine_blocks > 0x7fffffffLL) {
+    fail_invalid("flash_attention: ", rows, " rows to combine exceed the CUDA grid limit");
+  }
+  if (combine_blocks == 0) return;
+  DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+    flash_combine_kernel<T><<<static_cast<unsigned>(combine_blocks), kCombineWarps * 32, 0,
+                              stream>>>(args);
+  });
+  DJL_ATTN_CUDA_CHECK_LAUNCH("flash_combine_kernel");
+}
 
 void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int device) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
@@ -303,6 +325,7 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
   }
   // Checked before the fallbacks, so that a bad name fails on every path alike.
   int cfg = requested_config();
+  const bool decode_enabled = decode_kernel_enabled();
   if (!tensor_cores) {
     run_flash_attention_simple_cuda(params, stream);
     return;
@@ -314,6 +337,13 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
   const bool bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
   // Varlen batches size their grid by the longest sequence, so that is what must fit.
   const bool small_m = p.seqlen_q <= 64;
+  // Few query rows (decode, with the group folded): one m16 tile per block instead of a
+  // 64-row tile, split over the keys to fill the GPU.
+  if (decode_enabled && !bias && p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 &&
+      p.seqlen_q <= decode::kMaxRows && decode::runs_on(p.head_dim, device)) {
+    decode::run(p, nullptr, stream, device);
+    return;
+  }
   if (cfg == kAutoConfig) cfg = tuned_config(padded);
   if (bias || small_m || !fwd::config_compiled(cfg, padded) ||
       (cfg != 0 && config_smem_bytes(cfg, padded) > facts.smem_optin) ||

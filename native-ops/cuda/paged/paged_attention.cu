@@ -1,5 +1,6 @@
-// Host side of the paged decode attention: chooses v1 or v2, allocates v2's workspace and
-// launches on PyTorch's current stream.
+// Host side of the paged decode attention: chooses the tensor-core split-KV kernel
+// (cuda/flash/flash_decode.h), v1 or v2, allocates v2's workspace and launches on PyTorch's
+// current stream.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -10,6 +11,8 @@
 
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/flash/flash_decode.h"
+#include "flash/flash_params.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
 
@@ -34,15 +37,16 @@ constexpr int64_t kMinPartitionSize = 64;
 // Grid y and z limits.
 constexpr int64_t kMaxGridYZ = 65535;
 
-enum class Variant { kAuto, kV1, kV2 };
+enum class Variant { kAuto, kV1, kV2, kFlash };
 
 Variant requested_variant() {
   const char* env = std::getenv("DJL_ATTN_PAGED_KERNEL");
   if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Variant::kAuto;
   if (std::strcmp(env, "v1") == 0) return Variant::kV1;
   if (std::strcmp(env, "v2") == 0) return Variant::kV2;
-  fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_KERNEL: expected v1, v2 or "
-               "auto, got '", env, "'");
+  if (std::strcmp(env, "flash") == 0) return Variant::kFlash;
+  fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_KERNEL: expected v1, v2, "
+               "flash or auto, got '", env, "'");
 }
 
 // DJL_ATTN_PAGED_CONFIG: how the decode kernel streams K/V (a tuning switch for benchmarks).
@@ -86,6 +90,58 @@ void check_aligned(const void* ptr, const char* what) {
   }
 }
 
+// Why the tensor-core split-KV kernel cannot run this call, or null when it can: float16/bfloat16
+// caches, head dims 64/128/256, no ALiBi, at most 16 query heads per kv head (one m16 tile),
+// 16-byte aligned query rows, and an sm_80+ device with the kernel's shared memory.
+const char* flash_unsupported(const PagedAttentionParams& p, int device) {
+  if (p.dtype != ElementType::kFloat16 && p.dtype != ElementType::kBFloat16) {
+    return "float16/bfloat16 caches only";
+  }
+  if (!flash::decode::head_dim_compiled(p.head_dim)) return "head dims 64, 128 and 256 only";
+  if (p.alibi_slopes != nullptr) return "no alibi_slopes";
+  if (p.heads_q / p.heads_kv > flash::decode::kMaxRows) return "at most 16 query heads per kv head";
+  if (reinterpret_cast<uintptr_t>(p.query) % 16 != 0 || p.q_seq_stride % 8 != 0 ||
+      p.q_head_stride % 8 != 0 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0) {
+    return "16-byte aligned query rows";
+  }
+  if (!flash::decode::runs_on(p.head_dim, device)) return "an sm_80+ GPU with its shared memory";
+  return nullptr;
+}
+
+// The decode as the flash decode kernel sees it: the g = Hq / Hkv query heads of one kv head are
+// g query rows of one block, and the keys of a sequence are read through its block table.
+void run_flash_decode(const PagedAttentionParams& p, int device) {
+  const int64_t group = p.heads_q / p.heads_kv;
+  flash::FlashParams f{};
+  f.q = p.query;
+  f.k = p.key_cache;
+  f.v = p.value_cache;
+  f.out = p.out;
+  f.lse = nullptr;  // paged_attention has no logsumexp output
+  f.kv_lens = p.context_lens;
+  f.q_batch_stride = p.q_seq_stride;
+  f.q_seq_stride = p.q_head_stride;
+  f.q_head_stride = p.q_head_stride * group;
+  // Within a cache block, token t of kv head h is at (t * Hkv + h) * D.
+  f.k_seq_stride = f.v_seq_stride = p.heads_kv * p.head_dim;
+  f.k_head_stride = f.v_head_stride = p.head_dim;
+  // out is [num_seqs, Hq, D], contiguous.
+  f.out_batch_stride = p.heads_q * p.head_dim;
+  f.out_seq_stride = p.head_dim;
+  f.out_head_stride = group * p.head_dim;
+  f.batch = p.num_seqs;
+  f.seqlen_q = group;
+  f.seqlen_k = p.max_context_len;
+  f.heads_q = p.heads_kv;
+  f.heads_kv = p.heads_kv;
+  f.head_dim = p.head_dim;
+  f.scale = p.scale;
+  f.causal = false;
+  f.dtype = p.dtype;
+  const flash::decode::PagedRows rows{p.block_tables, p.max_blocks, static_cast<int>(p.block_size)};
+  flash::decode::run(f, &rows, cuda::current_stream(device), device);
+}
+
 }  // namespace
 
 void run_paged_attention_cuda(const PagedAttentionParams& p) {
@@ -106,6 +162,19 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   const int64_t base_blocks = p.num_seqs * p.heads_kv * head_tiles;
   const int64_t wanted = kBlocksPerSm * cuda::multiprocessor_count(device);
   const Variant requested = requested_variant();
+  // Read before any path is taken, so that a bad value fails whichever kernel runs.
+  const kernels::KernelChoice config = requested_config();
+  if (requested == Variant::kFlash || requested == Variant::kAuto) {
+    const char* why_not = flash_unsupported(p, device);
+    if (why_not == nullptr) {
+      run_flash_decode(p, device);
+      return;
+    }
+    if (requested == Variant::kFlash) {
+      fail_invalid("paged_attention: DJL_ATTN_PAGED_KERNEL=flash: the tensor-core decode kernel "
+                   "needs ", why_not, "; use v1, v2 or auto");
+    }
+  }
   bool use_v1;
   if (requested == Variant::kV1) {
     use_v1 = true;
@@ -122,7 +191,7 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   }
 
   kernels::LaunchPlan plan{};
-  plan.config = requested_config();
+  plan.config = config;
   plan.head_tiles = static_cast<int>(head_tiles);
   Tensor workspace;
   if (use_v1) {

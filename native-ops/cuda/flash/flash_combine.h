@@ -1,0 +1,19 @@
+// The combine pass of split-KV attention (flash_combine_kernel in flash_fwd.cu), shared by the
+// tile kernel's split mode and the decode kernel (flash_decode.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/flash/flash_fwd.cuh"
+
+namespace djl_attn::flash {
+
+// The most key ranges the combine kernel merges (one weight per range in shared memory).
+constexpr int kMaxCombineSplits = 128;
+
+// Merges args.num_splits partial results per (head, row) from args.o_accum / args.lse_accum
+// (rows b * Sq + i, see fwd::FwdArgs) into args.params.out, and writes args.params.lse unless
+// it is null. float16/bfloat16 outputs.
+void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream);
+
+}  // namespace djl_attn::flash
