@@ -131,7 +131,7 @@ def main():
         torch.ops.load_library(str(cuda_lib_path))
         plan_fn = ctypes.CDLL(str(cuda_lib_path)).djl_attn_causal_dot_product_plan
         plan_fn.restype = ctypes.c_char_p
-        plan_fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]
+        plan_fn.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_int32] * 2
         dtype = torch.float16
         name = "%s, %d SMs" % (torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).multi_processor_count)
     else:
@@ -169,7 +169,7 @@ def main():
                 v = (torch.randn(shape, device=device, generator=gen) * seqlen**-0.5).to(dtype)
 
                 if device == "cuda":
-                    chose = plan_fn(bh, dim, dim, q.element_size(), torch.cuda.current_device()).decode()
+                    chose = plan_fn(bh, seqlen, dim, dim, q.element_size(), torch.cuda.current_device()).decode()
                 else:
                     chose = "by heads" if bh >= threads else "by segments of L"
                 auto_ms = timer(lambda: op(q, k, v))

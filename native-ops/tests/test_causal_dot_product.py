@@ -19,7 +19,8 @@ causal_dot_product = torch.ops.djl_attn.causal_dot_product
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # chunked runs on tensor cores for float16/bfloat16 with E <= 128; asked for float32 or a larger
-# E it runs per_thread, so the same loop covers it.
+# E it runs per_thread, so the same loop covers it. auto runs chunked on a GPU when B*H fills the
+# SMs, L >= 128 and the dtype and E allow (test_auto_plan).
 CUDA_VARIANTS = ["auto", "per_thread", "low_occupancy", "chunked"]
 
 
@@ -107,7 +108,90 @@ def test_strided_views(device):
     check(q, k, v, device)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+HALF_DTYPES = [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize(
+    "batch,heads,seqlen,dim_qk,dim_v",
+    [
+        (1, 2, 1, 64, 64),  # one partial chunk of one step
+        (2, 1, 7, 32, 96),  # E = 32 < M: one full and one half-empty 64-column tile
+        (1, 2, 64, 128, 128),  # exactly one chunk, two column tiles
+        (1, 1, 65, 100, 7),  # E zero-padded to 128, M = 7 in a 32-column tile
+        (1, 1, 1000, 128, 64),  # many chunks, a partial last one
+        (2, 1, 1000, 32, 96),  # many chunks, E = 32 state split by columns
+        (1, 1, 200, 48, 32),  # E padded to 64, M = 32 tile
+    ],
+)
+def test_chunked_shapes(device, dtype, batch, heads, seqlen, dim_qk, dim_v):
+    # The tensor-core kernel's tiles: chunks of 64 steps, E padded to 32/64/128, tiles of 64 (or
+    # 32) columns; on CUDA `chunked` runs each of these, on the CPU the CPU kernel does.
+    q, k, v = make_inputs(batch, heads, seqlen, dim_qk, dim_v, dtype, device)
+    check(q, k, v, device)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_many_heads_long(device, dtype):
+    # B*H = 256 and L past two chunks: what auto gives the chunked kernel on a GPU.
+    q, k, v = make_inputs(16, 16, 150, 64, 64, dtype, device)
+    check(q, k, v, device)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_strided_half_views(device, dtype):
+    # q, k, v as views into one [B, L, H, 3, E] projection: every row 16-byte aligned but nothing
+    # contiguous beyond the last dim (the cp.async path with real strides) ...
+    qkv = torch.randn(2, 77, 3, 3, 64, device=device).to(dtype)
+    q, k, v = (qkv[:, :, :, i].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous() and q.stride(-2) % 8 == 0
+    check(q, k, v, device)
+    # ... and v starting one element in, so no row of it is aligned (the element-wise path).
+    v = torch.randn(2, 3, 77, 50, device=device).to(dtype)[..., 1:41]
+    check(q, k, v, device)
+
+
+def test_state_beyond_float16_range(device):
+    # k_i v_i >= 36 everywhere, so after 2048 steps every element of the state sum k v^T exceeds
+    # float16's 65504; q is small, so the outputs stay far inside the range. A state rounded to
+    # float16 would be infinite here: the chunked kernel keeps it in float32 (tf32 as an operand).
+    gen = torch.Generator().manual_seed(5)
+    shape = (1, 2, 2048)
+    q = ((torch.rand(*shape, 32, generator=gen) * 2 - 1) * 0.005).half().to(device)
+    k = (torch.rand(*shape, 32, generator=gen) * 2 + 6).half().to(device)
+    v = (torch.rand(*shape, 40, generator=gen) * 2 + 6).half().to(device)
+    state = k.double().transpose(-1, -2) @ v.double()
+    assert state.min().item() > 65504
+    assert reference.causal_dot_product(q, k, v).abs().max().item() < 30000
+    check(q, k, v, device)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the plan is the CUDA launcher's")
+def test_auto_plan():
+    lib = ctypes.CDLL(str(_find("libdjl_attn_cuda.so")))
+    plan = lib.djl_attn_causal_dot_product_plan
+    plan.restype = ctypes.c_char_p
+    plan.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_int32] * 2
+    device = torch.cuda.current_device()
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    many = 8 * sms  # B*H past the SM count for every E
+
+    def chose(bh, seqlen, dim, element_size):
+        return plan(bh, seqlen, dim, dim, element_size, device).decode()
+
+    with kernel_variant("auto"):
+        assert chose(many, 4096, 128, 2) == "chunked"
+        assert chose(many, 128, 32, 2) == "chunked"
+        assert chose(many, 127, 64, 2) == "per_thread"  # under two chunks
+        assert chose(many, 4096, 128, 4) == "per_thread"  # float32
+        assert chose(many, 4096, 256, 2) == "per_thread"  # E > 128
+        assert chose(1, 4096, 64, 2).startswith("low_occupancy/")
+    with kernel_variant("chunked"):
+        assert chose(1, 1, 64, 2) == "chunked"
+        assert chose(many, 4096, 64, 4) == "per_thread"  # no float32 chunked kernel
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
 def test_misaligned_half_rows(device, dtype):
     q, k, v = make_inputs(1, 3, 90, 41, 39, dtype, device)
     check(q[..., 1:], k[..., :40], v[..., 3:], device)

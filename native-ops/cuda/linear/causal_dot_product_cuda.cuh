@@ -9,13 +9,15 @@
 //                  time steps between them and join their partial states with a prefix sum in
 //                  shared memory. Re-reads q and k once per column, but puts many warps on a
 //                  short problem: right when B*H is small.
-//   chunked        one block per (batch, head, tile of 64 columns); per chunk of 64 steps the
-//                  masked intra-chunk product and q times the carried state run on tensor cores
-//                  (WMMA). float16/bfloat16 with E <= 128 only: other requests for it run
-//                  per_thread. auto does not pick it until GPU measurements say where it wins.
-// auto picks per_thread when its blocks cover every SM at least once, otherwise low_occupancy
-// with as many warps per block (4 to 16) as keep about 32 warps per SM busy; the SM count is
-// read from the device at run time.
+//   chunked        one block per (batch, head, tile of 64 columns, 32 when M <= 32); per chunk of
+//                  64 steps the masked intra-chunk product, q times the carried float32 state
+//                  (tf32) and the state update run on tensor cores (mma.sync), the next chunk
+//                  loading with cp.async meanwhile. float16/bfloat16 with E <= 128 only: other
+//                  requests for it run per_thread.
+// When the per-thread kernel's blocks cover every SM at least once, auto picks chunked for
+// float16/bfloat16 with E <= 128 and L >= 128, per_thread otherwise; when they do not,
+// low_occupancy with as many warps per block (4 to 16) as keep about 32 warps per SM busy. The SM
+// count is read from the device at run time.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,7 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
 // The variant (and warps per block) the launcher would use for this problem on `device`, with
 // DJL_ATTN_LINEAR_KERNEL applied: "per_thread", "low_occupancy/8w" or "chunked".
 // `element_size` is that of the dtype (4 for float32, 2 for float16 and bfloat16).
-std::string causal_dot_product_plan(int64_t batch_heads, int64_t dim_qk, int64_t dim_v,
-                                    int64_t element_size, int device);
+std::string causal_dot_product_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
+                                    int64_t dim_v, int64_t element_size, int device);
 
 }  // namespace djl_attn::linear

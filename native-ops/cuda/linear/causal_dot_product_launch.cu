@@ -53,8 +53,12 @@ struct Plan {
   int warps;  // low_occupancy only
 };
 
-Plan make_plan(int64_t batch_heads, int64_t dim_qk, int64_t dim_v, int64_t element_size,
-               int sm_count) {
+// Shortest L at which auto runs the chunked kernel: from two chunks on, the next chunk's loads
+// overlap this chunk's tensor-core work; below that both kernels take a few microseconds.
+constexpr int64_t kChunkedMinLength = 2 * kChunk;
+
+Plan make_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk, int64_t dim_v,
+               int64_t element_size, int sm_count) {
   Plan plan{requested_variant(), 0};
   // The tensor-core kernel takes float16/bfloat16 with E <= 128; other requests for it run the
   // per-thread kernel.
@@ -66,8 +70,16 @@ Plan make_plan(int64_t batch_heads, int64_t dim_qk, int64_t dim_v, int64_t eleme
   if (plan.variant == Variant::kAuto) {
     // The per-thread kernel does no redundant work but walks L serially in each block; once its
     // blocks reach every SM, splitting time across warps only adds the low-occupancy kernel's
-    // re-reads of q and k (once per column) and its barriers.
-    plan.variant = per_thread_blocks >= sm_count ? Variant::kPerThread : Variant::kLowOccupancy;
+    // re-reads of q and k (once per column) and its barriers. In that regime the chunked kernel
+    // does the same work on tensor cores (and has as many or more blocks per head: one per 64
+    // columns against one per 32 at E > 64), so it takes over wherever it applies.
+    if (per_thread_blocks < sm_count) {
+      plan.variant = Variant::kLowOccupancy;
+    } else if (element_size == 2 && dim_qk <= kChunkMaxDim && seqlen >= kChunkedMinLength) {
+      plan.variant = Variant::kChunked;
+    } else {
+      plan.variant = Variant::kPerThread;
+    }
   }
   if (plan.variant == Variant::kLowOccupancy) {
     const int64_t blocks = batch_heads * dim_v;
@@ -116,8 +128,8 @@ void run_typed(const CausalDotProductParams& p, const Plan& plan, cudaStream_t s
 
 void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* stream, int device) {
   const int64_t element_size = params.dtype == ElementType::kFloat32 ? 4 : 2;
-  const Plan plan = make_plan(params.batch * params.heads, params.dim_qk, params.dim_v,
-                              element_size, cuda::multiprocessor_count(device));
+  const Plan plan = make_plan(params.batch * params.heads, params.seqlen, params.dim_qk,
+                              params.dim_v, element_size, cuda::multiprocessor_count(device));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (params.dtype) {
     case ElementType::kFloat32: return run_typed<float>(params, plan, s);
@@ -126,22 +138,22 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
   }
 }
 
-std::string causal_dot_product_plan(int64_t batch_heads, int64_t dim_qk, int64_t dim_v,
-                                    int64_t element_size, int device) {
-  return describe(make_plan(batch_heads, dim_qk, dim_v, element_size,
+std::string causal_dot_product_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
+                                    int64_t dim_v, int64_t element_size, int device) {
+  return describe(make_plan(batch_heads, seqlen, dim_qk, dim_v, element_size,
                             cuda::multiprocessor_count(device)));
 }
 
 }  // namespace djl_attn::linear
 
 // For benchmarks (through ctypes): the variant the launcher would pick, or "error: ...".
-extern "C" const char* djl_attn_causal_dot_product_plan(int64_t batch_heads, int64_t dim_qk,
-                                                         int64_t dim_v, int32_t element_size,
-                                                         int32_t device) {
+extern "C" const char* djl_attn_causal_dot_product_plan(int64_t batch_heads, int64_t seqlen,
+                                                         int64_t dim_qk, int64_t dim_v,
+                                                         int32_t element_size, int32_t device) {
   static thread_local std::string result;
   try {
-    result = djl_attn::linear::causal_dot_product_plan(batch_heads, dim_qk, dim_v, element_size,
-                                                       device);
+    result = djl_attn::linear::causal_dot_product_plan(batch_heads, seqlen, dim_qk, dim_v,
+                                                       element_size, device);
   } catch (const std::exception& e) {
     result = std::string("error: ") + e.what();
   }
