@@ -1,6 +1,6 @@
 """Benchmark of djl_attn.paged_attention (decode) and reshape_and_cache.
 
-For batch in {1, 32, 128} and context in {1k, 4k, 16k} (Hq = 32, Hkv = 8, D = 128, float16,
+For batch in {1, 8, 32, 128} and context in {1k, 4k, 16k} (Hq = 32, Hkv = 8, D = 128, float16,
 block size 16, every sequence's blocks shuffled over the pool) it measures, in one run:
   - paged_attention under the launcher's choice (auto) and with each kernel forced through
     DJL_ATTN_PAGED_KERNEL=v1|v2|flash (flash: the tensor-core split-KV decode kernel of
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
 LIB_DIRS = [os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build"]
 
-BATCHES = [1, 32, 128]
+BATCHES = [1, 8, 32, 128]
 CONTEXTS = [1024, 4096, 16384]
 HEADS_Q, HEADS_KV, DIM, BLOCK = 32, 8, 128, 16
 DTYPE = torch.float16
