@@ -155,6 +155,32 @@ def median_ms(fns, device, reps, warmup, inner=1):
     return [statistics.median(t) for t in times]
 
 
+def graph_ms(fns, reps, inner=10):
+    """Median milliseconds per replay of each fn captured in a CUDA graph: the GPU's work with
+    no host launch cost at all (what a serving stack that captures its forward pass sees).
+    None for a fn whose capture fails."""
+    graphs = []
+    for fn in fns:
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # capture needs warmed-up allocator pools off-stream
+                for _ in range(3):
+                    fn()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                fn()
+            graphs.append(graph)
+        except Exception as e:  # reported, and the cell says n/a
+            print("graph capture failed: %s" % e, flush=True)
+            graphs.append(None)
+    live = [g for g in graphs if g is not None]
+    times = median_ms([g.replay for g in live], "cuda", reps, 3, inner) if live else []
+    it = iter(times)
+    return [next(it) if g is not None else None for g in graphs]
+
+
 def device_name(device):
     if device == "cuda":
         return torch.cuda.get_device_name(0)
@@ -186,7 +212,7 @@ def main():
     dtype = getattr(torch, args.dtype or ("float16" if args.device == "cuda" else "float32"))
     configs = args.configs or ("32x128,8x512" if args.device == "cuda" else "8x128,2x512")
     configs = [tuple(int(v) for v in c.split("x")) for c in configs.split(",")]
-    reps = args.reps or (30 if args.device == "cuda" else 5)
+    reps = args.reps or (50 if args.device == "cuda" else 5)
     warmup = 5 if args.device == "cuda" else 2
     dev = device_name(args.device)
     print("bench_bert: %s, %s, torch %s" % (dev, dtype, torch.__version__), flush=True)
@@ -221,13 +247,20 @@ def main():
                 eager_ms, fused_ms = median_ms([eager_fn, fused_fn], args.device, reps, warmup,
                                                inner=10 if args.device == "cuda" else 1)
                 sync = ["", ""]
+                graph = ["", ""]
                 if args.device == "cuda":
                     sync = ["%.3f" % t for t in median_ms([eager_fn, fused_fn], args.device, reps, 1)]
+                # Validating kv_lens waits on the host, which a graph cannot capture.
+                if args.device == "cuda" and what != "layer, kv_lens":
+                    graph = ["n/a" if t is None else "%.3f" % t for t in graph_ms([eager_fn, fused_fn], reps)]
+                    if "n/a" not in graph:
+                        graph.append("%.2fx" % (float(graph[0]) / float(graph[1])))
                 tokens = batch * seqlen
                 rows.append((what, batch, seqlen, eager_ms, fused_ms, eager_ms / fused_ms,
-                             tokens / fused_ms * 1e3, diff, sync))
-                print("%-15s B=%-3d S=%-4d eager %8.3f ms  fused %8.3f ms  x%.2f  (one call alone: %s / %s ms)" %
-                      (what, batch, seqlen, eager_ms, fused_ms, eager_ms / fused_ms, sync[0], sync[1]), flush=True)
+                             tokens / fused_ms * 1e3, diff, sync, graph))
+                print("%-15s B=%-3d S=%-4d eager %8.3f ms  fused %8.3f ms  x%.2f  (one call alone: %s / %s ms; "
+                      "CUDA graph: %s)" % (what, batch, seqlen, eager_ms, fused_ms, eager_ms / fused_ms,
+                                           sync[0], sync[1], " / ".join(graph)), flush=True)
 
     lines = [
         "### BERT-base layer: fused djl_attn sequence vs stock DJL's eager ops",
@@ -235,20 +268,22 @@ def main():
         "%s, %s, torch %s, %s. hidden %d, %d heads, intermediate %d; no padding: the fused sequence passes no kv_lens, as "
         "FusedBertBlock does for full rows (\"layer, kv_lens\": lengths passed and validated). "
         "Median of %d samples after warm-up; on the GPU a sample is 10 calls queued back to back "
-        "(per-call time; the GPU's work, as consecutive encoder layers run), and the extra column "
-        "times one call waited for alone (the host's launch latency included). `python3 bench/bench_bert.py --device %s --dtype %s "
+        "(per-call time, as consecutive encoder layers run: the host issues the next while the GPU "
+        "runs this one, so a sequence of many small ops can still be host-bound); one call alone: "
+        "each call waited for (launch latency included); CUDA graph: the sequence captured once "
+        "and replayed 10 times per sample (GPU work only). `python3 bench/bench_bert.py --device %s --dtype %s "
         "--configs %s --reps %d`" % (
             dev, str(dtype).replace("torch.", ""), torch.__version__,
             datetime.date.today().isoformat(), HIDDEN, HEADS, INTERMEDIATE, reps, args.device,
             str(dtype).replace("torch.", ""), ",".join("%dx%d" % c for c in configs), reps),
         "",
-        "| part | batch | S | eager ms | fused ms | speed-up | fused tokens/s | one call alone: eager / fused ms | max abs diff (layer) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| part | batch | S | eager ms | fused ms | speed-up | fused tokens/s | one call alone: eager / fused ms | CUDA graph: eager / fused ms, speed-up | max abs diff (layer) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for what, batch, seqlen, eager_ms, fused_ms, ratio, tps, diff, sync in rows:
-        lines.append("| %s | %d | %d | %.3f | %.3f | %.2fx | %.0f | %s / %s | %.1e |" %
+    for what, batch, seqlen, eager_ms, fused_ms, ratio, tps, diff, sync, graph in rows:
+        lines.append("| %s | %d | %d | %.3f | %.3f | %.2fx | %.0f | %s / %s | %s | %.1e |" %
                      (what, batch, seqlen, eager_ms, fused_ms, ratio, tps, sync[0] or "-",
-                      sync[1] or "-", diff))
+                      sync[1] or "-", (" / ".join(graph[:2]) + (", " + graph[2] if len(graph) > 2 else "")) if graph[0] else "-", diff))
     pathlib.Path(args.out).write_text("\n".join(lines) + "\n")
     print("wrote %s" % args.out)
 

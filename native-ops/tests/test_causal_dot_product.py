@@ -186,6 +186,9 @@ def test_auto_plan():
         assert chose(many, 4096, 128, 4) == "per_thread"  # float32
         assert chose(many, 4096, 256, 2) == "per_thread"  # E > 128
         assert chose(1, 4096, 64, 2).startswith("low_occupancy/")
+        assert chose(1, 4096, 128, 2) == "chunked"  # few blocks, but E > 64
+        assert chose(1, 4096, 128, 4).startswith("low_occupancy/")  # float32
+        assert chose(1, 127, 128, 2).startswith("low_occupancy/")  # under two chunks
     with kernel_variant("chunked"):
         assert chose(1, 1, 64, 2) == "chunked"
         assert chose(many, 4096, 64, 4) == "per_thread"  # no float32 chunked kernel

@@ -30,19 +30,22 @@ using cuda::multiprocessor_count;
 
 // The most key ranges one query tile is split into; also bounds the combine kernel's weights.
 constexpr int kMaxSplits = kMaxCombineSplits;
-constexpr int kCombineWarps = 4;
+constexpr int kCombineThreads = 128;
 
 // Merges the partial results of the key ranges of each (head, row): with per-range logsumexps
 // l_s and outputs O_s (each normalised by its own sum), the row's logsumexp is
-// L = log(sum_s exp(l_s)) and its output sum_s exp(l_s - L) O_s. One warp per row.
+// L = log(sum_s exp(l_s)) and its output sum_s exp(l_s - L) O_s. One block per row: the first
+// warp turns the logsumexps into weights, then every thread sums one output column over the
+// ranges. The ranges' loads are independent and unrolled, so a thread has several in flight:
+// with one warp per row and a serial walk over the ranges, a batch-1 decode (32 rows, 32
+// ranges) spent about 40 us here waiting on one load at a time.
 template <typename T>
-__global__ void __launch_bounds__(kCombineWarps * 32) flash_combine_kernel(const fwd::FwdArgs args) {
-  __shared__ float weights[kCombineWarps][kMaxSplits];
+__global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(const fwd::FwdArgs args) {
+  __shared__ float weights[kMaxSplits];
+  __shared__ float row_lse;
   const FlashParams& p = args.params;
   const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kCombineWarps + warp;
-  if (idx >= p.heads_q * args.accum_rows) return;  // whole warps leave: shuffles stay full
+  const int64_t idx = blockIdx.x;  // the launcher sizes the grid to heads_q * accum_rows
   const int64_t h = idx / args.accum_rows;
   const int64_t row = idx % args.accum_rows;  // b * Sq + i
   const int64_t b = row / p.seqlen_q;
@@ -51,30 +54,38 @@ __global__ void __launch_bounds__(kCombineWarps * 32) flash_combine_kernel(const
   const int64_t split_stride = p.heads_q * args.accum_rows;
   const int64_t base = h * args.accum_rows + row;
 
-  float max_lse = -INFINITY;
-  for (int s = lane; s < splits; s += 32) max_lse = fmaxf(max_lse, args.lse_accum[base + s * split_stride]);
-  for (int o = 16; o > 0; o /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, o));
-  float sum = 0.f;
-  if (max_lse != -INFINITY) {
-    for (int s = lane; s < splits; s += 32) sum += expf(args.lse_accum[base + s * split_stride] - max_lse);
+  if (threadIdx.x < 32) {
+    float max_lse = -INFINITY;
+    for (int s = lane; s < splits; s += 32) max_lse = fmaxf(max_lse, args.lse_accum[base + s * split_stride]);
+    for (int o = 16; o > 0; o /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, o));
+    float sum = 0.f;
+    if (max_lse != -INFINITY) {
+      for (int s = lane; s < splits; s += 32) sum += expf(args.lse_accum[base + s * split_stride] - max_lse);
+    }
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    // No range saw a key: output 0, logsumexp -inf.
+    const float lse = sum > 0.f ? max_lse + logf(sum) : -INFINITY;
+    for (int s = lane; s < splits; s += 32) {
+      weights[s] = sum > 0.f ? expf(args.lse_accum[base + s * split_stride] - lse) : 0.f;
+    }
+    if (lane == 0) row_lse = lse;
   }
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  // No range saw a key: output 0, logsumexp -inf.
-  const float lse = sum > 0.f ? max_lse + logf(sum) : -INFINITY;
-  for (int s = lane; s < splits; s += 32) {
-    weights[warp][s] = sum > 0.f ? expf(args.lse_accum[base + s * split_stride] - lse) : 0.f;
-  }
-  __syncwarp();
+  __syncthreads();
 
   const int dim = static_cast<int>(p.head_dim);
   T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + i * p.out_seq_stride +
            h * p.out_head_stride;
-  for (int d = lane; d < dim; d += 32) {
+  const float* partial = args.o_accum + base * dim;
+  const int64_t partial_stride = split_stride * dim;
+  for (int d = threadIdx.x; d < dim; d += kCombineThreads) {
     float acc = 0.f;
+#pragma unroll 8
     for (int s = 0; s < splits; ++s) {
-      const float w = weights[warp][s];
-      // Ranges with weight 0 may hold no keys at all; skipping them also skips their reads.
-      if (w != 0.f) acc += w * args.o_accum[(base + s * split_stride) * dim + d];
+      const float w = weights[s];
+      const float o = partial[s * partial_stride + d];
+      // A range with weight 0 may hold no keys and never-written scratch (possibly NaN): it is
+      // selected out, not multiplied by 0.
+      acc += w != 0.f ? w * o : 0.f;
     }
     if constexpr (std::is_same_v<T, __half>) {
       out[d] = __float2half_rn(acc);
@@ -83,7 +94,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) flash_combine_kernel(const
     }
   }
   // The paged decode has no logsumexp output.
-  if (lane == 0 && p.lse != nullptr) p.lse[lse_offset(p, b, h) + i] = lse;
+  if (threadIdx.x == 0 && p.lse != nullptr) p.lse[lse_offset(p, b, h) + i] = row_lse;
 }
 
 // FlashAttention's num_splits_heuristic_fwd: the fewest splits whose wave efficiency (how full
@@ -301,14 +312,16 @@ bool decode_kernel_enabled() {
 void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream) {
   const FlashParams& p = args.params;
   const int64_t rows = p.heads_q * args.accum_rows;
-  const int64_t combine_blocks = (rows + kCombineWarps - 1) / kCombineWarps;
-  if (combine_blocks > 0x7fffffffLL) {
+  if (rows > 0x7fffffffLL) {
     fail_invalid("flash_attention: ", rows, " rows to combine exceed the CUDA grid limit");
   }
-  if (combine_blocks == 0) return;
+  if (args.num_splits > kMaxSplits) {
+    fail_native("flash_attention: ", args.num_splits, " key ranges exceed the combine kernel's ",
+                kMaxSplits);
+  }
+  if (rows == 0) return;
   DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
-    flash_combine_kernel<T><<<static_cast<unsigned>(combine_blocks), kCombineWarps * 32, 0,
-                              stream>>>(args);
+    flash_combine_kernel<T><<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(args);
   });
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_combine_kernel");
 }

@@ -56,6 +56,8 @@ struct Plan {
 // Shortest L at which auto runs the chunked kernel: from two chunks on, the next chunk's loads
 // overlap this chunk's tensor-core work; below that both kernels take a few microseconds.
 constexpr int64_t kChunkedMinLength = 2 * kChunk;
+// With fewer per-thread blocks than SMs, the chunked kernel only above this E (see make_plan).
+constexpr int64_t kChunkedSmallGridMinDim = 64;
 
 Plan make_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk, int64_t dim_v,
                int64_t element_size, int sm_count) {
@@ -73,9 +75,18 @@ Plan make_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk, int64_t dim_
     // re-reads of q and k (once per column) and its barriers. In that regime the chunked kernel
     // does the same work on tensor cores (and has as many or more blocks per head: one per 64
     // columns against one per 32 at E > 64), so it takes over wherever it applies.
+    //
+    // Below that the low-occupancy kernel's B·H·M blocks fill the GPU where the chunked
+    // kernel's B·H·ceil(M / 64) cannot, and it wins up to E = 64 (H200, B·H = 4, L = 1k-64k:
+    // within 3% of chunked at E = 64, 7-11% ahead at E = 32); at E > 64 its per-column blocks
+    // each walk the whole state column and the chunked kernel is 1.3x faster at every L >= 1k
+    // (docs/benchmarks.md, causal_dot_product table).
+    const bool chunked_fits =
+        element_size == 2 && dim_qk <= kChunkMaxDim && seqlen >= kChunkedMinLength;
     if (per_thread_blocks < sm_count) {
-      plan.variant = Variant::kLowOccupancy;
-    } else if (element_size == 2 && dim_qk <= kChunkMaxDim && seqlen >= kChunkedMinLength) {
+      plan.variant = chunked_fits && dim_qk > kChunkedSmallGridMinDim ? Variant::kChunked
+                                                                       : Variant::kLowOccupancy;
+    } else if (chunked_fits) {
       plan.variant = Variant::kChunked;
     } else {
       plan.variant = Variant::kPerThread;
