@@ -4,8 +4,9 @@ stock DJL, same weights and inputs, in one run.
     python3 bench/bench_bert.py --device cuda --out bert.md            # fp16, 32x128 and 8x512
     python3 bench/bench_bert.py --device cpu --out bert-cpu.md         # float32
 
-Fused (4 GEMMs + 4 fused kernels, no transpose): QKV GEMM (torch.mm, one [3*hidden, hidden]
-weight) -> bert_attention (QKV bias, head split, padding mask, attention, head merge) ->
+Fused (4 GEMMs + 4 fused kernels, no transpose), as FusedTransformerEncoderBlock issues it: QKV
+GEMM with its bias (one [3*hidden, hidden] weight) -> bert_attention (head split, padding mask,
+attention, head merge) ->
 output GEMM -> add_bias_residual_layernorm -> FFN GEMM 1 -> add_bias_gelu -> FFN GEMM 2 ->
 add_bias_residual_layernorm.
 
@@ -60,12 +61,9 @@ def make_weights(dtype, device):
     for n in ("1", "2"):
         w["gamma" + n] = (1 + rand(HIDDEN, std=0.1)).contiguous()
         w["beta" + n] = rand(HIDDEN, std=0.1)
-    # Fused forms, made once at load time by the Java block: one QKV weight, [in, out] layouts
-    # so that every GEMM is a plain mm.
-    w["wqkv_t"] = torch.cat([w["wq"], w["wk"], w["wv"]]).t().contiguous()
+    # Fused forms, made once at load time by the Java block: one QKV weight and bias.
+    w["wqkv"] = torch.cat([w["wq"], w["wk"], w["wv"]]).contiguous()
     w["bqkv"] = torch.cat([w["bq"], w["bk"], w["bv"]]).contiguous()
-    for name in ("o", "1", "2"):
-        w["w%s_t" % name] = w["w" + name].t().contiguous()
     return w
 
 
@@ -96,16 +94,18 @@ def eager_layer(x, mask_offset, w):
 
 
 def fused_layer(x, kv_lens, w):
-    """4 GEMMs and 4 djl_attn kernels."""
+    """4 GEMMs and 4 djl_attn kernels, as FusedTransformerEncoderBlock issues them: the QKV
+    projection adds its bias in the GEMM (Linear.linear, a cuBLASLt bias epilogue on the GPU),
+    the other biases go into the fused kernels after it."""
     ops = torch.ops.djl_attn
     batch, seqlen, _ = x.shape
     x2 = x.reshape(batch * seqlen, HIDDEN)
-    qkv = torch.mm(x2, w["wqkv_t"]).view(batch, seqlen, 3 * HIDDEN)
-    ctx = ops.bert_attention(qkv, w["bqkv"], kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
-    o = torch.mm(ctx.view(batch * seqlen, HIDDEN), w["wo_t"])
+    qkv = F.linear(x2, w["wqkv"], w["bqkv"]).view(batch, seqlen, 3 * HIDDEN)
+    ctx = ops.bert_attention(qkv, None, kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
+    o = F.linear(ctx.view(batch * seqlen, HIDDEN), w["wo"])
     h = ops.add_bias_residual_layernorm(o, w["bo"], x2, w["gamma1"], w["beta1"], EPS)
-    f = ops.add_bias_gelu(torch.mm(h, w["w1_t"]), w["b1"], False)
-    f = torch.mm(f, w["w2_t"])
+    f = ops.add_bias_gelu(F.linear(h, w["w1"]), w["b1"], False)
+    f = F.linear(f, w["w2"])
     y = ops.add_bias_residual_layernorm(f, w["b2"], h, w["gamma2"], w["beta2"], EPS)
     return y.view(batch, seqlen, HIDDEN)
 
@@ -122,8 +122,8 @@ def eager_attention(x, mask_offset, w):
 
 def fused_attention(x, kv_lens, w):
     batch, seqlen, _ = x.shape
-    qkv = torch.mm(x.reshape(batch * seqlen, HIDDEN), w["wqkv_t"]).view(batch, seqlen, 3 * HIDDEN)
-    return torch.ops.djl_attn.bert_attention(qkv, w["bqkv"], kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
+    qkv = F.linear(x.reshape(batch * seqlen, HIDDEN), w["wqkv"], w["bqkv"]).view(batch, seqlen, 3 * HIDDEN)
+    return torch.ops.djl_attn.bert_attention(qkv, None, kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
 
 
 def median_ms(fns, device, reps, warmup, inner=1):
