@@ -12,7 +12,11 @@ add_bias_residual_layernorm.
 
 Eager (what stock DJL issues): three Q/K/V linear layers, reshape and transpose to heads, matmul,
 scale, mask add (-100000 offset), softmax, matmul, transpose back, output linear, residual add,
-LayerNorm, linear, GELU (erf), linear, residual add, LayerNorm.
+norm, linear, GELU (erf), linear, residual add, norm. "DJL layer" is stock DJL's
+TransformerEncoderBlock exactly: BatchNorm over the hidden axis (DJL's PyTorch engine swaps the
+axis, runs batch_norm and swaps back) and the second residual adding the layer's input; the fused
+side runs add_bias_residual_affine there, as FusedBertBlock does. "layer" is the same layer with
+LayerNorm and the usual second residual (standard BERT), against add_bias_residual_layernorm.
 
 Times are medians after warm-up (CUDA events on the GPU, perf_counter on the CPU), eager and
 fused runs alternating. The fused output is checked against the eager one before timing.
@@ -32,6 +36,7 @@ import torch.nn.functional as F
 
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
 HIDDEN, HEADS, INTERMEDIATE, EPS = 768, 12, 3072, 1e-12
+BN_EPS = 1e-5  # DJL BatchNorm's default
 
 
 def load_libraries(device):
@@ -62,6 +67,14 @@ def make_weights(dtype, device):
         w["gamma" + n] = (1 + rand(HIDDEN, std=0.1)).contiguous()
         w["beta" + n] = rand(HIDDEN, std=0.1)
     # Fused forms, made once at load time by the Java block: one QKV weight and bias.
+    # BatchNorm over the hidden axis (stock DJL's norm): running statistics away from 0 and 1, and
+    # the per-channel affine FusedBertBlock folds them into at load time.
+    for n in ("1", "2"):
+        w["mean" + n] = rand(HIDDEN, std=0.2)
+        w["var" + n] = (0.5 + torch.rand(HIDDEN, generator=g)).to(dtype=dtype, device=device)
+        scale = w["gamma" + n].float() / torch.sqrt(w["var" + n].float() + BN_EPS)
+        w["scale" + n] = scale.to(dtype)
+        w["shift" + n] = (w["beta" + n].float() - w["mean" + n].float() * scale).to(dtype)
     w["wqkv"] = torch.cat([w["wq"], w["wk"], w["wv"]]).contiguous()
     w["bqkv"] = torch.cat([w["bq"], w["bk"], w["bv"]]).contiguous()
     return w
@@ -107,6 +120,38 @@ def fused_layer(x, kv_lens, w):
     f = ops.add_bias_gelu(F.linear(h, w["w1"]), w["b1"], False)
     f = F.linear(f, w["w2"])
     y = ops.add_bias_residual_layernorm(f, w["b2"], h, w["gamma2"], w["beta2"], EPS)
+    return y.view(batch, seqlen, HIDDEN)
+
+
+def djl_batch_norm(t, w, n):
+    """DJL's BatchNorm over axis 2 at inference, as its PyTorch engine runs it: swap the axis to
+    position 1, batch_norm, swap back."""
+    return F.batch_norm(t.transpose(1, 2), w["mean" + n], w["var" + n], w["gamma" + n],
+                        w["beta" + n], False, 0.0, BN_EPS).transpose(1, 2)
+
+
+def eager_djl_layer(x, mask_offset, w):
+    """Stock DJL's TransformerEncoderBlock (what BertBlock stacks): post-norm with BatchNorm
+    over the hidden axis, and the second residual adds the layer's input, not the first norm's
+    output."""
+    ctx = eager_attention(x, mask_offset, w)
+    h = djl_batch_norm(F.linear(ctx, w["wo"], w["bo"]) + x, w, "1")
+    f = F.linear(F.gelu(F.linear(h, w["w1"], w["b1"])), w["w2"], w["b2"])
+    return djl_batch_norm(f + x, w, "2")
+
+
+def fused_djl_layer(x, kv_lens, w):
+    """FusedTransformerEncoderBlock's sequence for the same layer: the BatchNorms become the
+    per-channel affine fused with bias and residual."""
+    ops = torch.ops.djl_attn
+    batch, seqlen, _ = x.shape
+    x2 = x.reshape(batch * seqlen, HIDDEN)
+    qkv = F.linear(x2, w["wqkv"], w["bqkv"]).view(batch, seqlen, 3 * HIDDEN)
+    ctx = ops.bert_attention(qkv, None, kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
+    o = F.linear(ctx.view(batch * seqlen, HIDDEN), w["wo"])
+    h = ops.add_bias_residual_affine(o, w["bo"], x2, w["scale1"], w["shift1"])
+    f = F.linear(ops.add_bias_gelu(F.linear(h, w["w1"]), w["b1"], False), w["w2"])
+    y = ops.add_bias_residual_affine(f, w["b2"], x2, w["scale2"], w["shift2"])
     return y.view(batch, seqlen, HIDDEN)
 
 
@@ -228,6 +273,8 @@ def main():
             eager_out = eager_layer(x, mask_offset, w).float()
             diff = max((fused_layer(x, lens, w).float() - eager_out).abs().max().item()
                        for lens in (None, kv_lens))
+            eager_out = eager_djl_layer(x, mask_offset, w).float()
+            diff = max(diff, (fused_djl_layer(x, None, w).float() - eager_out).abs().max().item())
             # LayerNorm outputs are O(1): the two sequences round differently, nothing more.
             limit = {torch.float32: 1e-3, torch.float16: 1e-1, torch.bfloat16: 2.5e-1}[dtype]
             if not diff <= limit:
@@ -237,6 +284,8 @@ def main():
             # "layer, kv_lens" passes them anyway and shows what validating them costs (one
             # device-to-host copy and wait per bert_attention call).
             measures = [
+                ("DJL layer", lambda: eager_djl_layer(x, mask_offset, w),
+                 lambda: fused_djl_layer(x, None, w)),
                 ("layer", lambda: eager_layer(x, mask_offset, w), lambda: fused_layer(x, None, w)),
                 ("layer, kv_lens", lambda: eager_layer(x, mask_offset, w),
                  lambda: fused_layer(x, kv_lens, w)),
