@@ -443,3 +443,11 @@ def test_rejects_mixed_devices():
         ops.bert_attention, qkv, None, torch.ones(1, dtype=torch.int32), 2, 1.0)
     assert "lens: expected the device of x (cuda:0), got cpu" in error_of(
         ops.remove_padding, torch.randn(1, 3, 4, device="cuda"), torch.ones(1, dtype=torch.int32))
+
+
+def test_bert_attention_rejects_sequences_past_32_bit_indexing(device):
+    # A stride-0 view costs no memory; the binding must refuse it before any kernel indexes rows
+    # with 32-bit ints (it would silently read nothing past 2^31).
+    qkv = torch.randn(1, 1, 3 * 8, device=device).expand(1, (1 << 30) + 1, 3 * 8)
+    message = error_of(ops.bert_attention, qkv, None, None, 1, 1.0)
+    assert "bert_attention: qkv" in message and "S <= 2^30" in message and str((1 << 30) + 1) in message

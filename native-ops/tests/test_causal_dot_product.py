@@ -194,6 +194,26 @@ def test_auto_plan():
         assert chose(many, 4096, 64, 4) == "per_thread"  # no float32 chunked kernel
 
 
+def test_auto_plan_respects_shared_memory():
+    # A pure function of the problem and of the GPU's description: runs without a GPU, wherever
+    # the CUDA library was built (CI compiles it).
+    path = _find("libdjl_attn_cuda.so")
+    if path is None:
+        pytest.skip("libdjl_attn_cuda.so was not built (no nvcc)")
+    lib = ctypes.CDLL(str(path))
+    plan = lib.djl_attn_causal_dot_product_plan_for
+    plan.restype = ctypes.c_char_p
+    plan.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_int32] * 2 + [ctypes.c_int64]
+    hopper, ada = 227 * 1024, 99 * 1024  # opt-in bytes per block: sm_90, sm_86/sm_89
+    with kernel_variant("auto"):
+        assert plan(4096, 4096, 128, 128, 2, 132, hopper).decode() == "chunked"
+        # E = 128 with 64-column tiles needs 103 KiB: more than sm_86/sm_89 allow.
+        assert plan(4096, 4096, 128, 128, 2, 84, ada).decode() == "per_thread"
+        assert plan(4096, 4096, 128, 32, 2, 84, ada).decode() == "chunked"  # 32-column tiles fit
+        assert plan(4096, 4096, 64, 64, 2, 84, ada).decode() == "chunked"
+        assert plan(4, 4096, 128, 128, 2, 84, ada).decode().startswith("low_occupancy/")
+
+
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 def test_misaligned_half_rows(device, dtype):
     q, k, v = make_inputs(1, 3, 90, 41, 39, dtype, device)

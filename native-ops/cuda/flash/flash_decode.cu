@@ -162,9 +162,10 @@ void run(const FlashParams& p, const PagedRows* paged, cudaStream_t stream, int 
       p.v_bias != nullptr) {
     fail_native("flash decode: varlen batches and q/k/v bias are not supported");
   }
+  // A warp's 16 key rows may span at most two cache blocks (the table lookups assume it).
   if (paged != nullptr &&
-      (paged->block_size < 1 || (paged->block_size & (paged->block_size - 1)) != 0)) {
-    fail_native("flash decode: block size must be a power of two, got ", paged->block_size);
+      (paged->block_size < 8 || (paged->block_size & (paged->block_size - 1)) != 0)) {
+    fail_native("flash decode: block size must be a power of two >= 8, got ", paged->block_size);
   }
   if (p.batch == 0 || p.heads_q == 0) return;  // an empty grid launches nothing
   switch (p.dtype) {

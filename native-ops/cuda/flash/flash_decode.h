@@ -22,7 +22,7 @@ constexpr int64_t kMaxRows = 16;
 struct PagedRows {
   const int32_t* block_tables;
   int64_t table_stride;
-  int block_size;  // a power of two
+  int block_size;  // a power of two >= 8: a warp's 16 rows span at most two blocks
 };
 
 // Whether the kernel is compiled for this exact head dim (64, 128, 256).

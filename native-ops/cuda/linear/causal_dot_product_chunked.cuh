@@ -62,6 +62,17 @@ struct ChunkedShape {
   static constexpr size_t kBytes = kState + size_t{EMax / 2} * kPairPitch * 2 * sizeof(float);
 };
 
+// Dynamic shared memory of the chunked kernel that runs E = dim_qk, M = dim_v (for the plan:
+// 103 KiB at E = 128, M > 32 is more than GPUs of compute capability 8.6/8.9 give a block).
+inline size_t chunked_smem_bytes(int64_t dim_qk, int64_t dim_v) {
+  const bool narrow = chunked_cols(dim_v) == 32;
+  switch (chunked_dim(dim_qk)) {
+    case 32: return narrow ? ChunkedShape<32, 32>::kBytes : ChunkedShape<32, 64>::kBytes;
+    case 64: return narrow ? ChunkedShape<64, 32>::kBytes : ChunkedShape<64, 64>::kBytes;
+    default: return narrow ? ChunkedShape<128, 32>::kBytes : ChunkedShape<128, 64>::kBytes;
+  }
+}
+
 // Element offset of 16-byte segment `seg` of row `row` in a [rows][Segs * 8 + 8] tile of 2-byte
 // elements: the odd row pitch in 16-byte units puts the 8 rows an ldmatrix reads in 8 different
 // bank groups.

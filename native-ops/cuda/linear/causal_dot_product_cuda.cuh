@@ -36,4 +36,9 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
 std::string causal_dot_product_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                     int64_t dim_v, int64_t element_size, int device);
 
+// The same for a GPU described by its SM count and opt-in shared memory per block.
+std::string causal_dot_product_plan_for(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
+                                        int64_t dim_v, int64_t element_size, int sm_count,
+                                        int64_t smem_limit);
+
 }  // namespace djl_attn::linear

@@ -59,8 +59,10 @@ constexpr int64_t kChunkedMinLength = 2 * kChunk;
 // With fewer per-thread blocks than SMs, the chunked kernel only above this E (see make_plan).
 constexpr int64_t kChunkedSmallGridMinDim = 64;
 
+// smem_limit: the device's opt-in shared memory per block (the chunked kernel is chosen only
+// where it fits; forced with DJL_ATTN_LINEAR_KERNEL=chunked it fails with the sizes instead).
 Plan make_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk, int64_t dim_v,
-               int64_t element_size, int sm_count) {
+               int64_t element_size, int sm_count, int64_t smem_limit) {
   Plan plan{requested_variant(), 0};
   // The tensor-core kernel takes float16/bfloat16 with E <= 128; other requests for it run the
   // per-thread kernel.
@@ -81,8 +83,9 @@ Plan make_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk, int64_t dim_
     // within 3% of chunked at E = 64, 7-11% ahead at E = 32); at E > 64 its per-column blocks
     // each walk the whole state column and the chunked kernel is 1.3x faster at every L >= 1k
     // (docs/benchmarks.md, causal_dot_product table).
-    const bool chunked_fits =
-        element_size == 2 && dim_qk <= kChunkMaxDim && seqlen >= kChunkedMinLength;
+    const bool chunked_fits = element_size == 2 && dim_qk <= kChunkMaxDim &&
+                              seqlen >= kChunkedMinLength &&
+                              static_cast<int64_t>(chunked_smem_bytes(dim_qk, dim_v)) <= smem_limit;
     if (per_thread_blocks < sm_count) {
       plan.variant = chunked_fits && dim_qk > kChunkedSmallGridMinDim ? Variant::kChunked
                                                                        : Variant::kLowOccupancy;
@@ -135,12 +138,20 @@ void run_typed(const CausalDotProductParams& p, const Plan& plan, cudaStream_t s
   }
 }
 
+int64_t smem_optin(int device) {
+  int bytes = 0;
+  DJL_ATTN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return bytes;
+}
+
 }  // namespace
 
 void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* stream, int device) {
   const int64_t element_size = params.dtype == ElementType::kFloat32 ? 4 : 2;
-  const Plan plan = make_plan(params.batch * params.heads, params.seqlen, params.dim_qk,
-                              params.dim_v, element_size, cuda::multiprocessor_count(device));
+  const Plan plan =
+      make_plan(params.batch * params.heads, params.seqlen, params.dim_qk, params.dim_v,
+                element_size, cuda::multiprocessor_count(device), smem_optin(device));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (params.dtype) {
     case ElementType::kFloat32: return run_typed<float>(params, plan, s);
@@ -152,7 +163,14 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
 std::string causal_dot_product_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                     int64_t dim_v, int64_t element_size, int device) {
   return describe(make_plan(batch_heads, seqlen, dim_qk, dim_v, element_size,
-                            cuda::multiprocessor_count(device)));
+                            cuda::multiprocessor_count(device), smem_optin(device)));
+}
+
+std::string causal_dot_product_plan_for(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
+                                        int64_t dim_v, int64_t element_size, int sm_count,
+                                        int64_t smem_limit) {
+  return describe(make_plan(batch_heads, seqlen, dim_qk, dim_v, element_size, sm_count,
+                            smem_limit));
 }
 
 }  // namespace djl_attn::linear
@@ -165,6 +183,22 @@ extern "C" const char* djl_attn_causal_dot_product_plan(int64_t batch_heads, int
   try {
     result = djl_attn::linear::causal_dot_product_plan(batch_heads, seqlen, dim_qk, dim_v,
                                                        element_size, device);
+  } catch (const std::exception& e) {
+    result = std::string("error: ") + e.what();
+  }
+  return result.c_str();
+}
+
+// For tests: the same choice for a hypothetical GPU with `sm_count` SMs and `smem_limit` bytes of
+// opt-in shared memory per block (no device needed), or "error: ...".
+extern "C" const char* djl_attn_causal_dot_product_plan_for(int64_t batch_heads, int64_t seqlen,
+                                                             int64_t dim_qk, int64_t dim_v,
+                                                             int32_t element_size, int32_t sm_count,
+                                                             int64_t smem_limit) {
+  static thread_local std::string result;
+  try {
+    result = djl_attn::linear::causal_dot_product_plan_for(batch_heads, seqlen, dim_qk, dim_v,
+                                                           element_size, sm_count, smem_limit);
   } catch (const std::exception& e) {
     result = std::string("error: ") + e.what();
   }

@@ -51,6 +51,9 @@ void bert_attention_boxed(shim::StableIValue* stack, const flash::FlashBackend& 
   const ArgName qkv_name{kOp, "qkv"}, bias_name{kOp, "qkv_bias"};
   check_dim(qkv, qkv_name, 3, "[B, S, 3 * H * D]");
   const int64_t batch = qkv.size(0), seqlen = qkv.size(1), width = qkv.size(2);
+  if (seqlen > flash::kMaxSeqLen) {
+    fail_invalid(qkv_name.prefix(), ": expected S <= 2^30, got ", seqlen);
+  }
   if (heads < 1) fail_invalid(kOp, ": num_heads: expected a value >= 1, got ", heads);
   // Divided in two steps: 3 * num_heads may overflow for absurd values.
   if (width % 3 != 0 || (width / 3) % heads != 0) {

@@ -122,6 +122,12 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   check_size(k, k_name, 0, "B", batch, "the batch of q");
   check_size(v, v_name, 0, "B", batch, "the batch of q");
   check_qkv(kOp, q, k, v, 2, 3);
+  if (seqlen_q > kMaxSeqLen) {
+    fail_invalid(q_name.prefix(), ": expected Sq <= 2^30, got ", seqlen_q);
+  }
+  if (seqlen_k > kMaxSeqLen) {
+    fail_invalid(k_name.prefix(), ": expected Sk <= 2^30, got ", seqlen_k);
+  }
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
   if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
 

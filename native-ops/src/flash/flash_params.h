@@ -70,6 +70,9 @@ struct FlashParams {
 // The largest head dim the kernels accept.
 constexpr int64_t kMaxHeadDim = 256;
 
+// The longest Sq or Sk the kernels accept: they index rows and key tiles with 32-bit ints.
+constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
+
 // The head dims the tensor-core CUDA kernel is compiled for; any other D <= kMaxHeadDim runs
 // padded up to the next one (the padding is zero-filled on load and never stored). This line is
 // the one list: the CUDA dispatch, its instantiation files, the tests and docs/operators.md

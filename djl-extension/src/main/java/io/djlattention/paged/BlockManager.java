@@ -8,6 +8,7 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * The block tables of all sequences over one {@link BlockAllocator}: allocation for new sequences,
@@ -259,6 +260,7 @@ public final class BlockManager {
      * @return the tokens that would be shared
      */
     public int findCachedPrefix(int[] tokens, int maxTokens) {
+        Objects.requireNonNull(tokens, "tokens");
         return prefixCache.match(tokens, maxTokens).size() * blockSize;
     }
 
@@ -274,6 +276,7 @@ public final class BlockManager {
      * @return the shared tokens, a multiple of the block size (0 when nothing matched)
      */
     public int allocateWithCachedPrefix(long sequenceId, int[] tokens, int maxTokens) {
+        Objects.requireNonNull(tokens, "tokens");
         if (tables.containsKey(sequenceId)) {
             throw new IllegalArgumentException("sequence " + sequenceId + " already exists");
         }
@@ -301,6 +304,7 @@ public final class BlockManager {
      *     count
      */
     public void registerWritten(long sequenceId, int[] tokens, int numWritten) {
+        Objects.requireNonNull(tokens, "tokens");
         BlockTable table = getTable(sequenceId);
         if (numWritten < 0 || numWritten > table.getNumTokens() || numWritten > tokens.length) {
             throw new IllegalArgumentException(

@@ -51,7 +51,10 @@ import java.util.Map;
  * references like any other; when readmitted it may match the prefix again.
  *
  * <p>Every sequence's tokens depend only on its own request (sampling draws from the request's own
- * seeded generator), so a request gives the same tokens in any batch as alone. When every request
+ * seeded generator), so a request gives the same tokens in any batch as alone, up to floating-point
+ * rounding: with prefix sharing a shared prefix's keys and values were computed in another
+ * request's prefill, whose batch may round differently (float32 ties that flip a greedy choice
+ * are rare; the tests compare token for token). When every request
  * has finished, every block is free again. Not thread-safe.
  */
 public final class ContinuousBatchingScheduler {
