@@ -7,6 +7,7 @@ bandwidth with a device-to-device copy as the bandwidth reference.
 
     python3 bench/bench_flash.py --device cuda --out flash.md
     python3 bench/bench_flash.py --device cuda --out flash.md --configs all
+    python3 bench/bench_flash.py --device cuda --quick     # prefill at S 2k/8k, flash and cuDNN only
     DJL_ATTN_BENCH_FLASH_CONFIGS=all bash scripts/gpu-check.sh     # the same through the script
 
 --configs (all, or a comma-separated list of names) adds a tuning table: the tile
@@ -15,7 +16,9 @@ kFwdConfigs) timed one after the other on the same inputs as SDPA's flash backen
 D 64/128, S 2k/8k, causal and not. See bench/NOTES-flash.md.
 
 Layouts: ours takes q/k/v [B, S, H, D]; SDPA gets transposed views [B, H, S, D] of the same
-tensors. FLOPs = 4 * B * H * Sq * Sk * D, halved for causal. Times are medians of CUDA-event
+tensors. "ours" is the launcher's choice; on compute capability 9.0 the prefill table adds the
+Hopper kernel (DJL_ATTN_FLASH_HOPPER=on, cuda/flash/hopper) and the sm_80 kernel (=off) timed on
+the same inputs. FLOPs = 4 * B * H * Sq * Sk * D, halved for causal. Times are medians of CUDA-event
 timings after warm-up, each call after an L2 flush.
 """
 
@@ -123,12 +126,29 @@ def copy_bandwidth(device):
     return 2 * src.numel() * 4 / (ms * 1e-3) / 1e9
 
 
-def prefill_rows(device, log):
+HOPPER_ENV = "DJL_ATTN_FLASH_HOPPER"
+
+
+def with_env(name, value, fn):
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        return fn()
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+def prefill_rows(device, log, quick=False, seqlens=None):
     rows = []
+    hopper = torch.cuda.get_device_capability(device) == (9, 0)
+    backends = [(n, b) for n, b in BACKENDS if not quick or n in ("flash", "cudnn")]
     for dtype in (torch.float16, torch.bfloat16):
-        for dim in (64, 128):
+        for dim in ((128, 64) if quick else (64, 128)):
             heads = HIDDEN // dim
-            for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
+            for seqlen in seqlens or ((2048, 8192) if quick else (512, 1024, 2048, 4096, 8192, 16384)):
                 batch = TOTAL_TOKENS // seqlen
                 shape = (batch, seqlen, heads, dim)
                 q = torch.randn(shape, dtype=dtype, device=device)
@@ -141,8 +161,14 @@ def prefill_rows(device, log):
                     ms = bench(lambda: flash(q, k, v, None, scale, causal))
                     row = {"dtype": str(dtype).split(".")[1], "D": dim, "S": seqlen, "causal": causal,
                            "B": batch, "H": heads, "ours": flops / ms / 1e9}
+                    if hopper:
+                        fn = lambda: flash(q, k, v, None, scale, causal)
+                        for col, mode in (("hopper", "on"), ("sm80", "off")):
+                            row[col] = flops / with_env(HOPPER_ENV, mode, lambda: bench(fn)) / 1e9
+                        row["h-diff"] = (with_env(HOPPER_ENV, "on", fn)[0].float()
+                                         - with_env(HOPPER_ENV, "off", fn)[0].float()).abs().max().item()
                     diff = None
-                    for name, backend in BACKENDS:
+                    for name, backend in backends:
                         if name == "math" and seqlen > MATH_MAX_S:
                             row[name] = None
                             continue
@@ -292,17 +318,22 @@ def fmt(x, spec="%.0f"):
 
 
 def markdown(device_name, copy_gbs, prefill, decode):
-    names = [n for n, _ in BACKENDS]
+    names = [n for n, _ in BACKENDS if any(n in r for r in prefill)]
+    hopper = any("hopper" in r for r in prefill)
+    hcols = ["hopper", "sm80"] if hopper else []
     lines = [
         "### flash_attention vs torch SDPA (%s, torch %s, %s)"
         % (device_name, torch.__version__, datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")),
         "",
         "Prefill, TFLOP/s (4·B·H·S²·D, halved for causal), %d tokens per batch, H·D = %d. "
         "math is skipped (n/a) above S = %d. maxdiff: largest |ours - SDPA| over the output."
-        % (TOTAL_TOKENS, HIDDEN, MATH_MAX_S),
+        % (TOTAL_TOKENS, HIDDEN, MATH_MAX_S)
+        + (" hopper: the Hopper kernel (DJL_ATTN_FLASH_HOPPER=on), sm80: the sm_80 kernel (=off), "
+           "on the same inputs; h-diff: max |hopper - sm80|." if hopper else ""),
         "",
-        "| dtype | D | S | causal | B×H | ours | " + " | ".join(names) + " | ours/flash | ours/best | maxdiff |",
-        "|" + "---|" * (9 + len(names)),
+        "| dtype | D | S | causal | B×H | ours | " + "".join(c + " | " for c in hcols) + " | ".join(names)
+        + " | ours/flash | ours/best | maxdiff |" + (" hopper/sm80 | hopper/cudnn | h-diff |" if hopper else ""),
+        "|" + "---|" * (9 + len(names) + (5 if hopper else 0)),
     ]
     for r in prefill:
         others = [r[n] for n in names if r.get(n) is not None]
@@ -316,6 +347,17 @@ def markdown(device_name, copy_gbs, prefill, decode):
                 fmt(r["maxdiff"], "%.1e"),
             )
         )
+        if hopper:
+            # The Hopper and sm_80 columns go after "ours"; their ratios and max |hopper - sm80|
+            # at the end of the row.
+            cells = lines[-1].split(" | ")
+            cells[6:6] = [fmt(r["hopper"]), fmt(r["sm80"])]
+            lines[-1] = " | ".join(cells) + " %s | %s | %s |" % (
+                fmt(r["hopper"] / r["sm80"], "%.2f"),
+                fmt(r["hopper"] / r["cudnn"] if r.get("cudnn") else None, "%.2f"),
+                fmt(r["h-diff"], "%.1e"))
+    if not decode:
+        return "\n".join(lines) + "\n"
     sdpa_names = [n for n in names if n != "math"]
     lines += [
         "",
@@ -347,6 +389,10 @@ def main():
     parser.add_argument("--configs", default=os.environ.get("DJL_ATTN_BENCH_FLASH_CONFIGS") or None,
                         help="also time the kernel's tile configurations: 'all' or a comma-separated "
                         "list (default: $DJL_ATTN_BENCH_FLASH_CONFIGS)")
+    parser.add_argument("--quick", action="store_true",
+                        help="prefill only, S 2k and 8k, SDPA flash and cuDNN only (a short GPU run)")
+    parser.add_argument("--seqlens", default=None,
+                        help="comma-separated prefill sequence lengths instead of the default set")
     args = parser.parse_args()
     if args.device != "cuda" or not torch.cuda.is_available():
         print("bench_flash: needs a CUDA device; nothing to measure")
@@ -374,8 +420,9 @@ def main():
         crows, cnames = config_rows(device, log, wanted)
         configs_table = config_markdown(crows, cnames)
         print(configs_table, flush=True)
-    decode = decode_rows(device, log, copy_gbs)
-    prefill = prefill_rows(device, log)
+    decode = [] if args.quick else decode_rows(device, log, copy_gbs)
+    seqlens = [int(x) for x in args.seqlens.split(",")] if args.seqlens else None
+    prefill = prefill_rows(device, log, args.quick, seqlens)
     table = markdown(name, copy_gbs, prefill, decode) + configs_table
     print()
     print(table)

@@ -31,6 +31,24 @@ HEAD_DIMS = compiled_head_dims()
 ODD_HEAD_DIMS = [80, 40, 33]
 
 
+# The Hopper kernel (cuda/flash/hopper) on compute capability 9.0: every test of this file runs
+# on CUDA with DJL_ATTN_FLASH_HOPPER=on (the Hopper kernel for every shape it covers, small
+# grids too) and =off (the sm_80 kernel); "auto", which adds a grid-size rule, has its own tests
+# below. Elsewhere the variable changes nothing, and the CPU runs once.
+HOPPER_ENV = "DJL_ATTN_FLASH_HOPPER"
+IS_HOPPER = CUDA and torch.cuda.get_device_capability() == (9, 0)
+
+
+@pytest.fixture(autouse=True, params=["on", "off"] if CUDA else ["on"])
+def hopper_mode(request, monkeypatch):
+    params = getattr(request.node, "callspec", None)
+    on_cpu = params is not None and params.params.get("device") == "cpu"
+    if request.param == "off" and on_cpu:
+        pytest.skip("the Hopper switch is a CUDA setting; the CPU runs once")
+    monkeypatch.setenv(HOPPER_ENV, request.param)
+    return request.param
+
+
 def cpu_light(device, skip):
     """Keeps the CPU run short: grids meant for the CUDA kernels run a slice of themselves on
     the CPU (whose one kernel the dense tests already cover)."""
@@ -200,6 +218,105 @@ def test_no_keys_gives_zero_output_and_minus_inf_lse(device):
     assert torch.isneginf(lse).all()
 
 
+# --- the Hopper kernel: tile edges, causal Sq != Sk, kv_lens, GQA, strides, routing ------------
+
+hopper_only = pytest.mark.skipif(not CUDA, reason="the Hopper kernel is a CUDA kernel")
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1000, 4096), (4096, 1000), (1000, 7), (65, 129), (300, 300), (129, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_partial_tiles(dtype, dim, seqlen_q, seqlen_k, causal):
+    # Neither length a multiple of the 128 x 128 tiles; causal with Sq < Sk and Sq > Sk (rows
+    # that see no key at all: output 0, lse -inf).
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 2, dim, dtype, "cuda")
+    check(q, k, v, None, causal)
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_kv_lens_and_gqa(dtype, dim, causal):
+    # GQA 8:1; rows of 1 and 0 valid keys, one ending mid-tile and one on a tile edge. Value rows
+    # past each row's valid length hold NaN: a masked key must contribute nothing.
+    q, k, v = make_inputs(5, 300, 700, 8, 1, dim, dtype, "cuda")
+    kv_lens = torch.tensor([700, 1, 0, 128, 389], dtype=torch.int32, device="cuda")
+    check(q, k, v, kv_lens, causal)
+    k_nan, v_nan = k.clone(), v.clone()
+    for b, n in enumerate(kv_lens.tolist()):
+        k_nan[b, n:] = float("nan")
+        v_nan[b, n:] = float("nan")
+    scale = 1.0 / math.sqrt(dim)
+    out, lse = flash(q, k_nan, v_nan, kv_lens, scale, causal)
+    ref_out, ref_lse = reference.flash_attention(q, k, v, kv_lens, scale, causal)
+    assert_close(out.cpu(), ref_out.cpu(), dtype, "out")
+    assert_close(lse.cpu(), ref_lse.cpu(), dtype, "lse")
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", [64, 128])
+def test_hopper_strided_views(dtype, dim):
+    # q, k, v as views of one fused [B, S, 3, H, D] projection, and a key tensor whose heads
+    # are padded apart: only the last dim is contiguous.
+    qkv = torch.randn(2, 333, 3, 4, dim, device="cuda", dtype=dtype)
+    q, k, v = qkv.unbind(2)
+    check(q, k, v, None, True)
+    wide = torch.randn(2, 257, 2, dim + 64, device="cuda", dtype=dtype)
+    k2 = wide[..., :dim]
+    v2 = torch.randn(2, 2, 257, dim, device="cuda", dtype=dtype).transpose(1, 2)
+    q2 = torch.randn(2, 200, 4, dim, device="cuda", dtype=dtype)
+    check(q2, k2, v2, None, False)
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_auto_large_grid(monkeypatch, dtype, causal):
+    # A grid that fills the GPU: what "auto" routes to the Hopper kernel.
+    monkeypatch.setenv(HOPPER_ENV, "auto")
+    q, k, v = make_inputs(2, 2048, 2048, 16, 4, 128, dtype, "cuda")
+    check(q, k, v, None, causal)
+
+
+@pytest.mark.skipif(not IS_HOPPER, reason="the Hopper kernel runs on compute capability 9.0")
+@pytest.mark.parametrize("mode,expected", [("auto", True), ("on", True), ("off", False)])
+def test_hopper_kernel_is_what_runs(monkeypatch, mode, expected):
+    monkeypatch.setenv(HOPPER_ENV, mode)
+    q, k, v = make_inputs(2, 2048, 2048, 16, 16, 128, torch.bfloat16, "cuda")
+    flash(q, k, v, None, 0.1, True)  # warm-up outside the profile
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        flash(q, k, v, None, 0.1, True)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    assert any("flash_hopper_kernel" in n for n in names) == expected, names
+
+
+@pytest.mark.skipif(not IS_HOPPER, reason="the Hopper kernel runs on compute capability 9.0")
+def test_hopper_schedules_agree_and_bad_schedule_is_rejected(monkeypatch):
+    # DJL_ATTN_FLASH_HOPPER_SCHED picks the consumers' GEMM scheduling for measurements; both
+    # compute the same function.
+    monkeypatch.setenv(HOPPER_ENV, "on")
+    q, k, v = make_inputs(2, 700, 900, 4, 2, 128, torch.float16, "cuda")
+    for sched in ("pingpong", "free"):
+        monkeypatch.setenv("DJL_ATTN_FLASH_HOPPER_SCHED", sched)
+        check(q, k, v, None, True)
+    monkeypatch.setenv("DJL_ATTN_FLASH_HOPPER_SCHED", "fast")
+    assert "DJL_ATTN_FLASH_HOPPER_SCHED: expected pingpong or free, got 'fast'" in error_of(
+        q, k, v, None, 1.0, False)
+
+
+def test_rejects_bad_hopper_setting(device, monkeypatch):
+    if device == "cpu":
+        pytest.skip("the Hopper switch is read by the CUDA dispatcher")
+    monkeypatch.setenv(HOPPER_ENV, "yes")
+    q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float16, device)
+    assert "DJL_ATTN_FLASH_HOPPER: expected auto, on or off, got 'yes'" in error_of(q, k, v, None, 1.0, False)
+
+
 # --- validation: every rule names the argument, the expectation and what it got ---------------
 
 
@@ -260,3 +377,14 @@ def test_rejects_non_finite_scale(device):
 def test_rejects_mixed_devices():
     q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float32, "cuda")
     assert "k: expected the device of q (cuda:0), got cpu" in error_of(q, k.cpu(), v, None, 1.0, False)
+
+
+def test_rejects_sequences_past_32_bit_indexing(device):
+    # Stride-0 views cost no memory; the kernels index rows with 32-bit ints, so the binding must
+    # refuse lengths past 2^30 rather than let a kernel silently read nothing.
+    q = torch.randn(1, 1, 1, 8, device=device)
+    long = torch.randn(1, 1, 1, 8, device=device).expand(1, (1 << 30) + 1, 1, 8)
+    with pytest.raises((ValueError, RuntimeError), match=r"flash_attention: k: expected Sk <= 2\^30"):
+        torch.ops.djl_attn.flash_attention(q, long, long, None, 1.0, False)
+    with pytest.raises((ValueError, RuntimeError), match=r"flash_attention: q: expected Sq <= 2\^30"):
+        torch.ops.djl_attn.flash_attention(long, q, q, None, 1.0, False)

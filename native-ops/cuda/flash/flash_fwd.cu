@@ -1,6 +1,7 @@
 // Chooses and launches the CUDA flash attention forward: the tensor-core kernel for
-// float16/bfloat16 on sm_80+, split over the keys when the grid would not fill the GPU, and the
-// simple kernel for the rest.
+// float16/bfloat16 on sm_80+, split over the keys when the grid would not fill the GPU, the
+// Hopper kernel (cuda/flash/hopper: wgmma, TMA, warp specialisation) for the prefill shapes it
+// covers on compute capability 9.0, and the simple kernel for the rest.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,6 +23,9 @@
 #include "cuda/flash/flash_dispatch.h"
 #include "cuda/flash/flash_fwd.cuh"
 #include "cuda/flash/flash_simple.cuh"
+#if defined(DJL_ATTN_HOPPER)
+#include "cuda/flash/hopper/flash_hopper.h"
+#endif
 
 namespace djl_attn::flash {
 namespace {
@@ -83,8 +87,8 @@ __global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(const fw
     for (int s = 0; s < splits; ++s) {
       const float w = weights[s];
       const float o = partial[s * partial_stride + d];
-      // A range with weight 0 may hold no keys and never-written scratch (possibly NaN): it is
-      // selected out, not multiplied by 0.
+      // A range that saw no key holds o = 0 with weight 0 (its logsumexp is -inf); selecting it
+      // out rather than multiplying keeps the sum NaN-free even if that contract ever slipped.
       acc += w != 0.f ? w * o : 0.f;
     }
     if constexpr (std::is_same_v<T, __half>) {
@@ -298,13 +302,62 @@ void run_selected_config(int cfg, const FlashParams& p, cudaStream_t stream, int
 }
 
 // DJL_ATTN_FLASH_DECODE: "auto" (or unset/empty) runs problems of at most 16 query rows per
-// (batch, head) after folding through the split-KV decode kernel where it applies; "off" keeps
-// them on the tile kernel, for comparisons. Read on every call, like DJL_ATTN_FLASH_CONFIG.
-bool decode_kernel_enabled() {
+// (batch, head) after folding through the split-KV decode kernel where it applies; "on" does the
+// same but fails, with the reason, where such a problem cannot take it (so that tests see a
+// silent fallback); "off" keeps them on the tile kernel, for comparisons. Read on every call,
+// like DJL_ATTN_FLASH_CONFIG.
+enum class DecodeMode { kAuto, kOn, kOff };
+
+DecodeMode decode_mode() {
   const char* env = std::getenv("DJL_ATTN_FLASH_DECODE");
-  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return true;
-  if (std::strcmp(env, "off") == 0) return false;
-  fail_invalid("flash_attention: DJL_ATTN_FLASH_DECODE: expected auto or off, got '", env, "'");
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return DecodeMode::kAuto;
+  if (std::strcmp(env, "on") == 0) return DecodeMode::kOn;
+  if (std::strcmp(env, "off") == 0) return DecodeMode::kOff;
+  fail_invalid("flash_attention: DJL_ATTN_FLASH_DECODE: expected auto, on or off, got '", env,
+               "'");
+}
+
+// Why the decode kernel cannot take a problem of at most 16 rows, or null when it can.
+const char* decode_refusal(const FlashParams& p, bool tensor_cores, int device) {
+  if (!tensor_cores) {
+    return "float32, a head dim that is not a multiple of 8, unaligned rows or a GPU before sm_80";
+  }
+  if (p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr) return "q/k/v bias";
+  if (p.cu_seqlens_q != nullptr) return "a varlen batch";
+  if (!decode::runs_on(p.head_dim, device)) {
+    return "a head dim other than 64, 128 or 256, or too little shared memory";
+  }
+  return nullptr;
+}
+
+// DJL_ATTN_FLASH_HOPPER: "auto" (or unset/empty) runs the shapes the Hopper kernel covers
+// through it on compute capability 9.0 (cuda/flash/hopper) where its grid fills the GPU; "on"
+// takes it for every covered shape, small grids too (for tests); "off" keeps the sm_80 kernel,
+// for comparisons. Read on every call, like DJL_ATTN_FLASH_CONFIG.
+enum class HopperMode { kAuto, kOn, kOff };
+
+HopperMode hopper_mode() {
+  const char* env = std::getenv("DJL_ATTN_FLASH_HOPPER");
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return HopperMode::kAuto;
+  if (std::strcmp(env, "on") == 0) return HopperMode::kOn;
+  if (std::strcmp(env, "off") == 0) return HopperMode::kOff;
+  fail_invalid("flash_attention: DJL_ATTN_FLASH_HOPPER: expected auto, on or off, got '", env,
+               "'");
+}
+
+// Whether the Hopper kernel took this call. It does not split over the keys, so under "auto" a
+// grid of 128-row tiles that leaves SMs idle stays on the sm_80 kernel, whose split-KV fills
+// them; problems of at most 64 query rows keep the sm_80 kernel's 64-row tiles.
+bool run_hopper(const FlashParams& p, HopperMode mode, cudaStream_t stream, int device) {
+#if defined(DJL_ATTN_HOPPER)
+  if (mode == HopperMode::kOff || p.seqlen_q <= 64 || p.cu_seqlens_q != nullptr) return false;
+  const int64_t tiles = (p.seqlen_q + 127) / 128 * p.batch * p.heads_q;
+  if (mode == HopperMode::kAuto && tiles < 0.8 * multiprocessor_count(device)) return false;
+  return hopper::run(p, stream, device);
+#else
+  (void)p, (void)mode, (void)stream, (void)device;
+  return false;
+#endif
 }
 
 }  // namespace
@@ -338,7 +391,20 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
   }
   // Checked before the fallbacks, so that a bad name fails on every path alike.
   int cfg = requested_config();
-  const bool decode_enabled = decode_kernel_enabled();
+  const DecodeMode decode_sel = decode_mode();
+  const HopperMode hopper_sel = hopper_mode();
+  if (decode_sel == DecodeMode::kOn) {
+    // The rows the decode kernel would see: the GQA fold below applies to single-row batches.
+    const bool folds = params.cu_seqlens_q == nullptr && params.seqlen_q == 1 &&
+                       params.q_bias == nullptr && params.lse_head_stride == 0;
+    const int64_t rows = folds ? params.heads_q / params.heads_kv : params.seqlen_q;
+    const char* refusal = rows <= decode::kMaxRows ? decode_refusal(params, tensor_cores, device)
+                                                   : nullptr;
+    if (refusal != nullptr) {
+      fail_invalid("flash_attention: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take ",
+                   refusal);
+    }
+  }
   if (!tensor_cores) {
     run_flash_attention_simple_cuda(params, stream);
     return;
@@ -352,9 +418,16 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
   const bool small_m = p.seqlen_q <= 64;
   // Few query rows (decode, with the group folded): one m16 tile per block instead of a
   // 64-row tile, split over the keys to fill the GPU.
-  if (decode_enabled && !bias && p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 &&
+  if (decode_sel != DecodeMode::kOff && !bias && p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 &&
       p.seqlen_q <= decode::kMaxRows && decode::runs_on(p.head_dim, device)) {
     decode::run(p, nullptr, stream, device);
+    return;
+  }
+  // A tile configuration named in DJL_ATTN_FLASH_CONFIG is an sm_80-kernel measurement: "auto"
+  // leaves it there.
+  if (!bias && facts.major == 9 &&
+      !(hopper_sel == HopperMode::kAuto && cfg != kAutoConfig) &&
+      run_hopper(p, hopper_sel, stream, device)) {
     return;
   }
   if (cfg == kAutoConfig) cfg = tuned_config(padded);
