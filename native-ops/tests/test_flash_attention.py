@@ -26,8 +26,8 @@ def compiled_head_dims():
 
 
 HEAD_DIMS = compiled_head_dims()
-# Padded up to the next compiled one (80 -> 96, 40 -> 64), and a D % 8 != 0 that takes the
-# simple kernel.
+# Padded up to the next compiled one (80 -> 96, 40 -> 64), and a D % 8 != 0 that runs on staged
+# copies padded to 40 (cuda/flash/flash_staged.h).
 ODD_HEAD_DIMS = [80, 40, 33]
 
 
@@ -179,7 +179,7 @@ def test_views_of_fused_qkv_low_precision(device):
 
 
 def test_unaligned_views(device):
-    # Rows that start 2 bytes past a 16-byte boundary: the GPU falls back to the simple kernel.
+    # Rows that start 2 bytes past a 16-byte boundary: the GPU runs staged, aligned copies.
     x = torch.randn(2, 40, 4, 65, device=device, dtype=torch.float16)
     q = x[..., 1:]
     check(q, q, q, None, False)
@@ -388,3 +388,29 @@ def test_rejects_sequences_past_32_bit_indexing(device):
         torch.ops.djl_attn.flash_attention(q, long, long, None, 1.0, False)
     with pytest.raises((ValueError, RuntimeError), match=r"flash_attention: q: expected Sq <= 2\^30"):
         torch.ops.djl_attn.flash_attention(long, q, q, None, 1.0, False)
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", [7, 100, 250])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dims_not_multiple_of_8(device, dtype, dim, causal):
+    # Staged on the GPU: rows padded with zeros to 8, 104 and 256 (the last one the largest head
+    # dim), GQA, kv_lens with a row of one key and one of none, NaN past each row's keys (a
+    # padded copy that let them in would return NaN), decode and prefill shapes, strided views.
+    cpu_light(device, dim != 7)
+    for seqlen_q, seqlen_k in [(1, 300), (130, 257)]:
+        q, k, v = make_inputs(4, seqlen_q, seqlen_k, 8, 2, dim, dtype, device)
+        kv_lens = torch.tensor([seqlen_k, 1, 0, seqlen_k // 2 + 1], dtype=torch.int32,
+                               device=device)
+        kp, vp = k.clone(), v.clone()
+        for b, n in enumerate(kv_lens.tolist()):
+            kp[b, n:], vp[b, n:] = float("nan"), float("nan")
+        reference.poison_allocator(q.device, (q.shape, q.dtype),
+                                   ((4, 8, seqlen_q), torch.float32))
+        out, lse = flash(q, kp, vp, kv_lens, 0.3, causal)
+        ref_out, ref_lse = reference.flash_attention(q, k, v, kv_lens, 0.3, causal)
+        assert_close(out.cpu(), ref_out.cpu(), dtype, "out D=%d Sq=%d" % (dim, seqlen_q))
+        assert_close(lse.cpu(), ref_lse.cpu(), dtype, "lse D=%d Sq=%d" % (dim, seqlen_q))
+    fused = torch.randn(2, 70, 3, 4, dim, dtype=dtype, device=device)  # strided head views
+    q, k, v = fused.unbind(2)
+    check(q, k, v, None, causal)

@@ -79,7 +79,7 @@ def test_gqa(device, dtype, heads_q, heads_kv, causal):
 
 @pytest.mark.skipif(not CUDA, reason="large shapes run on the GPU only")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("dim", [32, 96, 256])
+@pytest.mark.parametrize("dim", [32, 96, 256, 7, 100])  # 7 and 100 run staged, padded copies
 @pytest.mark.parametrize("causal", [False, True])
 def test_head_dims_cuda(dtype, dim, causal):
     q, k, v, cu_q, cu_k = make_inputs([1000, 7, 1, 260], [1000, 300, 4096, 260], 4, 2, dim, dtype, "cuda")

@@ -23,6 +23,7 @@
 #include "cuda/flash/flash_dispatch.h"
 #include "cuda/flash/flash_fwd.cuh"
 #include "cuda/flash/flash_simple.cuh"
+#include "cuda/flash/flash_staged.h"
 #if defined(DJL_ATTN_HOPPER)
 #include "cuda/flash/hopper/flash_hopper.h"
 #endif
@@ -382,18 +383,22 @@ void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream) {
 void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int device) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const int padded = padded_head_dim(params.head_dim);
-  bool tensor_cores = params.dtype != ElementType::kFloat32 && padded != 0 && vectorizable(params);
   DeviceFacts facts;
-  if (tensor_cores) {
+  bool capable = false;  // a GPU the tensor-core kernels run on, for a dtype they take
+  if (params.dtype != ElementType::kFloat32) {
     // mma.sync with bfloat16 and cp.async need sm_80; every default tile shape fits in 96 KiB.
     facts = device_facts(device);
-    tensor_cores = facts.major >= 8 && facts.smem_optin >= 96 * 1024;
+    capable = facts.major >= 8 && facts.smem_optin >= 96 * 1024;
   }
+  const bool tensor_cores = capable && padded != 0 && vectorizable(params);
+  // Head dims that are not a multiple of 8 and unaligned views run on staged, padded copies
+  // (flash_staged.h) rather than on the simple kernel; the staged call comes back here.
+  const bool staged = !tensor_cores && capable && staging_applies(params);
   // Checked before the fallbacks, so that a bad name fails on every path alike.
   int cfg = requested_config();
   const DecodeMode decode_sel = decode_mode();
   const HopperMode hopper_sel = hopper_mode();
-  if (decode_sel == DecodeMode::kOn) {
+  if (decode_sel == DecodeMode::kOn && !staged) {  // a staged call is checked on its copies
     // The rows the decode kernel would see: the GQA fold below applies to single-row batches.
     const bool folds = params.cu_seqlens_q == nullptr && params.seqlen_q == 1 &&
                        params.q_bias == nullptr && params.lse_head_stride == 0;
@@ -404,6 +409,13 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
       fail_invalid("flash_attention: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take ",
                    refusal);
     }
+  }
+  if (staged) {
+    run_staged(params, stream, device, [&](const FlashParams& copies) {
+      if (!vectorizable(copies)) fail_native("flash_attention: staged copies are not vectorizable");
+      run_flash_attention_cuda(copies, stream, device);
+    });
+    return;
   }
   if (!tensor_cores) {
     run_flash_attention_simple_cuda(params, stream);

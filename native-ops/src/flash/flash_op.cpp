@@ -220,6 +220,8 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
     p.out_seq_stride = heads_q * dim;
     p.out_head_stride = dim;
     p.batch = batch;
+    p.total_q = total_q;
+    p.total_k = total_k;
     p.seqlen_q = max_seqlen_q;
     p.seqlen_k = max_seqlen_k;
     p.heads_q = heads_q;

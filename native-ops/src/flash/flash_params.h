@@ -52,6 +52,8 @@ struct FlashParams {
   int64_t out_batch_stride, out_seq_stride, out_head_stride;
 
   int64_t batch;      // B
+  // Varlen mode: the rows of the packed q (and out) and of k and v; unused in batched mode.
+  int64_t total_q, total_k;
   int64_t seqlen_q;   // Sq; in varlen mode max_seqlen_q, the longest sequence
   int64_t seqlen_k;   // Sk; in varlen mode max_seqlen_k
   int64_t heads_q;    // Hq

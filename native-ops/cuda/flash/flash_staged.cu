@@ -1,0 +1,133 @@
+// Staged copies for the tensor-core flash kernels (flash_staged.h): pad rows to a multiple of 8
+// elements on the way in, drop the padding on the way out.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/tensor.h"
+#include "cuda/common/convert.cuh"
+#include "cuda/common/cuda_check.h"
+#include "cuda/flash/flash_dispatch.h"
+#include "cuda/flash/flash_staged.h"
+
+namespace djl_attn::flash {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535LL * 16;  // grid-stride loops past this
+
+// A [n0, n1, n2, dim] view with element strides (s0, s1, s2, 1).
+struct RowView {
+  int64_t n0, n1, n2;
+  int64_t s0, s1, s2;
+};
+
+// dst[i0, i1, i2, c] (contiguous, rows of `padded`) = src[i0, i1, i2, c] for c < dim, else 0.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    pad_rows_kernel(const T* __restrict__ src, RowView view, int dim, int padded,
+                    T* __restrict__ dst) {
+  const int64_t total = view.n0 * view.n1 * view.n2 * padded;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t row = idx / padded;
+    const int c = static_cast<int>(idx % padded);
+    const int64_t i2 = row % view.n2;
+    const int64_t i1 = (row / view.n2) % view.n1;
+    const int64_t i0 = row / (view.n2 * view.n1);
+    dst[idx] = c < dim ? src[i0 * view.s0 + i1 * view.s1 + i2 * view.s2 + c]
+                       : cuda::from_float<T>(0.f);
+  }
+}
+
+// dst[i0, i1, i2, c] (the caller's view) = src[i0, i1, i2, c] (contiguous rows of `padded`).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    unpad_rows_kernel(const T* __restrict__ src, RowView view, int dim, int padded,
+                      T* __restrict__ dst) {
+  const int64_t total = view.n0 * view.n1 * view.n2 * dim;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t row = idx / dim;
+    const int c = static_cast<int>(idx % dim);
+    const int64_t i2 = row % view.n2;
+    const int64_t i1 = (row / view.n2) % view.n1;
+    const int64_t i0 = row / (view.n2 * view.n1);
+    dst[i0 * view.s0 + i1 * view.s1 + i2 * view.s2 + c] = src[row * padded + c];
+  }
+}
+
+unsigned blocks_for(int64_t elements) {
+  const int64_t blocks = (elements + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+}  // namespace
+
+bool staging_applies(const FlashParams& p) {
+  const int64_t padded = (p.head_dim + 7) / 8 * 8;
+  return p.dtype != ElementType::kFloat32 && p.q_bias == nullptr && p.k_bias == nullptr &&
+         p.v_bias == nullptr && padded_head_dim(padded) != 0;
+}
+
+void run_staged(const FlashParams& p, cudaStream_t stream, int device,
+                const std::function<void(const FlashParams&)>& run_vectorized) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int dim = static_cast<int>(p.head_dim);
+  const int padded = (dim + 7) / 8 * 8;
+  // Batched: [B, S, H, D]; varlen: one [total, H, D] "batch" (batch strides are 0 there).
+  const int64_t n0 = varlen ? 1 : p.batch;
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q;
+  const int64_t rows_k = varlen ? p.total_k : p.seqlen_k;
+  const RowView q_view{n0, rows_q, p.heads_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride};
+  const RowView k_view{n0, rows_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride, p.k_head_stride};
+  const RowView v_view{n0, rows_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride, p.v_head_stride};
+  const RowView out_view{n0, rows_q, p.heads_q, p.out_batch_stride, p.out_seq_stride,
+                         p.out_head_stride};
+  const Device dev{DeviceType::kCuda, device};
+  const DType dtype = p.dtype == ElementType::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
+  // Freed on return; stream order keeps them alive for the kernels queued here.
+  Tensor q = Tensor::empty({n0, rows_q, p.heads_q, padded}, dtype, dev);
+  Tensor k = Tensor::empty({n0, rows_k, p.heads_kv, padded}, dtype, dev);
+  Tensor v = Tensor::empty({n0, rows_k, p.heads_kv, padded}, dtype, dev);
+  Tensor out = Tensor::empty({n0, rows_q, p.heads_q, padded}, dtype, dev);
+
+  FlashParams s = p;
+  s.q = q.data();
+  s.k = k.data();
+  s.v = v.data();
+  s.out = out.data();
+  s.head_dim = padded;
+  s.q_seq_stride = p.heads_q * padded, s.q_head_stride = padded;
+  s.k_seq_stride = p.heads_kv * padded, s.k_head_stride = padded;
+  s.v_seq_stride = p.heads_kv * padded, s.v_head_stride = padded;
+  s.out_seq_stride = p.heads_q * padded, s.out_head_stride = padded;
+  s.q_batch_stride = varlen ? 0 : rows_q * s.q_seq_stride;
+  s.k_batch_stride = varlen ? 0 : rows_k * s.k_seq_stride;
+  s.v_batch_stride = varlen ? 0 : rows_k * s.v_seq_stride;
+  s.out_batch_stride = varlen ? 0 : rows_q * s.out_seq_stride;
+
+  DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+    auto pad = [&](const void* src, const RowView& view, void* dst) {
+      const int64_t elements = view.n0 * view.n1 * view.n2 * padded;
+      if (elements == 0) return;
+      pad_rows_kernel<T><<<blocks_for(elements), kThreads, 0, stream>>>(
+          static_cast<const T*>(src), view, dim, padded, static_cast<T*>(dst));
+      DJL_ATTN_CUDA_CHECK_LAUNCH("pad_rows_kernel");
+    };
+    pad(p.q, q_view, q.data());
+    pad(p.k, k_view, k.data());
+    pad(p.v, v_view, v.data());
+  });
+  run_vectorized(s);
+  DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+    const int64_t elements = out_view.n0 * out_view.n1 * out_view.n2 * dim;
+    if (elements == 0) return;
+    unpad_rows_kernel<T><<<blocks_for(elements), kThreads, 0, stream>>>(
+        static_cast<const T*>(out.data()), out_view, dim, padded, static_cast<T*>(p.out));
+    DJL_ATTN_CUDA_CHECK_LAUNCH("unpad_rows_kernel");
+  });
+}
+
+}  // namespace djl_attn::flash
