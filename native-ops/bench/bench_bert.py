@@ -106,21 +106,25 @@ def eager_layer(x, mask_offset, w):
     return F.layer_norm(y, (HIDDEN,), w["gamma2"], w["beta2"], EPS)
 
 
+def fused_projected_attention(x, kv_lens, w):
+    """The fused layers' first half: the input as rows [B*S, C] and the attention output
+    projected by the output weight, its bias not yet added (the fused norm adds it)."""
+    x2 = x.reshape(-1, HIDDEN)
+    ctx = fused_attention(x, kv_lens, w)
+    return x2, F.linear(ctx.view(-1, HIDDEN), w["wo"])
+
+
 def fused_layer(x, kv_lens, w):
     """4 GEMMs and 4 djl_attn kernels, as FusedTransformerEncoderBlock issues them: the QKV
     projection adds its bias in the GEMM (Linear.linear, a cuBLASLt bias epilogue on the GPU),
     the other biases go into the fused kernels after it."""
     ops = torch.ops.djl_attn
-    batch, seqlen, _ = x.shape
-    x2 = x.reshape(batch * seqlen, HIDDEN)
-    qkv = F.linear(x2, w["wqkv"], w["bqkv"]).view(batch, seqlen, 3 * HIDDEN)
-    ctx = ops.bert_attention(qkv, None, kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
-    o = F.linear(ctx.view(batch * seqlen, HIDDEN), w["wo"])
+    x2, o = fused_projected_attention(x, kv_lens, w)
     h = ops.add_bias_residual_layernorm(o, w["bo"], x2, w["gamma1"], w["beta1"], EPS)
     f = ops.add_bias_gelu(F.linear(h, w["w1"]), w["b1"], False)
     f = F.linear(f, w["w2"])
     y = ops.add_bias_residual_layernorm(f, w["b2"], h, w["gamma2"], w["beta2"], EPS)
-    return y.view(batch, seqlen, HIDDEN)
+    return y.view(x.shape)
 
 
 def djl_batch_norm(t, w, n):
@@ -144,15 +148,11 @@ def fused_djl_layer(x, kv_lens, w):
     """FusedTransformerEncoderBlock's sequence for the same layer: the BatchNorms become the
     per-channel affine fused with bias and residual."""
     ops = torch.ops.djl_attn
-    batch, seqlen, _ = x.shape
-    x2 = x.reshape(batch * seqlen, HIDDEN)
-    qkv = F.linear(x2, w["wqkv"], w["bqkv"]).view(batch, seqlen, 3 * HIDDEN)
-    ctx = ops.bert_attention(qkv, None, kv_lens, HEADS, 1.0 / math.sqrt(HIDDEN // HEADS))
-    o = F.linear(ctx.view(batch * seqlen, HIDDEN), w["wo"])
+    x2, o = fused_projected_attention(x, kv_lens, w)
     h = ops.add_bias_residual_affine(o, w["bo"], x2, w["scale1"], w["shift1"])
     f = F.linear(ops.add_bias_gelu(F.linear(h, w["w1"]), w["b1"], False), w["w2"])
     y = ops.add_bias_residual_affine(f, w["b2"], x2, w["scale2"], w["shift2"])
-    return y.view(batch, seqlen, HIDDEN)
+    return y.view(x.shape)
 
 
 def eager_attention(x, mask_offset, w):

@@ -23,6 +23,14 @@ struct RowView {
   int64_t s0, s1, s2;
 };
 
+// Element offset of row `row` (row-major over n0, n1, n2) of a view.
+__device__ __forceinline__ int64_t row_offset(const RowView& view, int64_t row) {
+  const int64_t i2 = row % view.n2;
+  const int64_t i1 = (row / view.n2) % view.n1;
+  const int64_t i0 = row / (view.n2 * view.n1);
+  return i0 * view.s0 + i1 * view.s1 + i2 * view.s2;
+}
+
 // dst[i0, i1, i2, c] (contiguous, rows of `padded`) = src[i0, i1, i2, c] for c < dim, else 0.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -33,11 +41,7 @@ __global__ void __launch_bounds__(kThreads)
        idx += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t row = idx / padded;
     const int c = static_cast<int>(idx % padded);
-    const int64_t i2 = row % view.n2;
-    const int64_t i1 = (row / view.n2) % view.n1;
-    const int64_t i0 = row / (view.n2 * view.n1);
-    dst[idx] = c < dim ? src[i0 * view.s0 + i1 * view.s1 + i2 * view.s2 + c]
-                       : cuda::from_float<T>(0.f);
+    dst[idx] = c < dim ? src[row_offset(view, row) + c] : cuda::from_float<T>(0.f);
   }
 }
 
@@ -51,10 +55,7 @@ __global__ void __launch_bounds__(kThreads)
        idx += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t row = idx / dim;
     const int c = static_cast<int>(idx % dim);
-    const int64_t i2 = row % view.n2;
-    const int64_t i1 = (row / view.n2) % view.n1;
-    const int64_t i0 = row / (view.n2 * view.n1);
-    dst[i0 * view.s0 + i1 * view.s1 + i2 * view.s2 + c] = src[row * padded + c];
+    dst[row_offset(view, row) + c] = src[row * padded + c];
   }
 }
 

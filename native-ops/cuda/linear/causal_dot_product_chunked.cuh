@@ -23,8 +23,16 @@
 // base plus a compile-time offset, which spares the registers a swizzle's addresses would take.
 #pragma once
 
+#include "cuda/common/mma.cuh"
+
 
 namespace djl_attn::linear {
+
+using cuda::ptx::ldmatrix_x4;
+using cuda::ptx::ldmatrix_x4_trans;
+using cuda::ptx::mma_16816;
+using cuda::ptx::pack2;
+using cuda::ptx::smem_addr;
 
 constexpr int kChunk = 64;
 constexpr int kChunkWarps = kChunk / 16;
@@ -81,22 +89,6 @@ __device__ __forceinline__ int padded(int row, int seg) {
   return (row * (Segs + 1) + seg) * 8;
 }
 
-__device__ __forceinline__ uint32_t smem_address(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
@@ -105,25 +97,6 @@ __device__ __forceinline__ void cp_async_commit() {
 }
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
-// d += a b, m16n8k16, float32 accumulation.
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 // d += a b, m16n8k8 on tf32 operands (float32 bit patterns), float32 accumulation.
@@ -140,18 +113,6 @@ __device__ __forceinline__ float round_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
-}
-
-// Two floats as one register of two 16-bit elements, the first in the low half (lower column).
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
 }
 
 // The two 16-bit elements of a register as floats (exact: both formats fit in tf32).
@@ -186,9 +147,9 @@ __global__ void __launch_bounds__(kChunkThreads, chunked_min_blocks(EMax))
   T* k_s = reinterpret_cast<T*>(chunked_smem + Shape::kK);
   T* v_s = reinterpret_cast<T*>(chunked_smem + Shape::kV);
   float* state_s = reinterpret_cast<float*>(chunked_smem + Shape::kState);
-  const uint32_t q_addr = smem_address(q_s);
-  const uint32_t k_addr = smem_address(k_s);
-  const uint32_t v_addr = smem_address(v_s);
+  const uint32_t q_addr = smem_addr(q_s);
+  const uint32_t k_addr = smem_addr(k_s);
+  const uint32_t v_addr = smem_addr(v_s);
 
   const int tid = threadIdx.x;
   const int warp = tid / kWarpSize;
@@ -213,7 +174,7 @@ __global__ void __launch_bounds__(kChunkThreads, chunked_min_blocks(EMax))
   // element-wise loads (zeros past `count`) and a plain shared-memory store.
   auto load_segment = [&](T* dst, const T* src, int count) {
     if (vectorised && count == 8) {
-      cp_async16(smem_address(dst), src);
+      cp_async16(smem_addr(dst), src);
     } else {
       Pack<T, 8> pack;
 #pragma unroll

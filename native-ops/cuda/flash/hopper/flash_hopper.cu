@@ -35,6 +35,7 @@
 
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/mma.cuh"
 #include "cuda/flash/hopper/flash_hopper.h"
 #include "cuda/flash/hopper/flash_hopper_wgmma.cuh"
 
@@ -161,24 +162,8 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  uint32_t r;
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    r = *reinterpret_cast<uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    r = *reinterpret_cast<uint32_t*>(&h);
-  }
-  return r;
-}
+using cuda::ptx::fast_exp2;
+using cuda::ptx::pack2;
 
 template <typename T>
 __device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t da, uint64_t db, int scale_d) {
