@@ -3,7 +3,6 @@
  */
 package io.djlattention.it.bench;
 
-import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -17,9 +16,6 @@ import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderConfig;
 
-import java.nio.file.Files;
-import java.nio.file.Paths;
-import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -61,27 +57,8 @@ public final class PagedDecodeBenchmark {
      * @param args unused
      */
     public static void main(String[] args) {
-        System.out.println(
-                "Device: "
-                        + cpuName()
-                        + ", "
-                        + Runtime.getRuntime().availableProcessors()
-                        + " cores, DJL "
-                        + Engine.getDjlVersion()
-                        + " / PyTorch "
-                        + Engine.getEngine("PyTorch").getVersion()
-                        + ", date "
-                        + LocalDate.now());
-        DecoderConfig config =
-                DecoderConfig.builder()
-                        .setArchitecture(DecoderConfig.Architecture.GPT2)
-                        .setVocabSize(8192)
-                        .setHiddenSize(512)
-                        .setIntermediateSize(2048)
-                        .setNumLayers(4)
-                        .setNumHeads(8)
-                        .optMaxPositions(2048)
-                        .build();
+        System.out.println(DecoderBenchSetup.deviceLine());
+        DecoderConfig config = DecoderBenchSetup.gpt2Config();
         try (NDManager manager = NDManager.newBaseManager()) {
             Decoder decoder = new Decoder(config);
             decoder.initializeRandom(manager, 1, 0.05f);
@@ -351,18 +328,5 @@ public final class PagedDecodeBenchmark {
 
     private static int clamp(int v, int lo, int hi) {
         return Math.max(lo, Math.min(hi, v));
-    }
-
-    private static String cpuName() {
-        try {
-            for (String line : Files.readAllLines(Paths.get("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) {
-                    return line.substring(line.indexOf(':') + 1).trim();
-                }
-            }
-        } catch (java.io.IOException e) {
-            // fall through
-        }
-        return System.getProperty("os.arch");
     }
 }

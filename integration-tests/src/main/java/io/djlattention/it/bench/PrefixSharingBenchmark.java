@@ -3,7 +3,6 @@
  */
 package io.djlattention.it.bench;
 
-import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
 
 import io.djlattention.paged.PagedKvCache;
@@ -13,9 +12,6 @@ import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.generate.GenerationResult;
 
-import java.nio.file.Files;
-import java.nio.file.Paths;
-import java.time.LocalDate;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Random;
@@ -53,34 +49,15 @@ public final class PrefixSharingBenchmark {
      * @param args unused
      */
     public static void main(String[] args) {
-        System.out.println(
-                "Device: "
-                        + cpuName()
-                        + ", "
-                        + Runtime.getRuntime().availableProcessors()
-                        + " cores, DJL "
-                        + Engine.getDjlVersion()
-                        + " / PyTorch "
-                        + Engine.getEngine("PyTorch").getVersion()
-                        + ", date "
-                        + LocalDate.now());
-        DecoderConfig config =
-                DecoderConfig.builder()
-                        .setArchitecture(DecoderConfig.Architecture.GPT2)
-                        .setVocabSize(8192)
-                        .setHiddenSize(512)
-                        .setIntermediateSize(2048)
-                        .setNumLayers(4)
-                        .setNumHeads(8)
-                        .optMaxPositions(2048)
-                        .build();
+        System.out.println(DecoderBenchSetup.deviceLine());
+        DecoderConfig config = DecoderBenchSetup.gpt2Config();
         Random random = new Random(7);
-        int[] system = random.ints(SYSTEM_PROMPT, 0, 8192).toArray();
+        int[] system = random.ints(SYSTEM_PROMPT, 0, DecoderBenchSetup.VOCAB_SIZE).toArray();
         int[][] prompts = new int[REQUESTS][];
         for (int r = 0; r < REQUESTS; ++r) {
             prompts[r] = Arrays.copyOf(system, SYSTEM_PROMPT + QUESTION);
             for (int i = SYSTEM_PROMPT; i < prompts[r].length; ++i) {
-                prompts[r][i] = random.nextInt(8192);
+                prompts[r][i] = random.nextInt(DecoderBenchSetup.VOCAB_SIZE);
             }
         }
         try (NDManager manager = NDManager.newBaseManager()) {
@@ -199,18 +176,5 @@ public final class PrefixSharingBenchmark {
         }
         Arrays.sort(v);
         return v[v.length / 2];
-    }
-
-    private static String cpuName() {
-        try {
-            for (String line : Files.readAllLines(Paths.get("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) {
-                    return line.substring(line.indexOf(':') + 1).trim();
-                }
-            }
-        } catch (java.io.IOException e) {
-            // fall through
-        }
-        return System.getProperty("os.arch");
     }
 }
