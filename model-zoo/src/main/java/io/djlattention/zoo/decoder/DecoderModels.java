@@ -1,0 +1,37 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.zoo.decoder;
+
+import ai.djl.MalformedModelException;
+import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ModelNotFoundException;
+import ai.djl.repository.zoo.ZooModel;
+
+import java.io.IOException;
+import java.nio.file.Path;
+
+/** Builds decoder (text generation) {@link ZooModel}s for the model zoo's loaders. */
+public final class DecoderModels {
+
+    private DecoderModels() {}
+
+    /**
+     * Loads a decoder as a model of the criteria's input and output types.
+     *
+     * @param checkpoint a Hugging Face checkpoint directory ({@code LlamaForCausalLM}, {@code
+     *     GPT2LMHeadModel}), a llama2.c checkpoint file, or {@code null} for the built-in
+     *     stories260K
+     * @param criteria the criteria (types, device, arguments)
+     * @param <I> the input type
+     * @param <O> the output type
+     * @return the model
+     * @throws ModelNotFoundException if the criteria's types are not a generation task
+     * @throws MalformedModelException if the checkpoint is not a supported decoder
+     * @throws IOException if a file cannot be read
+     */
+    public static <I, O> ZooModel<I, O> load(Path checkpoint, Criteria<I, O> criteria)
+            throws ModelNotFoundException, MalformedModelException, IOException {
+        throw new UnsupportedOperationException("DecoderModels.load: not implemented yet");
+    }
+}
