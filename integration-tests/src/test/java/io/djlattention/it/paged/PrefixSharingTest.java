@@ -12,13 +12,11 @@ import ai.djl.ndarray.types.DataType;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.decoder.DecoderConfig;
-import io.djlattention.zoo.decoder.Llama2cLoader;
 import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.generate.GenerationResult;
@@ -31,8 +29,6 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Random;
@@ -187,15 +183,13 @@ class PrefixSharingTest {
     @ParameterizedTest(name = "{0} blocks")
     @ValueSource(ints = {40, 12})
     void stories260kContinuesTheReferenceFromSharedPrefixes(int numBlocks) throws IOException {
-        Path weights = SharedFiles.require("models/stories260K/stories260K.bin");
-        Path reference = SharedFiles.require("models/stories260K/greedy_reference.json");
-        JsonArray cases = JsonParser.parseString(Files.readString(reference)).getAsJsonArray();
+        JsonArray cases = Stories260k.reference();
         int[] prompt0 = ints(cases.get(0).getAsJsonObject(), "prompt");
         int[] gen0 = ints(cases.get(0).getAsJsonObject(), "generated");
         int[] prompt1 = ints(cases.get(1).getAsJsonObject(), "prompt");
         int[] gen1 = ints(cases.get(1).getAsJsonObject(), "generated");
         try (NDManager m = manager.newSubManager()) {
-            Decoder stories = Llama2cLoader.load(weights, m, DataType.FLOAT32);
+            Decoder stories = Stories260k.load(m, DataType.FLOAT32);
             int maxNew = 12;
             // Reference prompt + the first k reference tokens: the prompt lengths are 25 (a
             // 24-token prefix of 3 blocks + 1), 32 (a block multiple), 38 and 24 (the prefix).

@@ -20,14 +20,12 @@ import ai.djl.ndarray.types.Shape;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
-import com.google.gson.JsonParser;
 
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.CausalLmTranslator;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
-import io.djlattention.zoo.decoder.Llama2cLoader;
 import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.generate.GenerationResult;
@@ -39,8 +37,6 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -61,19 +57,17 @@ class Stories260kGenerationTest {
     private List<int[]> expected;
     private List<float[]> expectedLogits;
 
-    /** Loads the model once; each test calls this, so a skip is reported per test. */
+    /** Loads the model once (from the model zoo's resources). */
     private void load() throws IOException {
         if (decoder != null) {
             return;
         }
-        Path weights = SharedFiles.require("models/stories260K/stories260K.bin");
-        Path reference = SharedFiles.require("models/stories260K/greedy_reference.json");
         manager = NDManager.newBaseManager();
-        decoder = Llama2cLoader.load(weights, manager, DataType.FLOAT32);
+        decoder = Stories260k.load(manager, DataType.FLOAT32);
         prompts = new ArrayList<>();
         expected = new ArrayList<>();
         expectedLogits = new ArrayList<>();
-        JsonArray cases = JsonParser.parseString(Files.readString(reference)).getAsJsonArray();
+        JsonArray cases = Stories260k.reference();
         for (JsonElement c : cases) {
             prompts.add(ints(c.getAsJsonObject().getAsJsonArray("prompt")));
             expected.add(ints(c.getAsJsonObject().getAsJsonArray("generated")));
@@ -145,9 +139,8 @@ class Stories260kGenerationTest {
         // up to 0.097 (measured over all 6 x 512 logits of the second prompt), more than the
         // top-1/top-2 margins of 0.05 the README notes — which is why float16 is held to logits
         // and not to token equality.
-        Path weights = SharedFiles.require("models/stories260K/stories260K.bin");
         try (NDManager m = manager.newSubManager()) {
-            Decoder half = Llama2cLoader.load(weights, m, DataType.FLOAT16);
+            Decoder half = Stories260k.load(m, DataType.FLOAT16);
             for (int c = 0; c < prompts.size(); ++c) {
                 int[] p = prompts.get(c);
                 long[] ids = Arrays.stream(p).asLongStream().toArray();

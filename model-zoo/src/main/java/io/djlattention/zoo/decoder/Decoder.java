@@ -132,15 +132,16 @@ public final class Decoder extends AbstractBlock {
         int hidden = c.getHiddenSize();
         int inter = c.getIntermediateSize();
         int kvDim = c.getNumKvHeads() * c.getHeadDim();
+        int qDim = c.getAttentionSize();
         if (c.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
             shapes.put("model.embed_tokens.weight", new Shape(c.getVocabSize(), hidden));
             for (int l = 0; l < c.getNumLayers(); ++l) {
                 String p = "model.layers." + l + ".";
                 shapes.put(p + "input_layernorm.weight", new Shape(hidden));
-                shapes.put(p + "self_attn.q_proj.weight", new Shape(hidden, hidden));
+                shapes.put(p + "self_attn.q_proj.weight", new Shape(qDim, hidden));
                 shapes.put(p + "self_attn.k_proj.weight", new Shape(kvDim, hidden));
                 shapes.put(p + "self_attn.v_proj.weight", new Shape(kvDim, hidden));
-                shapes.put(p + "self_attn.o_proj.weight", new Shape(hidden, hidden));
+                shapes.put(p + "self_attn.o_proj.weight", new Shape(hidden, qDim));
                 shapes.put(p + "post_attention_layernorm.weight", new Shape(hidden));
                 shapes.put(p + "mlp.gate_proj.weight", new Shape(inter, hidden));
                 shapes.put(p + "mlp.up_proj.weight", new Shape(inter, hidden));
@@ -385,7 +386,7 @@ public final class Decoder extends AbstractBlock {
             } else {
                 attn = stockAttention(qkv[0], kAll, vAll, mask, past);
             }
-            x = x.add(outProjection(l, attn.reshape(batch, seq, config.getHiddenSize())));
+            x = x.add(outProjection(l, attn.reshape(batch, seq, config.getAttentionSize())));
             x = x.add(mlp(l, norm(x, l, false)));
         }
         NDArray logits = logits(x);
@@ -490,7 +491,7 @@ public final class Decoder extends AbstractBlock {
         int dim = config.getHeadDim();
         int cacheDim = getCacheHeadDim();
         float scale = (float) (1.0 / Math.sqrt(dim));
-        int hidden = config.getHiddenSize();
+        int attnWidth = config.getAttentionSize();
 
         NDArray x = embed(tokenIds, positions); // [T, C]
         for (int l = 0; l < config.getNumLayers(); ++l) {
@@ -530,7 +531,7 @@ public final class Decoder extends AbstractBlock {
                     attn = attn.get(new NDIndex("..., :{}", dim));
                 }
             }
-            x = x.add(outProjection(l, attn.reshape(numTokens, hidden)));
+            x = x.add(outProjection(l, attn.reshape(numTokens, attnWidth)));
             x = x.add(mlp(l, norm(x, l, false)));
         }
         long[] last = new long[queryLens.length];

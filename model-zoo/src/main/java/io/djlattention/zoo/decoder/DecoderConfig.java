@@ -43,6 +43,7 @@ public final class DecoderConfig {
     private final int numLayers;
     private final int numHeads;
     private final int numKvHeads;
+    private final int headDim;
     private final int maxPositions;
     private final float normEps;
     private final double ropeTheta;
@@ -58,6 +59,7 @@ public final class DecoderConfig {
         numLayers = b.numLayers;
         numHeads = b.numHeads;
         numKvHeads = b.numKvHeads == 0 ? b.numHeads : b.numKvHeads;
+        headDim = b.headDim == 0 ? b.hiddenSize / b.numHeads : b.headDim;
         maxPositions = b.maxPositions;
         normEps = b.normEps;
         ropeTheta = b.ropeTheta;
@@ -89,6 +91,7 @@ public final class DecoderConfig {
         b.numLayers = numLayers;
         b.numHeads = numHeads;
         b.numKvHeads = numKvHeads;
+        b.headDim = headDim;
         b.maxPositions = maxPositions;
         b.normEps = normEps;
         b.ropeTheta = ropeTheta;
@@ -162,12 +165,22 @@ public final class DecoderConfig {
     }
 
     /**
-     * Returns the head dim {@code D = C / Hq}.
+     * Returns the head dim D: {@code C / Hq} unless set otherwise ({@link Builder#optHeadDim}).
      *
      * @return D
      */
     public int getHeadDim() {
-        return hiddenSize / numHeads;
+        return headDim;
+    }
+
+    /**
+     * Returns the width of the attention: {@code Hq * D} (the rows of the query projection and
+     * the columns of the output projection; C unless the head dim was set otherwise).
+     *
+     * @return {@code Hq * D}
+     */
+    public int getAttentionSize() {
+        return numHeads * headDim;
     }
 
     /**
@@ -234,6 +247,7 @@ public final class DecoderConfig {
         private int numLayers;
         private int numHeads;
         private int numKvHeads;
+        private int headDim;
         private int maxPositions = 2048;
         private float normEps = 1e-5f;
         private double ropeTheta = 10000.0;
@@ -321,6 +335,19 @@ public final class DecoderConfig {
         }
 
         /**
+         * Sets the head dim (default {@code C / Hq}; LLaMA only: some checkpoints, for example
+         * those with a {@code head_dim} in their {@code config.json}, project to {@code Hq * D !=
+         * C}).
+         *
+         * @param headDim D, even
+         * @return this builder
+         */
+        public Builder optHeadDim(int headDim) {
+            this.headDim = headDim;
+            return this;
+        }
+
+        /**
          * Sets the longest sequence (default 2048).
          *
          * @param maxPositions max positions
@@ -401,7 +428,17 @@ public final class DecoderConfig {
             positive(numLayers, "setNumLayers");
             positive(numHeads, "setNumHeads");
             positive(maxPositions, "optMaxPositions");
-            if (hiddenSize % numHeads != 0) {
+            boolean gpt2Default =
+                    architecture != Architecture.GPT2
+                            || headDim == 0
+                            || headDim * numHeads == hiddenSize;
+            if (headDim < 0 || !gpt2Default) {
+                throw new IllegalArgumentException(
+                        "DecoderConfig: optHeadDim: expected a positive head dim (GPT-2: C / Hq),"
+                                + " got "
+                                + headDim);
+            }
+            if (headDim == 0 && hiddenSize % numHeads != 0) {
                 throw new IllegalArgumentException(
                         "DecoderConfig: hiddenSize "
                                 + hiddenSize
@@ -421,9 +458,10 @@ public final class DecoderConfig {
                         "DecoderConfig: GPT-2 uses multi-head attention: numKvHeads must equal"
                                 + " numHeads");
             }
-            if (architecture == Architecture.LLAMA && (hiddenSize / numHeads) % 2 != 0) {
+            int dim = headDim == 0 ? hiddenSize / numHeads : headDim;
+            if (architecture == Architecture.LLAMA && dim % 2 != 0) {
                 throw new IllegalArgumentException(
-                        "DecoderConfig: RoPE needs an even head dim, got " + hiddenSize / numHeads);
+                        "DecoderConfig: RoPE needs an even head dim, got " + dim);
             }
             if (dataType != DataType.FLOAT32 && dataType != DataType.FLOAT16) {
                 throw new IllegalArgumentException(

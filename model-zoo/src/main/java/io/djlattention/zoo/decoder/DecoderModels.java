@@ -3,16 +3,71 @@
  */
 package io.djlattention.zoo.decoder;
 
+import ai.djl.Device;
 import ai.djl.MalformedModelException;
+import ai.djl.Model;
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
+import ai.djl.translate.ArgumentsUtil;
+import ai.djl.translate.Translator;
+
+import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+import io.djlattention.zoo.generate.GenerationConfig;
+import io.djlattention.zoo.hf.HfCheckpoint;
 
 import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.Locale;
+import java.util.Map;
+import java.util.UUID;
 
-/** Builds decoder (text generation) {@link ZooModel}s for the model zoo's loaders. */
+/**
+ * Builds decoder (text generation) {@link ZooModel}s for the model zoo's loaders.
+ *
+ * <p>The checkpoint decides the loader: {@code null} is the built-in stories260K (llama2.c,
+ * class path resource {@value #STORIES260K}); a directory is a Hugging Face checkpoint ({@link
+ * HfDecoderLoader}: {@code LlamaForCausalLM}, {@code GPT2LMHeadModel}); a file is a llama2.c
+ * checkpoint ({@link Llama2cLoader}). The model's block is a {@link GenerationBlock}; its
+ * properties: {@code tokenizer} (the path of the {@code tokenizer.json} in use, when there is one),
+ * {@code eosTokenId}, {@code maxPositions}, {@code architecture}, {@code attention}.
+ *
+ * <p>Types: {@code int[] → int[]} (prompt token ids to generated ids) for every checkpoint; {@code
+ * String → String} (prompt text to the decoded continuation) when a tokenizer is known: the
+ * checkpoint directory's {@code tokenizer.json}, or the argument {@code tokenizer}.
+ *
+ * <p>Criteria arguments (all optional):
+ *
+ * <ul>
+ *   <li>{@code maxNewTokens} (default 64): tokens to generate at most per request;
+ *   <li>{@code temperature} (default 0: greedy), {@code topK} (default 0: all), {@code seed}
+ *       (default 0): sampling when the temperature is positive;
+ *   <li>{@code eosTokenId}: the token that stops a request (default: {@code eos_token_id} of
+ *       {@code generation_config.json}, else {@code config.json}; 1 for llama2.c checkpoints, whose
+ *       {@code run.c} stops at BOS; -1 for none);
+ *   <li>{@code attention}: {@code paged} (default: paged KV cache and the continuous-batching
+ *       scheduler), {@code flash} (contiguous cache, {@code flash_attention}) or {@code stock}
+ *       (contiguous cache, stock DJL ops);
+ *   <li>{@code prefill}: the paged path's prefill kernel, {@code flash} (default) or {@code paged};
+ *   <li>{@code dtype}: {@code float32} (default) or {@code float16};
+ *   <li>{@code maxBatchSize} (default 32), {@code blockSize} (default 16), {@code numBlocks}
+ *       (default 0: each call's cache holds exactly what its requests can use), {@code
+ *       prefixSharing} (default true): the paged cache and scheduler;
+ *   <li>{@code tokenizer}: a {@code tokenizer.json} to use instead of the checkpoint's.
+ * </ul>
+ *
+ * <p>The device is the criteria's ({@code optDevice}), else the engine's default (the GPU when
+ * PyTorch sees one).
+ */
 public final class DecoderModels {
+
+    /** The class path resource of the built-in stories260K checkpoint (llama2.c format). */
+    public static final String STORIES260K = "/io/djlattention/zoo/models/stories260K/stories260K.bin";
 
     private DecoderModels() {}
 
@@ -27,11 +82,204 @@ public final class DecoderModels {
      * @param <O> the output type
      * @return the model
      * @throws ModelNotFoundException if the criteria's types are not a generation task
-     * @throws MalformedModelException if the checkpoint is not a supported decoder
+     * @throws MalformedModelException if the checkpoint is not a supported decoder, a tensor is
+     *     missing, an argument is invalid, or text input has no tokenizer
      * @throws IOException if a file cannot be read
      */
+    @SuppressWarnings("unchecked")
     public static <I, O> ZooModel<I, O> load(Path checkpoint, Criteria<I, O> criteria)
             throws ModelNotFoundException, MalformedModelException, IOException {
-        throw new UnsupportedOperationException("DecoderModels.load: not implemented yet");
+        Class<I> in = criteria.getInputClass();
+        Class<O> out = criteria.getOutputClass();
+        boolean text = in == String.class && out == String.class;
+        boolean tokens = in == int[].class && out == int[].class;
+        if (!text && !tokens) {
+            throw new ModelNotFoundException(
+                    "decoder models take String → String (with a tokenizer.json) or int[] → int[]"
+                            + " (token ids), got "
+                            + (in == null ? "null" : in.getSimpleName())
+                            + " → "
+                            + (out == null ? "null" : out.getSimpleName()));
+        }
+        Map<String, Object> args =
+                criteria.getArguments() == null ? Map.of() : criteria.getArguments();
+        DataType dataType = dataType(args);
+        GenerationBlock.Attention attention =
+                choice(args, "attention", GenerationBlock.Attention.class, "paged");
+        PrefillAttention prefill = choice(args, "prefill", PrefillAttention.class, "flash");
+        Device device = criteria.getDevice();
+        String name =
+                checkpoint == null
+                        ? "stories260K"
+                        : String.valueOf(checkpoint.toAbsolutePath().normalize().getFileName());
+        Model model = Model.newInstance(name, device, "PyTorch");
+        try {
+            Decoder decoder;
+            Path tokenizerFile = null;
+            long eos;
+            if (checkpoint == null) {
+                try (InputStream stream = DecoderModels.class.getResourceAsStream(STORIES260K)) {
+                    if (stream == null) {
+                        throw new IOException(
+                                "class path resource " + STORIES260K + " is missing");
+                    }
+                    decoder =
+                            Llama2cLoader.load(
+                                    stream, "stories260K", model.getNDManager(), dataType);
+                }
+                eos = 1;
+            } else if (Files.isDirectory(checkpoint)) {
+                HfCheckpoint hf = HfCheckpoint.open(checkpoint);
+                decoder = HfDecoderLoader.load(hf, model.getNDManager(), dataType);
+                tokenizerFile = hf.getTokenizerFile().orElse(null);
+                eos = HfDecoderLoader.eosTokenId(hf, decoder.getConfig().getVocabSize());
+            } else if (Files.isRegularFile(checkpoint)) {
+                decoder = Llama2cLoader.load(checkpoint, model.getNDManager(), dataType);
+                eos = 1;
+            } else {
+                throw new IOException(
+                        checkpoint
+                                + ": no such file or directory (expected a Hugging Face checkpoint"
+                                + " directory or a llama2.c .bin file)");
+            }
+            String tokenizerArg = ArgumentsUtil.stringValue(args, "tokenizer");
+            if (tokenizerArg != null) {
+                tokenizerFile = Paths.get(tokenizerArg);
+                if (!Files.isRegularFile(tokenizerFile)) {
+                    throw new IOException(
+                            tokenizerFile + ": missing (named by the argument tokenizer)");
+                }
+            }
+            HuggingFaceTokenizer tokenizer = null;
+            if (text) {
+                if (tokenizerFile == null) {
+                    throw new MalformedModelException(
+                            (checkpoint == null
+                                            ? "stories260K has no tokenizer.json (its vocabulary"
+                                                    + " file is not part of the checkpoint)"
+                                            : Files.isDirectory(checkpoint)
+                                                    ? checkpoint.resolve(HfCheckpoint.TOKENIZER)
+                                                            + ": missing"
+                                                    : checkpoint + " has no tokenizer.json")
+                                    + ": String input needs one; load the model with int[] → int[]"
+                                    + " or name a tokenizer.json with the argument tokenizer");
+                }
+                tokenizer = HuggingFaceTokenizer.newInstance(tokenizerFile);
+                model.getNDManager().attachInternal(UUID.randomUUID().toString(), tokenizer);
+            }
+            eos = longArg(args, "eosTokenId", eos);
+            int maxNewTokens = intArg(args, "maxNewTokens", 64);
+            if (maxNewTokens < 1) {
+                throw new MalformedModelException(
+                        "argument maxNewTokens: expected >= 1, got " + maxNewTokens);
+            }
+            GenerationConfig.Builder generation =
+                    GenerationConfig.builder().setMaxNewTokens(maxNewTokens).optEosTokenId(eos);
+            float temperature = floatArg(args, "temperature", 0f);
+            if (temperature < 0 || Float.isNaN(temperature)) {
+                throw new MalformedModelException(
+                        "argument temperature: expected >= 0 (0 = greedy), got " + temperature);
+            }
+            if (temperature > 0) {
+                generation.optSampling(
+                        temperature, intArg(args, "topK", 0), longArg(args, "seed", 0));
+            }
+            GenerationBlock block;
+            try {
+                block =
+                        GenerationBlock.builder()
+                                .setDecoder(decoder)
+                                .setGenerationConfig(generation.build())
+                                .optAttention(attention)
+                                .optPrefillAttention(prefill)
+                                .optMaxBatchSize(intArg(args, "maxBatchSize", 32))
+                                .optBlockSize(intArg(args, "blockSize", 16))
+                                .optNumBlocks(intArg(args, "numBlocks", 0))
+                                .optPrefixSharing(
+                                        ArgumentsUtil.booleanValue(args, "prefixSharing", true))
+                                .build();
+            } catch (IllegalArgumentException e) {
+                throw new MalformedModelException("invalid argument: " + e.getMessage(), e);
+            }
+            model.setBlock(block);
+            DecoderConfig config = decoder.getConfig();
+            if (tokenizerFile != null) {
+                model.setProperty("tokenizer", tokenizerFile.toAbsolutePath().toString());
+            }
+            model.setProperty("eosTokenId", Long.toString(eos));
+            model.setProperty("maxPositions", Integer.toString(config.getMaxPositions()));
+            model.setProperty("architecture", config.getArchitecture().name());
+            model.setProperty("attention", attention.name().toLowerCase(Locale.ROOT));
+            Translator<?, ?> translator =
+                    text ? GenerationTranslator.forText(tokenizer) : GenerationTranslator.forTokens();
+            return new ZooModel<>(model, (Translator<I, O>) translator);
+        } catch (IOException | MalformedModelException | RuntimeException e) {
+            model.close();
+            throw e;
+        }
+    }
+
+    private static DataType dataType(Map<String, Object> args) throws MalformedModelException {
+        String v = ArgumentsUtil.stringValue(args, "dtype", "float32").toLowerCase(Locale.ROOT);
+        switch (v) {
+            case "float32":
+            case "fp32":
+                return DataType.FLOAT32;
+            case "float16":
+            case "fp16":
+                return DataType.FLOAT16;
+            default:
+                throw new MalformedModelException(
+                        "argument dtype: expected float32 or float16 (DJL 0.35.1 cannot hold"
+                                + " bfloat16: bfloat16 weights load as float32), got "
+                                + v);
+        }
+    }
+
+    private static <E extends Enum<E>> E choice(
+            Map<String, Object> args, String key, Class<E> type, String fallback)
+            throws MalformedModelException {
+        String v = ArgumentsUtil.stringValue(args, key, fallback);
+        try {
+            return Enum.valueOf(type, v.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            StringBuilder names = new StringBuilder();
+            for (E c : type.getEnumConstants()) {
+                names.append(names.length() == 0 ? "" : ", ")
+                        .append(c.name().toLowerCase(Locale.ROOT));
+            }
+            throw new MalformedModelException(
+                    "argument " + key + ": expected one of " + names + ", got " + v, e);
+        }
+    }
+
+    private static int intArg(Map<String, Object> args, String key, int fallback)
+            throws MalformedModelException {
+        try {
+            return ArgumentsUtil.intValue(args, key, fallback);
+        } catch (NumberFormatException e) {
+            throw new MalformedModelException(
+                    "argument " + key + ": expected an integer, got " + args.get(key), e);
+        }
+    }
+
+    private static long longArg(Map<String, Object> args, String key, long fallback)
+            throws MalformedModelException {
+        try {
+            return ArgumentsUtil.longValue(args, key, fallback);
+        } catch (NumberFormatException e) {
+            throw new MalformedModelException(
+                    "argument " + key + ": expected an integer, got " + args.get(key), e);
+        }
+    }
+
+    private static float floatArg(Map<String, Object> args, String key, float fallback)
+            throws MalformedModelException {
+        try {
+            return ArgumentsUtil.floatValue(args, key, fallback);
+        } catch (NumberFormatException e) {
+            throw new MalformedModelException(
+                    "argument " + key + ": expected a number, got " + args.get(key), e);
+        }
     }
 }

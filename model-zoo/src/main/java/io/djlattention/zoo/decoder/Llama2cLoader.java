@@ -9,10 +9,12 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.LinkedHashMap;
@@ -58,64 +60,89 @@ public final class Llama2cLoader {
      * @throws IOException if the file cannot be read or is not in the format
      */
     public static Decoder load(Path file, NDManager manager, DataType dataType) throws IOException {
-        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
-            int[] h = header(ch, file);
-            DecoderConfig config = config(h, dataType);
-            int dim = h[0];
-            int hidden = h[1];
-            int layers = h[2];
-            int heads = h[3];
-            int kvDim = h[4] * (dim / heads);
-            int vocab = Math.abs(h[5]);
-            int seqLen = h[6];
-            long floats =
-                    (long) vocab * dim
-                            + 2L * layers * dim
-                            + 2L * layers * dim * dim
-                            + 2L * layers * kvDim * dim
-                            + 3L * layers * hidden * dim
-                            + dim
-                            + (long) seqLen * (dim / heads)
-                            + (h[5] < 0 ? (long) vocab * dim : 0);
-            long expected = 28 + floats * 4;
-            if (ch.size() != expected) {
-                throw new IOException(
-                        file
-                                + ": expected "
-                                + expected
-                                + " bytes for the header's sizes, found "
-                                + ch.size());
-            }
-            ByteBuffer bytes = ByteBuffer.allocate((int) (ch.size() - 28));
-            bytes.order(ByteOrder.LITTLE_ENDIAN);
-            ch.position(28);
-            while (bytes.hasRemaining() && ch.read(bytes) >= 0) {
-                // read all
-            }
-            bytes.flip();
-            FloatBuffer in = bytes.asFloatBuffer();
-            Map<String, NDArray> t = new LinkedHashMap<>();
-            try (NDManager temp = manager.newSubManager()) {
-                t.put("model.embed_tokens.weight", take(temp, in, new Shape(vocab, dim)));
-                perLayer(temp, in, t, layers, "input_layernorm.weight", new Shape(dim));
-                perLayer(temp, in, t, layers, "self_attn.q_proj.weight", new Shape(dim, dim));
-                perLayer(temp, in, t, layers, "self_attn.k_proj.weight", new Shape(kvDim, dim));
-                perLayer(temp, in, t, layers, "self_attn.v_proj.weight", new Shape(kvDim, dim));
-                perLayer(temp, in, t, layers, "self_attn.o_proj.weight", new Shape(dim, dim));
-                perLayer(temp, in, t, layers, "post_attention_layernorm.weight", new Shape(dim));
-                perLayer(temp, in, t, layers, "mlp.gate_proj.weight", new Shape(hidden, dim));
-                perLayer(temp, in, t, layers, "mlp.down_proj.weight", new Shape(dim, hidden));
-                perLayer(temp, in, t, layers, "mlp.up_proj.weight", new Shape(hidden, dim));
-                t.put("model.norm.weight", take(temp, in, new Shape(dim)));
-                in.position(in.position() + seqLen * (dim / heads));
-                if (h[5] < 0) {
-                    t.put("lm_head.weight", take(temp, in, new Shape(vocab, dim)));
-                }
-                Decoder decoder = new Decoder(config);
-                decoder.setWeights(manager, t);
-                return decoder;
-            }
+        return load(ByteBuffer.wrap(Files.readAllBytes(file)), file.toString(), manager, dataType);
+    }
+
+    /**
+     * Loads a checkpoint from a stream (for example a class path resource).
+     *
+     * @param in the checkpoint's bytes; read to the end, not closed
+     * @param source the name errors give the checkpoint
+     * @param manager the manager that owns the parameters
+     * @param dataType float32 or float16 (the file holds float32)
+     * @return the decoder
+     * @throws IOException if the stream cannot be read or is not in the format
+     */
+    public static Decoder load(InputStream in, String source, NDManager manager, DataType dataType)
+            throws IOException {
+        return load(ByteBuffer.wrap(in.readAllBytes()), source, manager, dataType);
+    }
+
+    private static Decoder load(ByteBuffer all, String source, NDManager manager, DataType dataType)
+            throws IOException {
+        all.order(ByteOrder.LITTLE_ENDIAN);
+        int[] h = header(all, source);
+        DecoderConfig config = config(h, dataType);
+        int dim = h[0];
+        int hidden = h[1];
+        int layers = h[2];
+        int heads = h[3];
+        int kvDim = h[4] * (dim / heads);
+        int vocab = Math.abs(h[5]);
+        int seqLen = h[6];
+        long floats =
+                (long) vocab * dim
+                        + 2L * layers * dim
+                        + 2L * layers * dim * dim
+                        + 2L * layers * kvDim * dim
+                        + 3L * layers * hidden * dim
+                        + dim
+                        + (long) seqLen * (dim / heads)
+                        + (h[5] < 0 ? (long) vocab * dim : 0);
+        long expected = 28 + floats * 4;
+        if (all.limit() != expected) {
+            throw new IOException(
+                    source
+                            + ": expected "
+                            + expected
+                            + " bytes for the header's sizes, found "
+                            + all.limit());
         }
+        all.position(28);
+        FloatBuffer in = all.slice().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+        Map<String, NDArray> t = new LinkedHashMap<>();
+        try (NDManager temp = manager.newSubManager()) {
+            t.put("model.embed_tokens.weight", take(temp, in, new Shape(vocab, dim)));
+            perLayer(temp, in, t, layers, "input_layernorm.weight", new Shape(dim));
+            perLayer(temp, in, t, layers, "self_attn.q_proj.weight", new Shape(dim, dim));
+            perLayer(temp, in, t, layers, "self_attn.k_proj.weight", new Shape(kvDim, dim));
+            perLayer(temp, in, t, layers, "self_attn.v_proj.weight", new Shape(kvDim, dim));
+            perLayer(temp, in, t, layers, "self_attn.o_proj.weight", new Shape(dim, dim));
+            perLayer(temp, in, t, layers, "post_attention_layernorm.weight", new Shape(dim));
+            perLayer(temp, in, t, layers, "mlp.gate_proj.weight", new Shape(hidden, dim));
+            perLayer(temp, in, t, layers, "mlp.down_proj.weight", new Shape(dim, hidden));
+            perLayer(temp, in, t, layers, "mlp.up_proj.weight", new Shape(hidden, dim));
+            t.put("model.norm.weight", take(temp, in, new Shape(dim)));
+            in.position(in.position() + seqLen * (dim / heads));
+            if (h[5] < 0) {
+                t.put("lm_head.weight", take(temp, in, new Shape(vocab, dim)));
+            }
+            Decoder decoder = new Decoder(config);
+            decoder.setWeights(manager, t);
+            return decoder;
+        }
+    }
+
+    private static int[] header(ByteBuffer b, String source) throws IOException {
+        if (b.limit() < 28) {
+            throw new IOException(source + ": shorter than the 28-byte llama2.c header");
+        }
+        int[] h = new int[7];
+        for (int i = 0; i < 7; ++i) {
+            h[i] = b.getInt(4 * i);
+        }
+        checkHeader(h, source);
+        return h;
     }
 
     private static int[] header(FileChannel ch, Path file) throws IOException {
@@ -130,6 +157,11 @@ public final class Llama2cLoader {
         for (int i = 0; i < 7; ++i) {
             h[i] = b.getInt();
         }
+        checkHeader(h, file.toString());
+        return h;
+    }
+
+    private static void checkHeader(int[] h, String source) throws IOException {
         if (h[0] <= 0
                 || h[1] <= 0
                 || h[2] <= 0
@@ -140,9 +172,8 @@ public final class Llama2cLoader {
                 || h[0] % h[3] != 0
                 || h[3] % h[4] != 0) {
             throw new IOException(
-                    file + ": not a llama2.c checkpoint header: " + java.util.Arrays.toString(h));
+                    source + ": not a llama2.c checkpoint header: " + java.util.Arrays.toString(h));
         }
-        return h;
     }
 
     private static DecoderConfig config(int[] h, DataType dataType) {

@@ -1,0 +1,292 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it.decoder;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
+import ai.djl.inference.Predictor;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ZooModel;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+
+import io.djlattention.it.HfFixtures;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.decoder.Decoder;
+import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
+import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+import io.djlattention.zoo.decoder.DecoderConfig;
+import io.djlattention.zoo.decoder.DecoderModels;
+import io.djlattention.zoo.decoder.GenerationBlock;
+
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Stream;
+
+/**
+ * Hugging Face decoder checkpoints made by transformers itself ({@code make_decoders.py}: random
+ * {@code LlamaForCausalLM} with GQA, sharded; a bfloat16 LLaMA with {@code head_dim != hidden /
+ * heads} and tied embeddings; {@code GPT2LMHeadModel} float32 and float16 with an untied head)
+ * load through {@link DecoderModels} and reproduce transformers' float64 outputs: the logits at
+ * every prompt position within 1e-4 on every attention path (stock and flash over a contiguous
+ * cache, flash and paged prefill into a paged cache), the greedy continuations token for token
+ * through the model's predictor on every path, and the decoded text through {@code String →
+ * String}.
+ *
+ * <p>1e-4: the references are float64 forwards of the same weights; a float32 forward differs by a
+ * few float32 ulps of logits of magnitude ~10 (~1e-5). The greedy steps' smallest top-1/top-2
+ * margin (written by the fixture, at least 1e-3) is far above that, so token equality is exact.
+ */
+class HfDecoderParityTest {
+
+    static Stream<String> checkpoints() {
+        return Stream.of("llama", "llama_bf16", "gpt2", "gpt2_f16");
+    }
+
+    static Stream<Arguments> checkpointsAndPaths() {
+        return checkpoints()
+                .flatMap(c -> Stream.of("stock", "flash", "paged").map(a -> Arguments.of(c, a)));
+    }
+
+    static Path dir(String name) {
+        return HfFixtures.dir("decoders").resolve(name);
+    }
+
+    static JsonObject reference(String name) throws IOException {
+        return JsonParser.parseString(
+                        Files.readString(dir(name).resolve("reference.json"), StandardCharsets.UTF_8))
+                .getAsJsonObject();
+    }
+
+    static List<JsonObject> cases(JsonObject reference) {
+        List<JsonObject> out = new ArrayList<>();
+        for (JsonElement e : reference.getAsJsonArray("cases")) {
+            out.add(e.getAsJsonObject());
+        }
+        return out;
+    }
+
+    static int[] ints(JsonArray a) {
+        int[] v = new int[a.size()];
+        for (int i = 0; i < v.length; ++i) {
+            v[i] = a.get(i).getAsInt();
+        }
+        return v;
+    }
+
+    static <I, O> Criteria<I, O> criteria(Class<I> in, Class<O> out, String attention) {
+        return Criteria.builder()
+                .setTypes(in, out)
+                .optArgument("attention", attention)
+                .optArgument("maxNewTokens", 12)
+                .build();
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("checkpoints")
+    void logitsMatchTransformersOnEveryPath(String name) throws Exception {
+        JsonObject ref = reference(name);
+        try (ZooModel<int[], int[]> model =
+                DecoderModels.load(dir(name), criteria(int[].class, int[].class, "stock"))) {
+            Decoder decoder = ((GenerationBlock) model.getBlock()).getDecoder();
+            DecoderConfig c = decoder.getConfig();
+            if ("llama_bf16".equals(name)) {
+                assertEquals(32, c.getHeadDim()); // head_dim 32 with hidden 64 and 4 heads
+                assertTrue(c.isTieEmbeddings());
+            }
+            if ("llama".equals(name)) {
+                assertEquals(2, c.getNumKvHeads());
+                assertEquals(500.0, c.getRopeTheta()); // from rope_parameters.rope_theta
+            }
+            NDManager manager = model.getNDManager();
+            double worst = 0;
+            for (JsonObject k : cases(ref)) {
+                int[] prompt = ints(k.getAsJsonArray("prompt"));
+                JsonArray logits = k.getAsJsonArray("logits");
+                for (ContiguousAttention a : ContiguousAttention.values()) {
+                    decoder.setContiguousAttention(a);
+                    try (NDManager m = manager.newSubManager()) {
+                        float[] got = contiguousLogits(decoder, m, prompt);
+                        int vocab = c.getVocabSize();
+                        for (int p = 0; p < prompt.length; ++p) {
+                            worst =
+                                    Math.max(
+                                            worst,
+                                            maxDiff(
+                                                    logits.get(p).getAsJsonArray(),
+                                                    Arrays.copyOfRange(
+                                                            got, p * vocab, (p + 1) * vocab),
+                                                    name + " " + a + " position " + p));
+                        }
+                    }
+                }
+                decoder.setContiguousAttention(ContiguousAttention.STOCK);
+                for (PrefillAttention prefill : PrefillAttention.values()) {
+                    try (NDManager m = manager.newSubManager()) {
+                        float[] got = pagedLastLogits(decoder, m, prompt, prefill);
+                        worst =
+                                Math.max(
+                                        worst,
+                                        maxDiff(
+                                                logits.get(prompt.length - 1).getAsJsonArray(),
+                                                got,
+                                                name + " paged " + prefill));
+                    }
+                }
+            }
+            assertTrue(worst <= 1e-4, name + ": max |logit diff| " + worst);
+        }
+    }
+
+    private static double maxDiff(JsonArray want, float[] got, String what) {
+        assertEquals(want.size(), got.length, what + ": vocabulary");
+        double worst = 0;
+        for (int i = 0; i < got.length; ++i) {
+            double d = Math.abs(want.get(i).getAsDouble() - got[i]);
+            assertTrue(d <= 1e-4, what + ": logit " + i + " differs by " + d);
+            worst = Math.max(worst, d);
+        }
+        return worst;
+    }
+
+    private static float[] contiguousLogits(Decoder decoder, NDManager m, int[] prompt) {
+        long[] ids = Arrays.stream(prompt).asLongStream().toArray();
+        NDList out =
+                decoder.forward(
+                        null,
+                        new NDList(
+                                m.create(ids, new Shape(1, ids.length)),
+                                m.arange(0, ids.length, 1, DataType.INT64).reshape(1, ids.length),
+                                m.ones(new Shape(1, ids.length), DataType.INT64)),
+                        false);
+        return out.get(0).toFloatArray();
+    }
+
+    private static float[] pagedLastLogits(
+            Decoder decoder, NDManager m, int[] prompt, PrefillAttention prefill) {
+        try (PagedKvCache cache =
+                decoder.newCacheBuilder(m).optBlockSize(16).optNumBlocks(8).build()) {
+            cache.allocate(0, prompt.length);
+            try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {prompt.length}, m)) {
+                NDArray out =
+                        decoder.forwardPaged(
+                                cache,
+                                batch,
+                                m.create(Arrays.stream(prompt).asLongStream().toArray()),
+                                m.arange(0, prompt.length, 1, DataType.INT64),
+                                prefill);
+                return out.toFloatArray();
+            }
+        }
+    }
+
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("checkpointsAndPaths")
+    void greedyIdsMatchTransformers(String name, String attention) throws Exception {
+        JsonObject ref = reference(name);
+        List<int[]> prompts = new ArrayList<>();
+        for (JsonObject k : cases(ref)) {
+            prompts.add(ints(k.getAsJsonArray("prompt")));
+        }
+        try (ZooModel<int[], int[]> model =
+                        DecoderModels.load(dir(name), criteria(int[].class, int[].class, attention));
+                Predictor<int[], int[]> predictor = model.newPredictor()) {
+            assertEquals(
+                    ref.get("eos_token_id").getAsLong(),
+                    Long.parseLong(model.getProperty("eosTokenId")));
+            List<int[]> batched = predictor.batchPredict(prompts);
+            List<JsonObject> cs = cases(ref);
+            for (int i = 0; i < cs.size(); ++i) {
+                int[] want = ints(cs.get(i).getAsJsonArray("generated"));
+                assertArrayEquals(want, batched.get(i), name + " " + attention + " case " + i);
+            }
+            // One request alone gives what it gave in the batch.
+            assertArrayEquals(batched.get(2), predictor.predict(prompts.get(2)));
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("checkpoints")
+    void textToTextMatchesTransformersDecodedText(String name) throws Exception {
+        JsonObject ref = reference(name);
+        List<String> texts = new ArrayList<>();
+        for (JsonObject k : cases(ref)) {
+            texts.add(k.get("text").getAsString());
+        }
+        try (ZooModel<String, String> model =
+                        DecoderModels.load(
+                                dir(name), criteria(String.class, String.class, "paged"));
+                Predictor<String, String> predictor = model.newPredictor()) {
+            Path tokenizerFile = Path.of(model.getProperty("tokenizer"));
+            assertEquals(dir(name).resolve("tokenizer.json").toAbsolutePath(), tokenizerFile);
+            try (HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerFile)) {
+                for (JsonObject k : cases(ref)) {
+                    long[] ids = tokenizer.encode(k.get("text").getAsString()).getIds();
+                    assertArrayEquals(
+                            ints(k.getAsJsonArray("prompt")),
+                            Arrays.stream(ids).mapToInt(Math::toIntExact).toArray(),
+                            "DJL's tokenizer encodes the prompt as transformers' does");
+                }
+            }
+            List<String> out = predictor.batchPredict(texts);
+            List<JsonObject> cs = cases(ref);
+            for (int i = 0; i < cs.size(); ++i) {
+                assertEquals(
+                        cs.get(i).get("generated_text").getAsString(),
+                        out.get(i),
+                        name + " case " + i);
+            }
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama", "gpt2"})
+    void float16DecoderStaysCloseToTransformers(String name) throws Exception {
+        // float16 weights, activations and cache (norms, RoPE and softmax in float32): logits
+        // after each prompt within 0.05 of the float64 reference (|logits| <= ~10; float16 keeps
+        // 11 significant bits through 2-3 layers).
+        JsonObject ref = reference(name);
+        Criteria<int[], int[]> c =
+                Criteria.builder()
+                        .setTypes(int[].class, int[].class)
+                        .optArgument("dtype", "float16")
+                        .build();
+        try (ZooModel<int[], int[]> model = DecoderModels.load(dir(name), c)) {
+            Decoder decoder = ((GenerationBlock) model.getBlock()).getDecoder();
+            assertEquals(DataType.FLOAT16, decoder.getConfig().getDataType());
+            for (JsonObject k : cases(ref)) {
+                int[] prompt = ints(k.getAsJsonArray("prompt"));
+                JsonArray want = k.getAsJsonArray("logits").get(prompt.length - 1).getAsJsonArray();
+                try (NDManager m = model.getNDManager().newSubManager()) {
+                    float[] got = pagedLastLogits(decoder, m, prompt, PrefillAttention.PAGED);
+                    for (int i = 0; i < got.length; ++i) {
+                        assertEquals(want.get(i).getAsDouble(), got[i], 0.05, name + " logit " + i);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it.decoder;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import ai.djl.inference.Predictor;
+import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ZooModel;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+
+import io.djlattention.it.paged.Stories260k;
+import io.djlattention.zoo.decoder.DecoderModels;
+import io.djlattention.zoo.decoder.GenerationBlock;
+
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The built-in stories260K (the model zoo's default decoder, {@code DecoderModels.load(null, ...)})
+ * reproduces llama2.c's greedy reference ids exactly through its predictor on every path: paged
+ * cache + continuous-batching scheduler (flash and paged prefill, ample blocks and too few blocks,
+ * which forces preemption), and flash / stock attention over a contiguous cache.
+ */
+class Stories260kZooTest {
+
+    private static int[] ints(JsonArray a) {
+        int[] v = new int[a.size()];
+        for (int i = 0; i < v.length; ++i) {
+            v[i] = a.get(i).getAsInt();
+        }
+        return v;
+    }
+
+    @ParameterizedTest(name = "{0} prefill {1} blocks {2}")
+    @CsvSource({"paged, flash, 0", "paged, paged, 0", "paged, paged, 10", "flash, flash, 0",
+        "stock, flash, 0"})
+    void greedyMatchesReference(String attention, String prefill, int numBlocks) throws Exception {
+        JsonArray cases = Stories260k.reference();
+        List<int[]> prompts = new ArrayList<>();
+        List<int[]> expected = new ArrayList<>();
+        int maxNew = 0;
+        for (int i = 0; i < cases.size(); ++i) {
+            JsonObject c = cases.get(i).getAsJsonObject();
+            prompts.add(ints(c.getAsJsonArray("prompt")));
+            expected.add(ints(c.getAsJsonArray("generated")));
+            maxNew = Math.max(maxNew, expected.get(i).length);
+        }
+        Criteria<int[], int[]> criteria =
+                Criteria.builder()
+                        .setTypes(int[].class, int[].class)
+                        .optArgument("attention", attention)
+                        .optArgument("prefill", prefill)
+                        .optArgument("numBlocks", numBlocks)
+                        .optArgument("blockSize", 8)
+                        .optArgument("maxNewTokens", maxNew)
+                        .build();
+        try (ZooModel<int[], int[]> model = DecoderModels.load(null, criteria);
+                Predictor<int[], int[]> predictor = model.newPredictor()) {
+            GenerationBlock block = (GenerationBlock) model.getBlock();
+            assertEquals(512, block.getDecoder().getConfig().getVocabSize());
+            assertEquals(1, block.getEosTokenId()); // llama2.c stops at BOS
+            List<int[]> got = predictor.batchPredict(prompts);
+            for (int i = 0; i < prompts.size(); ++i) {
+                int[] want = expected.get(i);
+                // The reference stops some cases early; the first ids must agree exactly.
+                assertEquals(maxNew, got.get(i).length, "case " + i);
+                assertArrayEquals(
+                        want, Arrays.copyOf(got.get(i), want.length), attention + " case " + i);
+            }
+        }
+    }
+}

@@ -1,0 +1,353 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.zoo.decoder;
+
+import ai.djl.MalformedModelException;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParseException;
+import com.google.gson.JsonParser;
+
+import io.djlattention.zoo.hf.HfCheckpoint;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Reads a Hugging Face decoder checkpoint ({@code config.json} + safetensors weights, as {@code
+ * save_pretrained} writes them) into a {@link Decoder}.
+ *
+ * <p>Supported architectures and the {@code config.json} keys read:
+ *
+ * <ul>
+ *   <li>{@code LlamaForCausalLM}: {@code vocab_size}, {@code hidden_size}, {@code
+ *       intermediate_size}, {@code num_hidden_layers}, {@code num_attention_heads}, {@code
+ *       num_key_value_heads} (grouped-query attention; default the heads), {@code head_dim}
+ *       (default {@code hidden_size / num_attention_heads}), {@code max_position_embeddings}
+ *       (default 2048), {@code rms_norm_eps} (default 1e-6), the RoPE base from {@code
+ *       rope_parameters.rope_theta} (transformers 5) or {@code rope_theta} (earlier; default
+ *       10000), {@code tie_word_embeddings} (default false). RoPE pairs {@code (i, i + D/2)}
+ *       ({@code rotate_half}).
+ *   <li>{@code GPT2LMHeadModel}: {@code vocab_size}, {@code n_embd}, {@code n_layer}, {@code
+ *       n_head}, {@code n_positions}, {@code n_inner} (null: {@code 4 n_embd}), {@code
+ *       layer_norm_epsilon} (default 1e-5), {@code activation_function} ({@code gelu_new} or {@code
+ *       gelu_pytorch_tanh}), {@code tie_word_embeddings} (default true). Tensor names may carry the
+ *       {@code transformer.} prefix; the {@code attn.bias} / {@code attn.masked_bias} mask buffers
+ *       are ignored.
+ * </ul>
+ *
+ * <p>Refused, with an error naming {@code config.json} and the key: attention or MLP biases in a
+ * LLaMA ({@code attention_bias}, {@code mlp_bias}), RoPE scaling other than the default ({@code
+ * rope_parameters.rope_type}, {@code rope_scaling}), a partial rotary factor, sliding-window
+ * attention ({@code sliding_window}), another activation; GPT-2 variants with unscaled or
+ * layer-scaled attention or cross-attention. Weights may be float32, float16 or bfloat16; they are
+ * converted to the decoder's data type (bfloat16 always through float32: DJL 0.35.1 cannot hold
+ * it).
+ */
+public final class HfDecoderLoader {
+
+    /** The architectures this loader reads. */
+    public static final List<String> ARCHITECTURES = List.of("LlamaForCausalLM", "GPT2LMHeadModel");
+
+    private HfDecoderLoader() {}
+
+    /**
+     * Returns whether a checkpoint's architecture is one this loader reads.
+     *
+     * @param checkpoint the checkpoint
+     * @return true for {@code LlamaForCausalLM} and {@code GPT2LMHeadModel}
+     */
+    public static boolean supports(HfCheckpoint checkpoint) {
+        return ARCHITECTURES.contains(checkpoint.getArchitecture());
+    }
+
+    /**
+     * Reads {@code config.json} as a decoder configuration.
+     *
+     * @param checkpoint the checkpoint
+     * @param dataType the decoder's data type (float32 or float16)
+     * @return the configuration
+     * @throws MalformedModelException if the architecture or a key is not supported, naming {@code
+     *     config.json} and the key
+     */
+    public static DecoderConfig readConfig(HfCheckpoint checkpoint, DataType dataType)
+            throws MalformedModelException {
+        Keys k = new Keys(checkpoint);
+        String arch = checkpoint.getArchitecture();
+        DecoderConfig.Builder b = DecoderConfig.builder().optDataType(dataType);
+        if ("LlamaForCausalLM".equals(arch)) {
+            int hidden = k.requireInt("hidden_size");
+            int heads = k.requireInt("num_attention_heads");
+            b.setArchitecture(DecoderConfig.Architecture.LLAMA)
+                    .setVocabSize(k.requireInt("vocab_size"))
+                    .setHiddenSize(hidden)
+                    .setIntermediateSize(k.requireInt("intermediate_size"))
+                    .setNumLayers(k.requireInt("num_hidden_layers"))
+                    .setNumHeads(heads)
+                    .optNumKvHeads(k.optInt("num_key_value_heads", heads))
+                    .optMaxPositions(k.optInt("max_position_embeddings", 2048))
+                    .optNormEps((float) k.optDouble("rms_norm_eps", 1e-6))
+                    .optRopeTheta(llamaRopeTheta(k))
+                    .optRopeStyle(DecoderConfig.RopeStyle.HALF)
+                    .optTieEmbeddings(k.optBoolean("tie_word_embeddings", false));
+            int headDim = k.optInt("head_dim", 0);
+            if (headDim != 0 && headDim * heads != hidden) {
+                b.optHeadDim(headDim);
+            }
+            k.refuseTrue("attention_bias", "attention projections with biases");
+            k.refuseTrue("mlp_bias", "MLP projections with biases");
+            k.refusePresent("sliding_window", "sliding-window attention");
+            String act = k.optString("hidden_act", "silu");
+            if (!"silu".equals(act)) {
+                throw k.refuse("hidden_act", act, "only silu (SwiGLU) is supported");
+            }
+        } else if ("GPT2LMHeadModel".equals(arch)) {
+            int hidden = k.requireInt("n_embd");
+            b.setArchitecture(DecoderConfig.Architecture.GPT2)
+                    .setVocabSize(k.requireInt("vocab_size"))
+                    .setHiddenSize(hidden)
+                    .setIntermediateSize(k.optInt("n_inner", 4 * hidden))
+                    .setNumLayers(k.requireInt("n_layer"))
+                    .setNumHeads(k.requireInt("n_head"))
+                    .optMaxPositions(k.requireInt("n_positions"))
+                    .optNormEps((float) k.optDouble("layer_norm_epsilon", 1e-5))
+                    .optTieEmbeddings(k.optBoolean("tie_word_embeddings", true));
+            String act = k.optString("activation_function", "gelu_new");
+            if (!"gelu_new".equals(act) && !"gelu_pytorch_tanh".equals(act)) {
+                throw k.refuse(
+                        "activation_function",
+                        act,
+                        "only gelu_new and gelu_pytorch_tanh (the tanh GELU) are supported");
+            }
+            if (!k.optBoolean("scale_attn_weights", true)) {
+                throw k.refuse("scale_attn_weights", "false", "unscaled attention");
+            }
+            k.refuseTrue("scale_attn_by_inverse_layer_idx", "layer-scaled attention");
+            k.refuseTrue("add_cross_attention", "cross-attention");
+        } else {
+            throw new MalformedModelException(
+                    k.file
+                            + ": architecture '"
+                            + arch
+                            + "' is not a supported decoder (supported: "
+                            + String.join(", ", ARCHITECTURES)
+                            + ")");
+        }
+        try {
+            return b.build();
+        } catch (IllegalArgumentException e) {
+            throw new MalformedModelException(k.file + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static double llamaRopeTheta(Keys k) throws MalformedModelException {
+        JsonElement params = k.config.get("rope_parameters");
+        if (params != null && params.isJsonObject()) {
+            JsonObject p = params.getAsJsonObject();
+            checkRopeType(k, p, "rope_parameters");
+            JsonElement factor = p.get("partial_rotary_factor");
+            if (factor != null && !factor.isJsonNull() && factor.getAsDouble() != 1.0) {
+                throw k.refuse(
+                        "rope_parameters.partial_rotary_factor",
+                        factor.toString(),
+                        "only full-width RoPE is supported");
+            }
+            JsonElement theta = p.get("rope_theta");
+            if (theta != null && !theta.isJsonNull()) {
+                return theta.getAsDouble();
+            }
+        }
+        JsonElement scaling = k.config.get("rope_scaling");
+        if (scaling != null && !scaling.isJsonNull()) {
+            if (!scaling.isJsonObject()) {
+                throw k.refuse("rope_scaling", scaling.toString(), "expected null or an object");
+            }
+            checkRopeType(k, scaling.getAsJsonObject(), "rope_scaling");
+        }
+        return k.optDouble("rope_theta", 10000.0);
+    }
+
+    private static void checkRopeType(Keys k, JsonObject p, String key)
+            throws MalformedModelException {
+        for (String typeKey : new String[] {"rope_type", "type"}) {
+            JsonElement type = p.get(typeKey);
+            if (type != null && !type.isJsonNull() && !"default".equals(type.getAsString())) {
+                throw k.refuse(
+                        key + "." + typeKey,
+                        type.getAsString(),
+                        "only the default RoPE (no scaling) is supported");
+            }
+        }
+    }
+
+    /**
+     * Loads the checkpoint's weights into a decoder.
+     *
+     * @param checkpoint the checkpoint
+     * @param manager the manager that owns the parameters (its device is the decoder's)
+     * @param dataType float32 or float16
+     * @return the decoder
+     * @throws MalformedModelException if the configuration is not supported, or a tensor is
+     *     missing or has the wrong shape (naming the weights file and the tensor)
+     * @throws IOException if a weights file is missing or cannot be read
+     */
+    public static Decoder load(HfCheckpoint checkpoint, NDManager manager, DataType dataType)
+            throws MalformedModelException, IOException {
+        DecoderConfig config = readConfig(checkpoint, dataType);
+        Decoder decoder = new Decoder(config);
+        boolean gpt2 = config.getArchitecture() == DecoderConfig.Architecture.GPT2;
+        try (NDManager temp = manager.newSubManager()) {
+            Map<String, NDArray> tensors = checkpoint.readTensors(temp);
+            Map<String, NDArray> named = new LinkedHashMap<>();
+            for (Map.Entry<String, Shape> e : Decoder.parameterShapes(config).entrySet()) {
+                String name = e.getKey();
+                String stored = name;
+                if (gpt2 && !tensors.containsKey(name) && !name.startsWith("lm_head")) {
+                    stored = "transformer." + name;
+                }
+                NDArray t;
+                try {
+                    t = checkpoint.require(tensors, stored);
+                } catch (IOException missing) {
+                    throw new MalformedModelException(missing.getMessage(), missing);
+                }
+                if (!t.getShape().equals(e.getValue())) {
+                    throw new MalformedModelException(
+                            checkpoint.getWeightsFile()
+                                    + ": tensor "
+                                    + stored
+                                    + " has shape "
+                                    + t.getShape()
+                                    + ", config.json implies "
+                                    + e.getValue());
+                }
+                named.put(name, t);
+            }
+            decoder.setWeights(manager, named);
+        }
+        return decoder;
+    }
+
+    /**
+     * Returns the end-of-sequence token: {@code eos_token_id} of {@code generation_config.json}
+     * when present, else of {@code config.json}; the first one of a list. An id outside the
+     * vocabulary (GPT-2's 50256 in a smaller vocabulary) can never be generated and counts as
+     * none.
+     *
+     * @param checkpoint the checkpoint
+     * @param vocabSize the vocabulary size
+     * @return the id, or -1 for none
+     * @throws IOException if {@code generation_config.json} exists but is malformed
+     */
+    public static long eosTokenId(HfCheckpoint checkpoint, int vocabSize) throws IOException {
+        JsonElement eos = null;
+        Path gen = checkpoint.getDirectory().resolve("generation_config.json");
+        if (Files.isRegularFile(gen)) {
+            try {
+                JsonElement g = JsonParser.parseString(Files.readString(gen, StandardCharsets.UTF_8));
+                if (g.isJsonObject()) {
+                    eos = g.getAsJsonObject().get("eos_token_id");
+                }
+            } catch (JsonParseException e) {
+                throw new IOException(gen + ": malformed JSON: " + e.getMessage(), e);
+            }
+        }
+        if (eos == null || eos.isJsonNull()) {
+            eos = checkpoint.getConfig().get("eos_token_id");
+        }
+        if (eos != null && eos.isJsonArray()) {
+            eos = eos.getAsJsonArray().isEmpty() ? null : eos.getAsJsonArray().get(0);
+        }
+        if (eos == null || eos.isJsonNull() || !eos.isJsonPrimitive()) {
+            return -1;
+        }
+        long id = eos.getAsLong();
+        return id >= 0 && id < vocabSize ? id : -1;
+    }
+
+    /** Typed access to {@code config.json} with errors naming the file and the key. */
+    private static final class Keys {
+        final JsonObject config;
+        final Path file;
+
+        Keys(HfCheckpoint checkpoint) {
+            this.config = checkpoint.getConfig();
+            this.file = checkpoint.getDirectory().resolve("config.json");
+        }
+
+        private JsonElement get(String key) {
+            JsonElement e = config.get(key);
+            return e == null || e.isJsonNull() ? null : e;
+        }
+
+        int requireInt(String key) throws MalformedModelException {
+            JsonElement e = get(key);
+            if (e == null) {
+                throw new MalformedModelException(file + ": missing key " + key);
+            }
+            return asInt(key, e);
+        }
+
+        int optInt(String key, int fallback) throws MalformedModelException {
+            JsonElement e = get(key);
+            return e == null ? fallback : asInt(key, e);
+        }
+
+        private int asInt(String key, JsonElement e) throws MalformedModelException {
+            try {
+                return e.getAsInt();
+            } catch (RuntimeException bad) {
+                throw new MalformedModelException(
+                        file + ": " + key + ": expected an integer, got " + e);
+            }
+        }
+
+        double optDouble(String key, double fallback) throws MalformedModelException {
+            JsonElement e = get(key);
+            try {
+                return e == null ? fallback : e.getAsDouble();
+            } catch (RuntimeException bad) {
+                throw new MalformedModelException(
+                        file + ": " + key + ": expected a number, got " + e);
+            }
+        }
+
+        boolean optBoolean(String key, boolean fallback) {
+            JsonElement e = get(key);
+            return e == null ? fallback : e.getAsBoolean();
+        }
+
+        String optString(String key, String fallback) {
+            JsonElement e = get(key);
+            return e == null ? fallback : e.getAsString();
+        }
+
+        void refuseTrue(String key, String what) throws MalformedModelException {
+            if (optBoolean(key, false)) {
+                throw refuse(key, "true", what + " is not supported");
+            }
+        }
+
+        void refusePresent(String key, String what) throws MalformedModelException {
+            JsonElement e = get(key);
+            if (e != null) {
+                throw refuse(key, e.toString(), what + " is not supported");
+            }
+        }
+
+        MalformedModelException refuse(String key, String value, String why) {
+            return new MalformedModelException(file + ": " + key + " = " + value + ": " + why);
+        }
+    }
+}
