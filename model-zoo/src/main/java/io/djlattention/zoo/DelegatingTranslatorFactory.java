@@ -1,0 +1,118 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.zoo;
+
+import ai.djl.Application;
+import ai.djl.MalformedModelException;
+import ai.djl.Model;
+import ai.djl.modality.Classifications;
+import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ModelNotFoundException;
+import ai.djl.repository.zoo.ZooModel;
+import ai.djl.translate.TranslateException;
+import ai.djl.translate.Translator;
+import ai.djl.translate.TranslatorFactory;
+import ai.djl.util.Pair;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.reflect.Type;
+import java.nio.file.Paths;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+
+/**
+ * The translator factory a {@link CheckpointRepository} names: it loads the real model through
+ * {@link CheckpointLoader} (with the criteria's types, the engine model's device and the
+ * criteria's arguments) and returns a {@link DelegatingTranslator} that predicts with it. The
+ * delegate closes with the model DJL returns.
+ *
+ * <p>Errors: a checkpoint that does not load (missing {@code config.json} or {@code
+ * tokenizer.json}, unsupported architecture, missing tensor) throws {@link UncheckedIOException} or
+ * {@link IllegalArgumentException} with the loader's message straight out of {@code
+ * Criteria.loadModel()}; types the checkpoint has no task for end in DJL's usual {@code
+ * ModelNotFoundException} with the loader's message as its cause.
+ */
+public final class DelegatingTranslatorFactory implements TranslatorFactory {
+
+    /** Arguments the repository adds for DJL's loader, not passed on to the delegate. */
+    private static final Set<String> INTERNAL =
+            Set.of(
+                    CheckpointRepository.ARG_PATH,
+                    CheckpointRepository.ARG_BUILTIN,
+                    "translatorFactory",
+                    "blockFactory",
+                    "engine",
+                    "application");
+
+    /** {@inheritDoc} */
+    @Override
+    public Set<Pair<Type, Type>> getSupportedTypes() {
+        // The tasks of the built-in models; a checkpoint's loader has the last word (isSupported).
+        return Set.of(
+                new Pair<>(String.class, float[].class),
+                new Pair<>(String.class, Classifications.class),
+                new Pair<>(String.class, String.class),
+                new Pair<>(int[].class, int[].class));
+    }
+
+    /**
+     * Returns true: which types a checkpoint serves depends on the checkpoint, and its loader
+     * refuses the others with a message naming them.
+     *
+     * @param input the input class
+     * @param output the output class
+     * @return true
+     */
+    @Override
+    public boolean isSupported(Class<?> input, Class<?> output) {
+        return true;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public <I, O> Translator<I, O> newInstance(
+            Class<I> input, Class<O> output, Model model, Map<String, ?> arguments)
+            throws TranslateException {
+        Criteria.Builder<I, O> builder =
+                Criteria.builder()
+                        .setTypes(input, output)
+                        .optEngine("PyTorch")
+                        .optDevice(model.getNDManager().getDevice());
+        for (Map.Entry<String, ?> e : arguments.entrySet()) {
+            if (!INTERNAL.contains(e.getKey())) {
+                builder.optArgument(e.getKey(), e.getValue());
+            }
+        }
+        Object application = arguments.get("application");
+        if (application != null) {
+            builder.optApplication(Application.of(application.toString()));
+        }
+        Criteria<I, O> criteria = builder.build();
+        Object builtin = arguments.get(CheckpointRepository.ARG_BUILTIN);
+        Object path = arguments.get(CheckpointRepository.ARG_PATH);
+        ZooModel<I, O> delegate;
+        try {
+            delegate =
+                    builtin != null
+                            ? CheckpointLoader.loadBuiltin(builtin.toString(), criteria)
+                            : CheckpointLoader.load(Paths.get(path.toString()), criteria);
+        } catch (ModelNotFoundException e) {
+            model.close(); // DJL's loader does not close the engine model it built
+            throw new TranslateException(e.getMessage(), e);
+        } catch (MalformedModelException e) {
+            model.close();
+            throw new IllegalArgumentException(e.getMessage(), e);
+        } catch (IOException e) {
+            model.close();
+            throw new UncheckedIOException(e.getMessage(), e);
+        } catch (RuntimeException e) {
+            model.close();
+            throw e;
+        }
+        model.getNDManager().attachInternal("djl-attention-delegate-" + UUID.randomUUID(), delegate);
+        return new DelegatingTranslator<>(delegate);
+    }
+}
