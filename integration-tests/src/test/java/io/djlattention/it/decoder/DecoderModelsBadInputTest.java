@@ -198,6 +198,11 @@ class DecoderModelsBadInputTest {
             TranslateException empty =
                     assertThrows(TranslateException.class, () -> predictor.predict(""));
             assertMessage(rootCause(empty), "encodes to no tokens");
+            // A text longer than max positions is refused too: the tokenizer does not truncate.
+            String story = "Once upon a time there was a little girl named Lily. ".repeat(20);
+            TranslateException tooLong =
+                    assertThrows(TranslateException.class, () -> predictor.predict(story));
+            assertMessage(rootCause(tooLong), "max positions 96", "refused, not truncated");
             assertEquals(List.of(), predictor.batchPredict(List.of()));
         }
     }
