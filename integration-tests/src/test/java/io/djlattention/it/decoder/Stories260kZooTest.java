@@ -17,9 +17,14 @@ import io.djlattention.it.paged.Stories260k;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
 
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -76,6 +81,27 @@ class Stories260kZooTest {
                 assertArrayEquals(
                         want, Arrays.copyOf(got.get(i), want.length), attention + " case " + i);
             }
+        }
+    }
+
+    @Test
+    void llama2cFileLoadsLikeTheBuiltInModel(@TempDir Path temp) throws Exception {
+        // A llama2.c .bin file given by path goes through the same loader as the resource.
+        Path file = temp.resolve("stories260K.bin");
+        try (InputStream in = DecoderModels.class.getResourceAsStream(DecoderModels.STORIES260K)) {
+            Files.copy(in, file);
+        }
+        JsonObject c = Stories260k.reference().get(1).getAsJsonObject();
+        int[] want = ints(c.getAsJsonArray("generated"));
+        Criteria<int[], int[]> criteria =
+                Criteria.builder()
+                        .setTypes(int[].class, int[].class)
+                        .optArgument("maxNewTokens", want.length)
+                        .build();
+        try (ZooModel<int[], int[]> model = DecoderModels.load(file, criteria);
+                Predictor<int[], int[]> predictor = model.newPredictor()) {
+            assertEquals("stories260K.bin", model.getName());
+            assertArrayEquals(want, predictor.predict(ints(c.getAsJsonArray("prompt"))));
         }
     }
 }
