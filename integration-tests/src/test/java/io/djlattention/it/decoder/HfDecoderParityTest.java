@@ -50,7 +50,8 @@ import java.util.stream.Stream;
  * Hugging Face decoder checkpoints made by transformers itself ({@code make_decoders.py}: random
  * {@code LlamaForCausalLM} with GQA, sharded; a bfloat16 LLaMA with {@code head_dim != hidden /
  * heads} and tied embeddings; {@code GPT2LMHeadModel} float32 and float16 with an untied head)
- * load through {@link DecoderModels} and reproduce transformers' float64 outputs: the logits at
+ * load through DJL's {@code Criteria} ({@code optModelPath}, which the model zoo hands to {@link
+ * DecoderModels}) and reproduce transformers' float64 outputs: the logits at
  * every prompt position within 1e-4 on every attention path (stock and flash over a contiguous
  * cache, flash and paged prefill into a paged cache), the greedy continuations token for token
  * through the model's predictor on every path, and the decoded text through {@code String →
@@ -98,9 +99,12 @@ class HfDecoderParityTest {
         return v;
     }
 
-    static <I, O> Criteria<I, O> criteria(Class<I> in, Class<O> out, String attention) {
+    static <I, O> Criteria<I, O> criteria(
+            String name, Class<I> in, Class<O> out, String attention) {
         return Criteria.builder()
                 .setTypes(in, out)
+                .optModelPath(dir(name))
+                .optEngine("PyTorch")
                 .optArgument("attention", attention)
                 .optArgument("maxNewTokens", 12)
                 .build();
@@ -110,8 +114,16 @@ class HfDecoderParityTest {
     @MethodSource("checkpoints")
     void logitsMatchTransformersOnEveryPath(String name) throws Exception {
         JsonObject ref = reference(name);
+        // DecoderModels directly: the model DJL's Criteria returns delegates to this one and
+        // exposes neither its block nor its properties.
         try (ZooModel<int[], int[]> model =
-                DecoderModels.load(dir(name), criteria(int[].class, int[].class, "stock"))) {
+                DecoderModels.load(dir(name), criteria(name, int[].class, int[].class, "stock"))) {
+            assertEquals(
+                    ref.get("eos_token_id").getAsLong(),
+                    Long.parseLong(model.getProperty("eosTokenId")));
+            assertEquals(
+                    dir(name).resolve("tokenizer.json").toAbsolutePath().toString(),
+                    model.getProperty("tokenizer"));
             Decoder decoder = ((GenerationBlock) model.getBlock()).getDecoder();
             DecoderConfig c = decoder.getConfig();
             if ("llama_bf16".equals(name)) {
@@ -214,11 +226,8 @@ class HfDecoderParityTest {
             prompts.add(ints(k.getAsJsonArray("prompt")));
         }
         try (ZooModel<int[], int[]> model =
-                        DecoderModels.load(dir(name), criteria(int[].class, int[].class, attention));
+                        criteria(name, int[].class, int[].class, attention).loadModel();
                 Predictor<int[], int[]> predictor = model.newPredictor()) {
-            assertEquals(
-                    ref.get("eos_token_id").getAsLong(),
-                    Long.parseLong(model.getProperty("eosTokenId")));
             List<int[]> batched = predictor.batchPredict(prompts);
             List<JsonObject> cs = cases(ref);
             for (int i = 0; i < cs.size(); ++i) {
@@ -239,11 +248,9 @@ class HfDecoderParityTest {
             texts.add(k.get("text").getAsString());
         }
         try (ZooModel<String, String> model =
-                        DecoderModels.load(
-                                dir(name), criteria(String.class, String.class, "paged"));
+                        criteria(name, String.class, String.class, "paged").loadModel();
                 Predictor<String, String> predictor = model.newPredictor()) {
-            Path tokenizerFile = Path.of(model.getProperty("tokenizer"));
-            assertEquals(dir(name).resolve("tokenizer.json").toAbsolutePath(), tokenizerFile);
+            Path tokenizerFile = dir(name).resolve("tokenizer.json");
             try (HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerFile)) {
                 for (JsonObject k : cases(ref)) {
                     long[] ids = tokenizer.encode(k.get("text").getAsString()).getIds();
@@ -275,6 +282,7 @@ class HfDecoderParityTest {
         Criteria<int[], int[]> c =
                 Criteria.builder()
                         .setTypes(int[].class, int[].class)
+                        .optModelPath(dir(name))
                         .optArgument("dtype", "float16")
                         .build();
         try (ZooModel<int[], int[]> model = DecoderModels.load(dir(name), c)) {

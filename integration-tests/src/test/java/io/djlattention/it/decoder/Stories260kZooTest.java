@@ -30,8 +30,8 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * The built-in stories260K (the model zoo's default decoder, {@code DecoderModels.load(null, ...)})
- * reproduces llama2.c's greedy reference ids exactly through its predictor on every path: paged
+ * The built-in stories260K (the model zoo's default decoder, {@code
+ * djl://io.djlattention/stories260K} through DJL's {@code Criteria}) reproduces llama2.c's greedy reference ids exactly through its predictor on every path: paged
  * cache + continuous-batching scheduler (flash and paged prefill, ample blocks and too few blocks,
  * which forces preemption), and flash / stock attention over a contiguous cache.
  */
@@ -62,17 +62,16 @@ class Stories260kZooTest {
         Criteria<int[], int[]> criteria =
                 Criteria.builder()
                         .setTypes(int[].class, int[].class)
+                        .optModelUrls("djl://io.djlattention/stories260K")
+                        .optEngine("PyTorch")
                         .optArgument("attention", attention)
                         .optArgument("prefill", prefill)
                         .optArgument("numBlocks", numBlocks)
                         .optArgument("blockSize", 8)
                         .optArgument("maxNewTokens", maxNew)
                         .build();
-        try (ZooModel<int[], int[]> model = DecoderModels.load(null, criteria);
+        try (ZooModel<int[], int[]> model = criteria.loadModel();
                 Predictor<int[], int[]> predictor = model.newPredictor()) {
-            GenerationBlock block = (GenerationBlock) model.getBlock();
-            assertEquals(512, block.getDecoder().getConfig().getVocabSize());
-            assertEquals(1, block.getEosTokenId()); // llama2.c stops at BOS
             List<int[]> got = predictor.batchPredict(prompts);
             for (int i = 0; i < prompts.size(); ++i) {
                 int[] want = expected.get(i);
@@ -101,6 +100,9 @@ class Stories260kZooTest {
         try (ZooModel<int[], int[]> model = DecoderModels.load(file, criteria);
                 Predictor<int[], int[]> predictor = model.newPredictor()) {
             assertEquals("stories260K.bin", model.getName());
+            GenerationBlock block = (GenerationBlock) model.getBlock();
+            assertEquals(512, block.getDecoder().getConfig().getVocabSize());
+            assertEquals(1, block.getEosTokenId()); // llama2.c's run.c stops at BOS
             assertArrayEquals(want, predictor.predict(ints(c.getAsJsonArray("prompt"))));
         }
     }
