@@ -13,7 +13,7 @@ bandwidth with a device-to-device copy as the bandwidth reference.
 --configs (all, or a comma-separated list of names) adds a tuning table: the tile
 configurations of the CUDA kernel that DJL_ATTN_FLASH_CONFIG selects (cuda/flash/flash_fwd.cuh,
 kFwdConfigs) timed one after the other on the same inputs as SDPA's flash backend, for fp16/bf16,
-D 64/128, S 2k/8k, causal and not. See bench/NOTES-flash.md.
+D 64/128, S 2k/8k, causal and not. See docs/design/flash-cuda.md.
 
 Layouts: ours takes q/k/v [B, S, H, D]; SDPA gets transposed views [B, H, S, D] of the same
 tensors. "ours" is the launcher's choice; on compute capability 9.0 the prefill table adds the

@@ -1,5 +1,5 @@
 """CPU flash attention against torch's matmul -> softmax -> matmul, on the shapes of
-NOTES-cpu-flash.md. Not one of the bench_*.py files that scripts/gpu-check.sh runs: CPU only.
+docs/design/flash-cpu.md. Not one of the bench_*.py files that scripts/gpu-check.sh runs: CPU only.
 
     OMP_WAIT_POLICY=PASSIVE python3 cpu_flash_compare.py /path/to/libdjl_attn.so
 

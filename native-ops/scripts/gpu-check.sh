@@ -36,7 +36,7 @@ start=$(date +%s)
 generator=$(command -v ninja >/dev/null && echo "-G Ninja" || true)
 if cmake -S . -B build $generator -DCMAKE_BUILD_TYPE=Release -DDJL_ATTN_CUDA=ON \
      "-DCMAKE_CUDA_ARCHITECTURES=$ARCHS" >"$OUT/build.log" 2>&1 &&
-   cmake --build build --parallel >>"$OUT/build.log" 2>&1; then
+   cmake --build build --parallel "$(nproc)" >>"$OUT/build.log" 2>&1; then
   status_build=OK
 else
   tail -40 "$OUT/build.log"

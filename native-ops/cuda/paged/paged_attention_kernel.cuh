@@ -150,7 +150,7 @@ struct KernelConfig {
   static_assert(kStages_ == 0 || kStages_ >= 2, "a ring needs a chunk to fill and one to use");
   static_assert(kStages_ == 0 || !kPrefetch_, "the ring is its own prefetch");
 };
-// The configuration measured in NOTES-paged.md; every shape has it.
+// The configuration measured in docs/design/paged-cuda.md; every shape has it.
 using DefaultConfig = KernelConfig<kWarps, kLoadsPerChunk, kMinBlocksPerSm, 0>;
 
 template <typename T, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>

@@ -12,7 +12,7 @@
 namespace djl_attn::paged::kernels {
 
 // The configurations DJL_ATTN_PAGED_CONFIG selects (KernelConfig<warps, loads, min blocks per
-// SM, ring stages>); see NOTES-paged.md for what each is meant to test.
+// SM, ring stages>); see docs/design/paged-cuda.md for what each is meant to test.
 using ConfigW8L2 = KernelConfig<8, 2, 2, 0>;   // 16 warps/SM, 2 K + 2 V loads per lane
 using ConfigSmem4 = KernelConfig<4, 4, 3, 4>;  // 12 warps/SM, 3 chunks ahead in shared memory
 using ConfigSmem8 = KernelConfig<8, 2, 2, 4>;  // 16 warps/SM, 3 half chunks ahead in shared memory

@@ -40,12 +40,42 @@ void djl_attn_set_num_threads(int32_t num_threads);
 int32_t djl_attn_get_num_threads(void);
 
 /*
- * Calls `djl_attn::<op_name>` through the dispatcher. Writes `num_outputs` new tensor handles to
- * `outputs` on success. On failure returns DJL_ATTN_INVALID_ARGUMENT or DJL_ATTN_NATIVE_ERROR
- * and leaves the message in this thread's last error.
+ * Calls `djl_attn::<op_name>` through the dispatcher. `arg_kinds` and `num_outputs` must match
+ * the operator's schema (a mismatch is a DJL_ATTN_NATIVE_ERROR and nothing runs). The operator's
+ * argument checks run first, outside the dispatcher, so an invalid argument returns
+ * DJL_ATTN_INVALID_ARGUMENT without PyTorch logging anything. Writes `num_outputs` new tensor
+ * handles to `outputs` on success. On failure returns DJL_ATTN_INVALID_ARGUMENT or
+ * DJL_ATTN_NATIVE_ERROR and leaves the message in this thread's last error.
  */
 int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_kinds,
                       const int64_t* arg_values, int32_t num_outputs, int64_t* outputs);
+
+/*
+ * The operators this library defines, for bridges that check their own list against it:
+ * djl_attn_operator_schema(i) for i in [0, djl_attn_operator_count()) is the schema exactly as
+ * registered ("flash_attention(Tensor q, ...) -> (Tensor, Tensor)"); "" for an index out of range.
+ */
+int32_t djl_attn_operator_count(void);
+const char* djl_attn_operator_schema(int32_t index);
+/* The name of operator `index` ("flash_attention"), "" out of range. */
+const char* djl_attn_operator_name(int32_t index);
+/* Its tensors returned; -1 out of range. */
+int32_t djl_attn_operator_num_outputs(int32_t index);
+/* Its number of arguments (-1 out of range); writes the DJL_ATTN_ARG_* kind of each, in order,
+ * to `kinds` when `capacity` is at least that number. */
+int32_t djl_attn_operator_arg_kinds(int32_t index, int32_t* kinds, int32_t capacity);
+
+/*
+ * A supported-values list of the kernels, the one list the operators check against, as
+ * comma-separated values ("64,80,96,128,256"), or NULL for an unknown key. Keys:
+ *   paged.head_dims, paged.block_sizes   the paged attention operators' D and block sizes
+ *   flash.max_head_dim                    the largest D of flash_attention and bert_attention
+ *   flash.tensor_core_head_dims           the D the CUDA tensor-core kernel is compiled for
+ *                                         (other D <= flash.max_head_dim run padded up)
+ *   linear.max_dim                        the largest E and M of causal_dot_product
+ *   dtypes                                the floating dtypes every operator takes
+ */
+const char* djl_attn_supported_values(const char* key);
 
 /* This thread's last error message ("" when none). Valid until the thread's next call. */
 const char* djl_attn_last_error_message(void);

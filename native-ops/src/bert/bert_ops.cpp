@@ -8,6 +8,7 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
+#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -27,7 +28,7 @@ RowShape check_activation(const Tensor& x, ArgName name, bool need_channels) {
   if (x.dim() < 1) {
     fail_invalid(name.prefix(), ": expected at least 1 dim [..., C], got 0 dims");
   }
-  check_dtype_in(x, name, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_kernel_dtype(x, name);
   check_supported_device(x, name);
   // An empty tensor may carry any strides (torch gives [3, 0] strides (1, 1)); nothing is read.
   if (x.numel() > 0) check_contiguous(x, name);
@@ -92,6 +93,25 @@ PaddingParams padding_params(const Tensor& padded, const Tensor& packed, const T
   return p;
 }
 
+// cu_seqlens of restore_padding: starts at 0, lengths in [0, seqlen], ends at `total`.
+void check_restore_offsets(const Tensor& cu_seqlens, int64_t batch, int64_t seqlen, int64_t total,
+                           const BertBackend& backend) {
+  const ArgName cu_name{"restore_padding", "cu_seqlens"};
+  const std::vector<int32_t> cu = read_int32(cu_seqlens, batch + 1, backend.copy_to_host);
+  if (cu[0] != 0) fail_invalid(cu_name.prefix(), ": expected 0 at index 0, got ", cu[0]);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = int64_t{cu[b + 1]} - cu[b];
+    if (len < 0 || len > seqlen) {
+      fail_invalid(cu_name.prefix(), ": expected lengths cu_seqlens[b + 1] - cu_seqlens[b] in [0, ",
+                   "seqlen = ", seqlen, "], got ", len, " at b = ", b);
+    }
+  }
+  if (cu[batch] != total) {
+    fail_invalid(cu_name.prefix(), ": expected a last value equal to the tokens of packed (",
+                 total, "), got ", cu[batch]);
+  }
+}
+
 }  // namespace
 
 void add_bias_residual_layernorm_boxed(shim::StableIValue* stack, const BertBackend& backend) {
@@ -113,6 +133,7 @@ void add_bias_residual_layernorm_boxed(shim::StableIValue* stack, const BertBack
   if (!std::isfinite(eps) || eps < 0) {
     fail_invalid(kOp, ": eps: expected a finite value >= 0, got ", eps);
   }
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (shape.rows > 0) {
@@ -142,6 +163,7 @@ void add_bias_gelu_boxed(shim::StableIValue* stack, const BertBackend& backend) 
   const ArgName x_name{kOp, "x"}, bias_name{kOp, "bias"};
   const RowShape shape = check_activation(x, x_name, /*need_channels=*/false);
   if (bias) check_param(*bias, bias_name, x, x_name, shape.channels, nullptr, bias_name);
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (shape.rows > 0 && shape.channels > 0) {
@@ -173,6 +195,7 @@ void add_bias_residual_affine_boxed(shim::StableIValue* stack, const BertBackend
   check_param(scale, scale_name, x, x_name, shape.channels, nullptr, scale_name);
   check_param(shift, {kOp, "shift"}, x, x_name, shape.channels, &scale, scale_name);
   if (bias) check_param(*bias, {kOp, "bias"}, x, x_name, shape.channels, &scale, scale_name);
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (shape.rows > 0 && shape.channels > 0) {
@@ -200,7 +223,7 @@ void remove_padding_boxed(shim::StableIValue* stack, const BertBackend& backend)
 
   const ArgName x_name{kOp, "x"}, lens_name{kOp, "lens"};
   check_dim(x, x_name, 3, "[B, S, C]");
-  check_dtype_in(x, x_name, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_kernel_dtype(x, x_name);
   check_supported_device(x, x_name);
   check_contiguous(x, x_name);
   const int64_t batch = x.size(0), seqlen = x.size(1), channels = x.size(2);
@@ -225,6 +248,7 @@ void remove_padding_boxed(shim::StableIValue* stack, const BertBackend& backend)
     }
     cu[b + 1] = static_cast<int32_t>(total);
   }
+  if (validation_only()) return;
 
   Tensor packed = Tensor::empty({total, channels}, x.dtype(), x.device());
   Tensor cu_seqlens = Tensor::empty({batch + 1}, DType::kInt32, x.device());
@@ -249,7 +273,7 @@ void restore_padding_boxed(shim::StableIValue* stack, const BertBackend& backend
 
   const ArgName packed_name{kOp, "packed"}, cu_name{kOp, "cu_seqlens"};
   check_dim(packed, packed_name, 2, "[total, C]");
-  check_dtype_in(packed, packed_name, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_kernel_dtype(packed, packed_name);
   check_supported_device(packed, packed_name);
   check_contiguous(packed, packed_name);
   const int64_t total = packed.size(0), channels = packed.size(1);
@@ -262,19 +286,8 @@ void restore_padding_boxed(shim::StableIValue* stack, const BertBackend& backend
   check_contiguous(cu_seqlens, cu_name);
   if (seqlen < 0) fail_invalid(kOp, ": seqlen: expected a value >= 0, got ", seqlen);
   const int64_t batch = cu_seqlens.size(0) - 1;
-  const std::vector<int32_t> cu = read_int32(cu_seqlens, batch + 1, backend.copy_to_host);
-  if (cu[0] != 0) fail_invalid(cu_name.prefix(), ": expected 0 at index 0, got ", cu[0]);
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t len = int64_t{cu[b + 1]} - cu[b];
-    if (len < 0 || len > seqlen) {
-      fail_invalid(cu_name.prefix(), ": expected lengths cu_seqlens[b + 1] - cu_seqlens[b] in [0, ",
-                   "seqlen = ", seqlen, "], got ", len, " at b = ", b);
-    }
-  }
-  if (cu[batch] != total) {
-    fail_invalid(cu_name.prefix(), ": expected a last value equal to the tokens of packed (",
-                 total, "), got ", cu[batch]);
-  }
+  if (check_values()) check_restore_offsets(cu_seqlens, batch, seqlen, total, backend);
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty({batch, seqlen, channels}, packed.dtype(), packed.device());
   if (batch > 0 && seqlen > 0 && channels > 0) {

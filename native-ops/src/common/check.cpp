@@ -23,6 +23,12 @@ void check_size(const Tensor& t, ArgName name, int64_t d, const char* dim_name, 
   }
 }
 
+const DType kKernelDTypes[3] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+
+void check_kernel_dtype(const Tensor& t, ArgName name) {
+  check_dtype_in(t, name, {kKernelDTypes[0], kKernelDTypes[1], kKernelDTypes[2]});
+}
+
 void check_dtype_in(const Tensor& t, ArgName name, std::initializer_list<DType> allowed) {
   DType dtype = t.dtype();
   for (DType a : allowed) {
@@ -85,6 +91,24 @@ void check_contiguous(const Tensor& t, ArgName name) {
     }
     expected *= sizes[i];
   }
+}
+
+std::string list_str(const int* values, size_t count) {
+  std::string out = "{";
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + "}";
+}
+
+std::string csv_str(const int* values, size_t count) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) out += ",";
+    out += std::to_string(values[i]);
+  }
+  return out;
 }
 
 }  // namespace djl_attn

@@ -2,6 +2,7 @@
 // message of the form "<op>: <argument>: expected <rule>, got <value>".
 #pragma once
 
+#include <cstddef>
 #include <initializer_list>
 #include <string>
 
@@ -22,10 +23,29 @@ void check_size(const Tensor& t, ArgName name, int64_t d, const char* dim_name, 
                 const char* expected_from);
 void check_dtype_in(const Tensor& t, ArgName name, std::initializer_list<DType> allowed);
 void check_dtype(const Tensor& t, ArgName name, DType expected);
+
+// The floating dtypes every kernel family takes (float32, float16, bfloat16): the one list, also
+// exported as "<family>.dtypes" by djl_attn_supported_values.
+extern const DType kKernelDTypes[3];
+void check_kernel_dtype(const Tensor& t, ArgName name);
 void check_same_dtype(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name);
 void check_same_device(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name);
 void check_supported_device(const Tensor& t, ArgName name);
 void check_last_dim_contiguous(const Tensor& t, ArgName name);
 void check_contiguous(const Tensor& t, ArgName name);
+
+// "{64, 80, 96}": a supported-values list as messages print it.
+std::string list_str(const int* values, size_t count);
+template <size_t N>
+std::string list_str(const int (&values)[N]) {
+  return list_str(values, N);
+}
+
+// "64,80,96": the same list as djl_attn_supported_values returns it.
+std::string csv_str(const int* values, size_t count);
+template <size_t N>
+std::string csv_str(const int (&values)[N]) {
+  return csv_str(values, N);
+}
 
 }  // namespace djl_attn

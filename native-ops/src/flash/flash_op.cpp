@@ -7,6 +7,7 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
+#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -26,6 +27,7 @@ void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
   check_dtype(kv_lens, name, DType::kInt32);
   check_same_device(kv_lens, name, q, {kOp, "q"});
   check_contiguous(kv_lens, name);
+  if (!check_values()) return;
   const int64_t batch = kv_lens.size(0);
   const std::vector<int32_t> values = read_int32(kv_lens, batch, backend.copy_to_host);
   for (int64_t b = 0; b < batch; ++b) {
@@ -55,7 +57,7 @@ void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   if (dim < 1 || dim > kMaxHeadDim) {
     fail_invalid(q_name.prefix(), ": expected a head dim D in [1, ", kMaxHeadDim, "], got ", dim);
   }
-  check_dtype_in(q, q_name, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_kernel_dtype(q, q_name);
   check_same_dtype(k, k_name, q, q_name);
   check_same_dtype(v, v_name, q, q_name);
   check_supported_device(q, q_name);
@@ -82,6 +84,7 @@ std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const T
   check_dtype(cu, name, DType::kInt32);
   check_same_device(cu, name, q, {kVarlenOp, "q"});
   check_contiguous(cu, name);
+  if (!check_values()) return {};
   std::vector<int32_t> values = read_int32(cu, cu.size(0), backend.copy_to_host);
   if (values[0] != 0) fail_invalid(name.prefix(), ": expected 0 at index 0, got ", values[0]);
   for (size_t b = 1; b < values.size(); ++b) {
@@ -130,6 +133,7 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   }
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
   if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
+  if (validation_only()) return;
 
   const Device device = q.device();
   Tensor out = Tensor::empty({batch, seqlen_q, heads_q, dim}, q.dtype(), device);
@@ -197,6 +201,7 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   const int64_t batch = cu_seqlens_q.size(0) - 1;
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q, batch + 1, total_k, max_seqlen_k, "total_k",
                    "max_seqlen_k", backend);
+  if (validation_only()) return;
 
   const Device device = q.device();
   Tensor out = Tensor::empty({total_q, heads_q, dim}, q.dtype(), device);

@@ -8,6 +8,7 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
+#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -62,7 +63,8 @@ void check_caches(const char* op, const Tensor& key_cache, const Tensor& value_c
   const int64_t block_size = key_cache.size(1);
   if (attention) {
     if (!is_supported_block_size(block_size)) {
-      fail_invalid(kc.prefix(), ": expected a block size in {8, 16, 32}, got ", block_size);
+      fail_invalid(kc.prefix(), ": expected a block size in ", list_str(kBlockSizes), ", got ",
+                   block_size);
     }
   } else if (block_size < 1) {
     fail_invalid(kc.prefix(), ": expected a block size >= 1, got ", block_size);
@@ -76,7 +78,7 @@ void check_caches(const char* op, const Tensor& key_cache, const Tensor& value_c
 void check_query(const char* op, const Tensor& query, const char* layout) {
   const ArgName qn{op, "query"};
   check_dim(query, qn, 3, layout);
-  check_dtype_in(query, qn, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_kernel_dtype(query, qn);
   check_supported_device(query, qn);
   check_last_dim_contiguous(query, qn);
 }
@@ -85,7 +87,7 @@ void check_query(const char* op, const Tensor& query, const char* layout) {
 void check_query_heads(const char* op, const Tensor& query, const Tensor& key_cache) {
   const int64_t dim = query.size(2);
   if (!is_supported_head_dim(dim)) {
-    fail_invalid(op, ": query: expected a head dim D in {64, 80, 96, 128, 256}, got ", dim);
+    fail_invalid(op, ": query: expected a head dim D in ", list_str(kHeadDims), ", got ", dim);
   }
   check_size(key_cache, {op, "key_cache"}, 3, "D", dim, "the head dim of query");
   const int64_t heads_q = query.size(1), heads_kv = key_cache.size(2);
@@ -148,7 +150,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const ArgName kn{kCacheOp, "key"}, vn{kCacheOp, "value"}, sn{kCacheOp, "slot_mapping"};
   check_dim(key, kn, 3, "[T, Hkv, D]");
   check_dim(value, vn, 3, "[T, Hkv, D]");
-  check_dtype_in(key, kn, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  check_kernel_dtype(key, kn);
   check_supported_device(key, kn);
   check_same_dtype(value, vn, key, kn);
   check_same_device(value, vn, key, kn);
@@ -170,17 +172,19 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t slots = num_blocks * block_size;
   // Every slot is checked before anything is written: a bad call leaves the caches untouched.
-  std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
-  copy_to_host(backend, {copy_into(slot_values, slot_mapping)});
-  int64_t writes = 0;
-  for (size_t t = 0; t < slot_values.size(); ++t) {
-    if (slot_values[t] >= slots) {
-      fail_invalid(sn.prefix(), ": expected slots < num_blocks * block_size = ", slots,
-                   " (or negative to skip), got ", slot_values[t], " at index ", t);
+  if (check_values()) {
+    std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
+    copy_to_host(backend, {copy_into(slot_values, slot_mapping)});
+    for (size_t t = 0; t < slot_values.size(); ++t) {
+      if (slot_values[t] >= slots) {
+        fail_invalid(sn.prefix(), ": expected slots < num_blocks * block_size = ", slots,
+                     " (or negative to skip), got ", slot_values[t], " at index ", t);
+      }
     }
-    if (slot_values[t] >= 0) ++writes;
   }
-  if (writes == 0 || heads_kv == 0 || dim == 0) return;
+  if (validation_only()) return;
+  // The kernels skip negative slots.
+  if (tokens == 0 || heads_kv == 0 || dim == 0) return;
 
   ReshapeAndCacheParams p{};
   p.key = key.data();
@@ -230,17 +234,20 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  // One wait for both copies (the binding's only synchronisation; see NOTES-paged.md).
-  std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
-  std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
-  copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables)});
-  check_block_tables(kDecodeOp, lens, tables, max_blocks, block_size, num_blocks);
-  for (size_t s = 0; s < lens.size(); ++s) {
-    if (lens[s] > max_context_len) {
-      fail_invalid(kDecodeOp, ": context_lens: expected values <= max_context_len = ",
-                   max_context_len, ", got ", lens[s], " at index ", s);
+  if (check_values()) {
+    // One wait for both copies (the binding's only synchronisation).
+    std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
+    std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
+    copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables)});
+    check_block_tables(kDecodeOp, lens, tables, max_blocks, block_size, num_blocks);
+    for (size_t s = 0; s < lens.size(); ++s) {
+      if (lens[s] > max_context_len) {
+        fail_invalid(kDecodeOp, ": context_lens: expected values <= max_context_len = ",
+                     max_context_len, ", got ", lens[s], " at index ", s);
+      }
     }
   }
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty({num_seqs, heads_q, dim}, query.dtype(), query.device());
   if (num_seqs > 0 && heads_q > 0) {
@@ -303,35 +310,38 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
-  std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
-  std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
-  copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
-                         copy_into(cu, cu_seqlens_q)});
-  check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
-  const ArgName cn{kPrefillOp, "cu_seqlens_q"};
-  if (cu[0] != 0) fail_invalid(cn.prefix(), ": expected 0 at index 0, got ", cu[0]);
-  if (cu[num_seqs] != tokens) {
-    fail_invalid(cn.prefix(), ": expected the last value to be T = ", tokens, " (the rows of query), got ",
-                 cu[num_seqs]);
-  }
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    if (cu[s + 1] < cu[s]) {
-      fail_invalid(cn.prefix(), ": expected non-decreasing values, got ", cu[s], " then ",
-                   cu[s + 1], " at index ", s);
+  if (check_values()) {
+    std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
+    std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
+    std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
+    copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
+                           copy_into(cu, cu_seqlens_q)});
+    check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
+    const ArgName cn{kPrefillOp, "cu_seqlens_q"};
+    if (cu[0] != 0) fail_invalid(cn.prefix(), ": expected 0 at index 0, got ", cu[0]);
+    if (cu[num_seqs] != tokens) {
+      fail_invalid(cn.prefix(), ": expected the last value to be T = ", tokens,
+                   " (the rows of query), got ", cu[num_seqs]);
+    }
+    for (int64_t s = 0; s < num_seqs; ++s) {
+      if (cu[s + 1] < cu[s]) {
+        fail_invalid(cn.prefix(), ": expected non-decreasing values, got ", cu[s], " then ",
+                     cu[s + 1], " at index ", s);
+      }
+    }
+    for (int64_t s = 0; s < num_seqs; ++s) {
+      const int64_t n = int64_t{cu[s + 1]} - cu[s];
+      if (n > max_seqlen_q) {
+        fail_invalid(kPrefillOp, ": max_seqlen_q: expected >= every chunk length, got ",
+                     max_seqlen_q, " < ", n, " for sequence ", s);
+      }
+      if (n > lens[s]) {
+        fail_invalid(kPrefillOp, ": context_lens: expected each context to hold its chunk of new "
+                     "tokens (cache them first), got ", lens[s], " < ", n, " for sequence ", s);
+      }
     }
   }
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    const int64_t n = int64_t{cu[s + 1]} - cu[s];
-    if (n > max_seqlen_q) {
-      fail_invalid(kPrefillOp, ": max_seqlen_q: expected >= every chunk length, got ",
-                   max_seqlen_q, " < ", n, " for sequence ", s);
-    }
-    if (n > lens[s]) {
-      fail_invalid(kPrefillOp, ": context_lens: expected each context to hold its chunk of new "
-                   "tokens (cache them first), got ", lens[s], " < ", n, " for sequence ", s);
-    }
-  }
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty({tokens, heads_q, dim}, query.dtype(), query.device());
   if (tokens > 0 && heads_q > 0) {

@@ -2,7 +2,7 @@
 // paged_prefill_attention), shared by the CPU and CUDA kernels. Knows nothing of PyTorch: the
 // operator bindings fill them from tensors.
 //
-// The cache layout (DESIGN.md section 3): one key cache and one value cache per layer, each
+// The cache layout (docs/operators.md, "Paged KV cache"): one key cache and one value cache per layer, each
 // [num_blocks, block_size, Hkv, D], contiguous. Token `offset` of physical block `b` lives at
 // slot b * block_size + offset. A sequence's logical block i is physical block
 // block_tables[seq][i].
@@ -17,11 +17,18 @@ namespace djl_attn::paged {
 
 using ::djl_attn::ElementType;
 
-// Supported sizes, the one list the bindings, kernels, tests and docs follow. The CUDA kernels
-// are instantiated for each (dtype, head dim, block size); every head dim here times the element
-// size is a multiple of 16 bytes, so a key row is a whole number of 16-byte vectors.
-constexpr int kHeadDims[] = {64, 80, 96, 128, 256};
-constexpr int kBlockSizes[] = {8, 16, 32};
+// Supported sizes of the attention operators: the one list. The bindings check against it, the
+// CUDA launcher instantiates a kernel for each (dtype, head dim, block size) from it, and the C
+// interface exports it (djl_attn_supported_values: "paged.head_dims", "paged.block_sizes"),
+// which the Java builders, the tests and docs/operators.md read. Every head dim here times the
+// element size is a multiple of 16 bytes, so a key row is a whole number of 16-byte vectors.
+#define DJL_PAGED_FOR_EACH_HEAD_DIM(X) X(64) X(80) X(96) X(128) X(256)
+#define DJL_PAGED_FOR_EACH_BLOCK_SIZE(X) X(8) X(16) X(32)
+
+#define DJL_PAGED_LIST_ITEM(v) v,
+constexpr int kHeadDims[] = {DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_LIST_ITEM)};
+constexpr int kBlockSizes[] = {DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_LIST_ITEM)};
+#undef DJL_PAGED_LIST_ITEM
 
 inline bool is_supported_head_dim(int64_t d) {
   for (int v : kHeadDims) {

@@ -8,8 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "common/call_mode.h"
+#include "common/check.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "flash/flash_params.h"
+#include "linear/linear_params.h"
+#include "paged/paged_params.h"
 #include "registration/registration.h"
 #include "shim/torch_shim.h"
 
@@ -18,7 +23,7 @@ namespace shim = djl_attn::shim;
 
 namespace {
 
-// Releases the input handles we created if the call never reaches the dispatcher.
+// Releases the input handles we created if the stack never reaches a kernel.
 struct PendingInputs {
   std::vector<shim::AtenTensorHandle> handles;
   std::vector<shim::StableIValue*> boxes;
@@ -36,6 +41,85 @@ shim::AtenTensorHandle copy_handle(int64_t value) {
     djl_attn::fail_native("new_tensor_handle failed");
   }
   return copy;
+}
+
+// The bridge's arguments must be the schema's: a handle read as an integer (or the reverse)
+// would crash the kernel, so a mismatch is refused before anything runs.
+void check_signature(const djl_attn::OperatorSignature& op, int32_t num_args,
+                     const int32_t* arg_kinds, int32_t num_outputs) {
+  if (num_args != static_cast<int32_t>(op.arg_kinds.size()) || num_outputs != op.num_outputs) {
+    djl_attn::fail_native("djl_attn_call(", op.name, "): the schema takes ", op.arg_kinds.size(),
+                          " arguments and returns ", op.num_outputs, " tensors, the call passed ",
+                          num_args, " and expects ", num_outputs, " (", op.schema, ")");
+  }
+  for (int32_t i = 0; i < num_args; ++i) {
+    if (arg_kinds[i] != op.arg_kinds[i]) {
+      djl_attn::fail_native("djl_attn_call(", op.name, "): argument ", i, " has kind ",
+                            arg_kinds[i], ", the schema's is ", op.arg_kinds[i], " (", op.schema,
+                            ")");
+    }
+  }
+}
+
+// A dispatcher stack for one call: new handle copies (the receiver consumes what it is given;
+// never the caller's own handles), `Tensor?` boxed, scalars as they are.
+std::vector<shim::StableIValue> make_stack(const djl_attn::OperatorSignature& op,
+                                           const int32_t* arg_kinds, const int64_t* arg_values,
+                                           size_t size) {
+  std::vector<shim::StableIValue> stack(size, 0);
+  PendingInputs pending;
+  for (size_t i = 0; i < op.arg_kinds.size(); ++i) {
+    switch (arg_kinds[i]) {
+      case DJL_ATTN_ARG_TENSOR: {
+        shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
+        pending.handles.push_back(copy);
+        stack[i] = reinterpret_cast<shim::StableIValue>(copy);
+        break;
+      }
+      case DJL_ATTN_ARG_OPTIONAL_TENSOR: {
+        if (arg_values[i] == 0) break;  // None
+        shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
+        pending.handles.push_back(copy);
+        auto* box = new shim::StableIValue(reinterpret_cast<shim::StableIValue>(copy));
+        pending.boxes.push_back(box);
+        stack[i] = reinterpret_cast<shim::StableIValue>(box);
+        break;
+      }
+      default:  // int, float (a double's bits), bool
+        stack[i] = static_cast<shim::StableIValue>(arg_values[i]);
+        break;
+    }
+  }
+  pending.consumed = true;
+  return stack;
+}
+
+// The kernel this library registered for the device of the first tensor argument (the one the
+// dispatcher will pick when all arguments share a device, which the checks require), or null.
+shim::BoxedKernel kernel_for(const djl_attn::OperatorSignature& op, const int32_t* arg_kinds,
+                             const int64_t* arg_values) {
+  const auto& api = shim::torch();
+  for (size_t i = 0; i < op.arg_kinds.size(); ++i) {
+    const bool tensor = arg_kinds[i] == DJL_ATTN_ARG_TENSOR ||
+                        (arg_kinds[i] == DJL_ATTN_ARG_OPTIONAL_TENSOR && arg_values[i] != 0);
+    if (!tensor) continue;
+    int32_t type = 0;
+    if (api.get_device_type(reinterpret_cast<shim::AtenTensorHandle>(arg_values[i]), &type) != 0) {
+      return nullptr;
+    }
+    if (type == api.device_type_cpu()) return djl_attn::registered_kernel("CPU", op.name.c_str());
+    if (type == api.device_type_cuda()) {
+      return djl_attn::registered_kernel("CUDA", op.name.c_str());
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+const djl_attn::OperatorSignature* operator_at(int32_t index) {
+  const auto& ops = djl_attn::operator_signatures();
+  if (index < 0 || index >= static_cast<int32_t>(ops.size())) return nullptr;
+  return &ops[index];
 }
 
 int32_t status_of_last_error() {
@@ -66,45 +150,30 @@ int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_
                       const int64_t* arg_values, int32_t num_outputs, int64_t* outputs) {
   djl_attn::clear_last_error();
   try {
-    const std::string qualified = std::string("djl_attn::") + op_name;
-    // The dispatcher reads the arguments from the stack and writes the outputs over it.
-    std::vector<shim::StableIValue> stack(std::max(num_args, num_outputs), 0);
-    PendingInputs pending;
-    for (int32_t i = 0; i < num_args; ++i) {
-      switch (arg_kinds[i]) {
-        case DJL_ATTN_ARG_TENSOR: {
-          // The dispatcher consumes the handles it is given: pass copies, never the caller's.
-          shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
-          pending.handles.push_back(copy);
-          stack[i] = reinterpret_cast<shim::StableIValue>(copy);
-          break;
-        }
-        case DJL_ATTN_ARG_OPTIONAL_TENSOR: {
-          if (arg_values[i] == 0) break;  // None
-          shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
-          pending.handles.push_back(copy);
-          auto* box = new shim::StableIValue(reinterpret_cast<shim::StableIValue>(copy));
-          pending.boxes.push_back(box);
-          stack[i] = reinterpret_cast<shim::StableIValue>(box);
-          break;
-        }
-        case DJL_ATTN_ARG_INT:
-        case DJL_ATTN_ARG_FLOAT:
-        case DJL_ATTN_ARG_BOOL:
-          stack[i] = static_cast<shim::StableIValue>(arg_values[i]);
-          break;
-        default:
-          djl_attn::fail_native("djl_attn_call(", op_name, "): unknown argument kind ",
-                                arg_kinds[i], " at index ", i);
-      }
+    const djl_attn::OperatorSignature* op = djl_attn::find_operator(op_name);
+    if (op == nullptr) djl_attn::fail_native("djl_attn_call: no operator named '", op_name, "'");
+    check_signature(*op, num_args, arg_kinds, num_outputs);
+    const std::string qualified = "djl_attn::" + op->name;
+    // First the operator's own checks, by its kernel for the arguments' device in
+    // validation-only mode: an invalid argument stops here, as a status code. Thrown through
+    // the dispatcher it would also be logged to stderr by PyTorch's C shim.
+    const shim::BoxedKernel kernel = kernel_for(*op, arg_kinds, arg_values);
+    if (kernel != nullptr) {
+      std::vector<shim::StableIValue> stack =
+          make_stack(*op, arg_kinds, arg_values, std::max(num_args, num_outputs));
+      djl_attn::CallModeScope mode(djl_attn::CallMode::kValidateOnly);
+      kernel(stack.data(), num_args, num_outputs);  // owns and frees the handles
     }
-    pending.consumed = true;
+    std::vector<shim::StableIValue> stack =
+        make_stack(*op, arg_kinds, arg_values, std::max(num_args, num_outputs));
+    // Validated above: the kernel need not read index values back to the host a second time.
+    djl_attn::CallModeScope mode(kernel != nullptr ? djl_attn::CallMode::kChecked
+                                                   : djl_attn::CallMode::kFull);
     if (shim::torch().call_dispatcher(qualified.c_str(), "", stack.data()) != 0) {
       if (djl_attn::last_error_kind() == ErrorKind::kNone) {
         djl_attn::record_error(ErrorKind::kNative,
                                qualified + " failed in PyTorch's dispatcher (no kernel for these "
-                                           "tensors' device, or a schema mismatch); PyTorch logged "
-                                           "the reason to stderr");
+                                           "tensors' device); PyTorch logged the reason to stderr");
       }
       return status_of_last_error();
     }
@@ -116,6 +185,59 @@ int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_
     }
     return status_of_last_error();
   }
+}
+
+const char* djl_attn_supported_values(const char* key) {
+  static const std::vector<std::pair<std::string, std::string>> table = [] {
+    using namespace djl_attn;
+#define DJL_FLASH_LIST_ITEM(d) d,
+    static constexpr int kFlashHeadDims[] = {DJL_FLASH_FOR_EACH_HEAD_DIM(DJL_FLASH_LIST_ITEM)};
+#undef DJL_FLASH_LIST_ITEM
+    std::string dtypes;
+    for (DType d : kKernelDTypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(d));
+    return std::vector<std::pair<std::string, std::string>>{
+        {"paged.head_dims", csv_str(paged::kHeadDims)},
+        {"paged.block_sizes", csv_str(paged::kBlockSizes)},
+        {"flash.max_head_dim", std::to_string(flash::kMaxHeadDim)},
+        {"flash.tensor_core_head_dims", csv_str(kFlashHeadDims)},
+        {"linear.max_dim", std::to_string(linear::kMaxDim)},
+        {"dtypes", dtypes},
+    };
+  }();
+  if (key == nullptr) return nullptr;
+  for (const auto& entry : table) {
+    if (entry.first == key) return entry.second.c_str();
+  }
+  return nullptr;
+}
+
+int32_t djl_attn_operator_count(void) {
+  return static_cast<int32_t>(djl_attn::operator_signatures().size());
+}
+
+const char* djl_attn_operator_schema(int32_t index) {
+  const djl_attn::OperatorSignature* op = operator_at(index);
+  return op == nullptr ? "" : op->schema.c_str();
+}
+
+const char* djl_attn_operator_name(int32_t index) {
+  const djl_attn::OperatorSignature* op = operator_at(index);
+  return op == nullptr ? "" : op->name.c_str();
+}
+
+int32_t djl_attn_operator_num_outputs(int32_t index) {
+  const djl_attn::OperatorSignature* op = operator_at(index);
+  return op == nullptr ? -1 : op->num_outputs;
+}
+
+int32_t djl_attn_operator_arg_kinds(int32_t index, int32_t* kinds, int32_t capacity) {
+  const djl_attn::OperatorSignature* op = operator_at(index);
+  if (op == nullptr) return -1;
+  const int32_t count = static_cast<int32_t>(op->arg_kinds.size());
+  if (kinds != nullptr && capacity >= count) {
+    std::copy(op->arg_kinds.begin(), op->arg_kinds.end(), kinds);
+  }
+  return count;
 }
 
 const char* djl_attn_last_error_message(void) {

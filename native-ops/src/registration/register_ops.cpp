@@ -4,13 +4,16 @@
 // with PyTorch's own "could not run ... with the CPU backend" rather than an unknown operator.
 
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bert/bert_attention_op.h"
 #include "bert/bert_cpu.h"
 #include "bert/bert_ops.h"
 #include "common/error.h"
+#include "djl_attn/c_api.h"
 #include "flash/flash_cpu.h"
 #include "flash/flash_op.h"
 #include "linear/causal_dot_product_cpu.h"
@@ -129,11 +132,21 @@ constexpr KernelEntry kCpuKernels[] = {
     {"restore_padding", restore_padding_cpu},
 };
 
+struct RegisteredKernel {
+  std::string dispatch_key;
+  std::string name;
+  shim::BoxedKernel fn;
+};
+
 struct RegistrationState {
   std::mutex mutex;
   bool defined = false;   // the namespace is defined in this process
   bool ours = false;      // ... by this copy of the library
   std::string message;    // why it is not defined
+  // What this copy registered, under its own lock: the CPU kernels are registered while
+  // `mutex` is held by the load-time constructor.
+  std::mutex kernels_mutex;
+  std::vector<RegisteredKernel> kernels;
 };
 
 RegistrationState& state() {
@@ -192,7 +205,88 @@ void register_kernels(const char* dispatch_key, const KernelEntry* kernels, int 
         std::string("library_init_impl(") + dispatch_key + ")");
   for (int i = 0; i < count; ++i) {
     check(api.library_impl(library, kernels[i].name, kernels[i].fn), kernels[i].name);
+    std::lock_guard<std::mutex> lock(state().kernels_mutex);
+    state().kernels.push_back({dispatch_key, kernels[i].name, kernels[i].fn});
   }
+}
+
+shim::BoxedKernel registered_kernel(const char* dispatch_key, const char* name) {
+  std::lock_guard<std::mutex> lock(state().kernels_mutex);
+  for (const RegisteredKernel& k : state().kernels) {
+    if (k.dispatch_key == dispatch_key && k.name == name) return k.fn;
+  }
+  return nullptr;
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t begin = s.find_first_not_of(' ');
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(' ') - begin + 1);
+}
+
+// "Tensor q", "Tensor? kv_lens", "Tensor(a!) key_cache", "float scale", ...
+int32_t argument_kind(const std::string& argument, const char* schema) {
+  const std::string type = argument.substr(0, argument.find(' '));
+  if (type == "Tensor?") return DJL_ATTN_ARG_OPTIONAL_TENSOR;
+  if (type.rfind("Tensor", 0) == 0) return DJL_ATTN_ARG_TENSOR;  // Tensor, Tensor(a!)
+  if (type == "int") return DJL_ATTN_ARG_INT;
+  if (type == "float") return DJL_ATTN_ARG_FLOAT;
+  if (type == "bool") return DJL_ATTN_ARG_BOOL;
+  // Schemas use only the five types above (the C interface has a kind for each).
+  fail_native("schema ", schema, ": unsupported argument type '", type, "'");
+}
+
+OperatorSignature parse_schema(const char* schema) {
+  const std::string s = schema;
+  // The argument list's closing parenthesis: "Tensor(a!)" nests one level.
+  const size_t open = s.find('(');
+  size_t close = open;
+  for (int depth = 0; close < s.size(); ++close) {
+    if (s[close] == '(') ++depth;
+    if (s[close] == ')' && --depth == 0) break;
+  }
+  const size_t arrow = s.find("->", close);
+  OperatorSignature sig;
+  sig.name = s.substr(0, open);
+  sig.schema = s;
+  const std::string args = s.substr(open + 1, close - open - 1);
+  size_t start = 0;
+  while (start < args.size()) {
+    size_t comma = args.find(',', start);
+    if (comma == std::string::npos) comma = args.size();
+    const std::string argument = trim(args.substr(start, comma - start));
+    if (!argument.empty()) sig.arg_kinds.push_back(argument_kind(argument, schema));
+    start = comma + 1;
+  }
+  // "-> ()", "-> Tensor", "-> (Tensor, Tensor)"
+  const std::string returns = trim(s.substr(arrow + 2));
+  if (returns == "()") {
+    sig.num_outputs = 0;
+  } else {
+    sig.num_outputs = 1;
+    for (char c : returns) sig.num_outputs += c == ',' ? 1 : 0;
+  }
+  return sig;
+}
+
+}  // namespace
+
+const std::vector<OperatorSignature>& operator_signatures() {
+  static const std::vector<OperatorSignature> signatures = [] {
+    std::vector<OperatorSignature> out;
+    for (const char* schema : kSchemas) out.push_back(parse_schema(schema));
+    return out;
+  }();
+  return signatures;
+}
+
+const OperatorSignature* find_operator(const char* name) {
+  for (const OperatorSignature& sig : operator_signatures()) {
+    if (sig.name == name) return &sig;
+  }
+  return nullptr;
 }
 
 }  // namespace djl_attn

@@ -1,7 +1,9 @@
 // Registration of the djl_attn operator namespace in PyTorch's dispatcher.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "shim/torch_shim.h"
 
@@ -19,5 +21,26 @@ struct KernelEntry {
   shim::BoxedKernel fn;
 };
 void register_kernels(const char* dispatch_key, const KernelEntry* kernels, int count);
+
+// The kernel this copy of the library registered for `name` under `dispatch_key`, or null (not
+// registered by this copy, or no such kernel). The C interface runs it in validation-only mode
+// before dispatching (common/call_mode.h).
+shim::BoxedKernel registered_kernel(const char* dispatch_key, const char* name);
+
+// An operator as its schema defines it: name, the kind of each argument (DJL_ATTN_ARG_* of
+// djl_attn/c_api.h) and the number of returned tensors. Parsed once from the schema strings,
+// so the C interface and the Java bridge read the schemas rather than restating them.
+struct OperatorSignature {
+  std::string name;
+  std::string schema;
+  std::vector<int32_t> arg_kinds;
+  int32_t num_outputs;
+};
+
+// Every operator this library defines, in registration order.
+const std::vector<OperatorSignature>& operator_signatures();
+
+// The signature of `name`, or null when no operator has that name.
+const OperatorSignature* find_operator(const char* name);
 
 }  // namespace djl_attn

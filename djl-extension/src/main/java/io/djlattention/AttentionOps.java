@@ -12,6 +12,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
+import io.djlattention.jni.Operator;
 import io.djlattention.jni.OperatorCall;
 import java.util.Arrays;
 import java.util.Objects;
@@ -46,7 +47,10 @@ public final class AttentionOps {
      */
     public static NDArray flashAttention(
             NDArray q, NDArray k, NDArray v, AttentionOptions options) {
-        return flashAttentionWithLogSumExp(q, k, v, options).get(0);
+        NDList outputs = flashAttentionWithLogSumExp(q, k, v, options);
+        // The kernel always writes the logsumexp; free it now rather than with the manager.
+        outputs.get(1).close();
+        return outputs.get(0);
     }
 
     /**
@@ -82,14 +86,14 @@ public final class AttentionOps {
                 options.getKvLens() == null ? null : pytorchArray(options.getKvLens(), "kvLens");
         long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
         PtNDArray[] outputs =
-                OperatorCall.of("flash_attention", 6)
+                OperatorCall.of(Operator.FLASH_ATTENTION)
                         .tensor(ptQ)
                         .tensor(ptK)
                         .tensor(ptV)
                         .optionalTensor(kvLens)
                         .floatArg(options.getScale(headDim))
                         .boolArg(options.isCausal())
-                        .invoke(ptQ.getManager(), 2);
+                        .invoke(ptQ.getManager());
         return new NDList(outputs);
     }
 
@@ -123,7 +127,7 @@ public final class AttentionOps {
         Objects.requireNonNull(options, "options must not be null");
         long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
         PtNDArray[] outputs =
-                OperatorCall.of("flash_attention_varlen", 9)
+                OperatorCall.of(Operator.FLASH_ATTENTION_VARLEN)
                         .tensor(ptQ)
                         .tensor(pytorchArray(k, "k"))
                         .tensor(pytorchArray(v, "v"))
@@ -133,7 +137,7 @@ public final class AttentionOps {
                         .intArg(maxSeqlenK)
                         .floatArg(options.getScale(headDim))
                         .boolArg(options.isCausal())
-                        .invoke(ptQ.getManager(), 2);
+                        .invoke(ptQ.getManager());
         return new NDList(outputs);
     }
 
@@ -189,11 +193,11 @@ public final class AttentionOps {
             NDArray values = widen(inScope(scope, v), widen);
             // The operator first: it validates q, k and v before any DJL op sees their shapes.
             NDArray numerator =
-                    OperatorCall.of("causal_dot_product", 3)
+                    OperatorCall.of(Operator.CAUSAL_DOT_PRODUCT)
                             .tensor((PtNDArray) phiQ)
                             .tensor((PtNDArray) phiK)
                             .tensor((PtNDArray) values)
-                            .invoke(scope, 1)[0];
+                            .invoke(scope)[0];
             // φ(q_j)·Σ_{i≤j} φ(k_i) + eps, [B, H, L, 1], as a float32 prefix sum.
             NDArray keySums = phiK.toType(DataType.FLOAT32, false).cumSum(2);
             NDArray normaliser =
@@ -405,13 +409,13 @@ public final class AttentionOps {
         PtNDArray ptQkv = pytorchArray(qkv, "qkv");
         PtNDArray ptBias = qkvBias == null ? null : pytorchArray(qkvBias, "qkvBias");
         PtNDArray ptLens = kvLens == null ? null : pytorchArray(kvLens, "kvLens");
-        return OperatorCall.of("bert_attention", 5)
+        return OperatorCall.of(Operator.BERT_ATTENTION)
                 .tensor(ptQkv)
                 .optionalTensor(ptBias)
                 .optionalTensor(ptLens)
                 .intArg(numHeads)
                 .floatArg(scale)
-                .invoke(ptQkv.getManager(), 1)[0];
+                .invoke(ptQkv.getManager())[0];
     }
 
     /**
@@ -449,14 +453,14 @@ public final class AttentionOps {
             NDArray x, NDArray bias, NDArray residual, NDArray gamma, NDArray beta, double eps) {
         PtNDArray ptX = pytorchArray(x, "x");
         PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
-        return OperatorCall.of("add_bias_residual_layernorm", 6)
+        return OperatorCall.of(Operator.ADD_BIAS_RESIDUAL_LAYERNORM)
                 .tensor(ptX)
                 .optionalTensor(ptBias)
                 .tensor(pytorchArray(residual, "residual"))
                 .tensor(pytorchArray(gamma, "gamma"))
                 .tensor(pytorchArray(beta, "beta"))
                 .floatArg(eps)
-                .invoke(ptX.getManager(), 1)[0];
+                .invoke(ptX.getManager())[0];
     }
 
     /**
@@ -476,13 +480,13 @@ public final class AttentionOps {
             NDArray x, NDArray bias, NDArray residual, NDArray scale, NDArray shift) {
         PtNDArray ptX = pytorchArray(x, "x");
         PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
-        return OperatorCall.of("add_bias_residual_affine", 5)
+        return OperatorCall.of(Operator.ADD_BIAS_RESIDUAL_AFFINE)
                 .tensor(ptX)
                 .optionalTensor(ptBias)
                 .tensor(pytorchArray(residual, "residual"))
                 .tensor(pytorchArray(scale, "scale"))
                 .tensor(pytorchArray(shift, "shift"))
-                .invoke(ptX.getManager(), 1)[0];
+                .invoke(ptX.getManager())[0];
     }
 
     /**
@@ -498,11 +502,11 @@ public final class AttentionOps {
     public static NDArray addBiasGelu(NDArray x, NDArray bias, boolean tanhApproximation) {
         PtNDArray ptX = pytorchArray(x, "x");
         PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
-        return OperatorCall.of("add_bias_gelu", 3)
+        return OperatorCall.of(Operator.ADD_BIAS_GELU)
                 .tensor(ptX)
                 .optionalTensor(ptBias)
                 .boolArg(tanhApproximation)
-                .invoke(ptX.getManager(), 1)[0];
+                .invoke(ptX.getManager())[0];
     }
 
     /**
@@ -518,10 +522,10 @@ public final class AttentionOps {
     public static NDList removePadding(NDArray x, NDArray lens) {
         PtNDArray ptX = pytorchArray(x, "x");
         return new NDList(
-                OperatorCall.of("remove_padding", 2)
+                OperatorCall.of(Operator.REMOVE_PADDING)
                         .tensor(ptX)
                         .tensor(pytorchArray(lens, "lens"))
-                        .invoke(ptX.getManager(), 2));
+                        .invoke(ptX.getManager()));
     }
 
     /**
@@ -536,11 +540,11 @@ public final class AttentionOps {
      */
     public static NDArray restorePadding(NDArray packed, NDArray cuSeqlens, long seqLen) {
         PtNDArray ptPacked = pytorchArray(packed, "packed");
-        return OperatorCall.of("restore_padding", 3)
+        return OperatorCall.of(Operator.RESTORE_PADDING)
                 .tensor(ptPacked)
                 .tensor(pytorchArray(cuSeqlens, "cuSeqlens"))
                 .intArg(seqLen)
-                .invoke(ptPacked.getManager(), 1)[0];
+                .invoke(ptPacked.getManager())[0];
     }
 
     /**
@@ -559,13 +563,13 @@ public final class AttentionOps {
     public static void reshapeAndCache(
             NDArray key, NDArray value, NDArray keyCache, NDArray valueCache, NDArray slotMapping) {
         PtNDArray ptKey = pytorchArray(key, "key");
-        OperatorCall.of("reshape_and_cache", 5)
+        OperatorCall.of(Operator.RESHAPE_AND_CACHE)
                 .tensor(ptKey)
                 .tensor(pytorchArray(value, "value"))
                 .tensor(pytorchArray(keyCache, "keyCache"))
                 .tensor(pytorchArray(valueCache, "valueCache"))
                 .tensor(pytorchArray(slotMapping, "slotMapping"))
-                .invoke(ptKey.getManager(), 0);
+                .invoke(ptKey.getManager());
     }
 
     /**
@@ -598,7 +602,7 @@ public final class AttentionOps {
             int maxContextLen,
             NDArray alibiSlopes) {
         PtNDArray ptQuery = pytorchArray(query, "query");
-        return OperatorCall.of("paged_attention", 8)
+        return OperatorCall.of(Operator.PAGED_ATTENTION)
                 .tensor(ptQuery)
                 .tensor(pytorchArray(keyCache, "keyCache"))
                 .tensor(pytorchArray(valueCache, "valueCache"))
@@ -608,7 +612,7 @@ public final class AttentionOps {
                 .intArg(maxContextLen)
                 .optionalTensor(
                         alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
-                .invoke(ptQuery.getManager(), 1)[0];
+                .invoke(ptQuery.getManager())[0];
     }
 
     /**
@@ -642,7 +646,7 @@ public final class AttentionOps {
             int maxSeqlenQ,
             NDArray alibiSlopes) {
         PtNDArray ptQuery = pytorchArray(query, "query");
-        return OperatorCall.of("paged_prefill_attention", 9)
+        return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
                 .tensor(ptQuery)
                 .tensor(pytorchArray(keyCache, "keyCache"))
                 .tensor(pytorchArray(valueCache, "valueCache"))
@@ -653,7 +657,7 @@ public final class AttentionOps {
                 .intArg(maxSeqlenQ)
                 .optionalTensor(
                         alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
-                .invoke(ptQuery.getManager(), 1)[0];
+                .invoke(ptQuery.getManager())[0];
     }
 
     /** The checks Java owns: nulls, bfloat16, arrays of another engine. */

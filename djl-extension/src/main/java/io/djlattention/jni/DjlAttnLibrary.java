@@ -65,6 +65,34 @@ public final class DjlAttnLibrary {
             int numOutputs,
             @Cast("int64_t*") long[] outputs);
 
+    @Name("djl_attn_operator_count")
+    static native int operatorCount();
+
+    @Name("djl_attn_operator_schema")
+    static native String operatorSchema(int index);
+
+    @Name("djl_attn_operator_name")
+    static native String operatorName(int index);
+
+    @Name("djl_attn_operator_num_outputs")
+    static native int operatorNumOutputs(int index);
+
+    /**
+     * Writes the argument kinds of operator {@code index} to {@code kinds} when it can hold them.
+     *
+     * @return the number of arguments, or -1 for an index out of range
+     */
+    @Name("djl_attn_operator_arg_kinds")
+    static native int operatorArgKinds(int index, @Cast("int32_t*") int[] kinds, int capacity);
+
+    /**
+     * A supported-values list of the kernels, comma-separated.
+     *
+     * @return the list, or null for an unknown key
+     */
+    @Name("djl_attn_supported_values")
+    static native String supportedValues(String key);
+
     @Name("djl_attn_last_error_message")
     static native String lastErrorMessage();
 

@@ -14,31 +14,33 @@ import ai.djl.pytorch.engine.PtNDManager;
  * <p>Inputs are borrowed for the duration of the call. Outputs are new arrays attached to the
  * given manager, so closing that manager frees them. Errors come back as the operator's own
  * message: {@link IllegalArgumentException} for invalid arguments, {@link EngineException} for
- * anything else.
+ * anything else. The native side runs the operator's checks before it dispatches, so a rejected
+ * call leaves nothing on stderr.
  */
 public final class OperatorCall {
 
-    private final String operator;
-    private final int[] kinds;
+    private static volatile boolean verified;
+
+    private final Operator operator;
     private final long[] values;
     private int count;
 
-    private OperatorCall(String operator, int numArgs) {
+    private OperatorCall(Operator operator) {
         this.operator = operator;
-        this.kinds = new int[numArgs];
-        this.values = new long[numArgs];
+        this.values = new long[operator.numArgs()];
     }
 
     /**
-     * Starts a call of {@code djl_attn::<operator>} with {@code numArgs} schema arguments.
+     * Starts a call of an operator. The first call in a process loads the native libraries and
+     * checks {@link Operator}'s list against the schemas they registered.
      *
-     * @param operator the operator name without namespace, for example {@code flash_attention}
-     * @param numArgs the number of arguments in its schema
-     * @return the call, to be given its arguments in order
+     * @param operator the operator
+     * @return the call, to be given its arguments in schema order
+     * @throws IllegalStateException if {@link Operator} disagrees with the native schemas
      */
-    public static OperatorCall of(String operator, int numArgs) {
-        LibraryLoader.load();
-        return new OperatorCall(operator, numArgs);
+    public static OperatorCall of(Operator operator) {
+        ensureLoaded();
+        return new OperatorCall(operator);
     }
 
     /**
@@ -95,19 +97,30 @@ public final class OperatorCall {
      * Runs the operator.
      *
      * @param manager the manager the outputs are attached to
-     * @param numOutputs the number of tensors the schema returns
-     * @return the outputs, in schema order
+     * @return the outputs, in schema order ({@link Operator#numOutputs()} of them)
      * @throws IllegalArgumentException if the operator rejected its arguments
      * @throws EngineException on any other native failure
      */
-    public PtNDArray[] invoke(PtNDManager manager, int numOutputs) {
-        if (count != kinds.length) {
+    public PtNDArray[] invoke(PtNDManager manager) {
+        if (count != values.length) {
             throw new IllegalStateException(
-                    operator + " takes " + kinds.length + " arguments, " + count + " were given");
+                    operator.schemaName()
+                            + " takes "
+                            + values.length
+                            + " arguments, "
+                            + count
+                            + " were given");
         }
+        int numOutputs = operator.numOutputs();
         long[] handles = new long[numOutputs];
         int status =
-                DjlAttnLibrary.call(operator, count, kinds, values, numOutputs, handles);
+                DjlAttnLibrary.call(
+                        operator.schemaName(),
+                        count,
+                        operator.argKinds(),
+                        values,
+                        numOutputs,
+                        handles);
         if (status == DjlAttnLibrary.INVALID_ARGUMENT) {
             throw new IllegalArgumentException(DjlAttnLibrary.lastErrorMessage());
         }
@@ -122,13 +135,38 @@ public final class OperatorCall {
     }
 
     private OperatorCall add(int kind, long value) {
-        if (count == kinds.length) {
+        if (count == values.length) {
             throw new IllegalStateException(
-                    operator + " takes " + kinds.length + " arguments, more were given");
+                    operator.schemaName()
+                            + " takes "
+                            + values.length
+                            + " arguments, more were given");
         }
-        kinds[count] = kind;
+        if (operator.argKind(count) != kind) {
+            throw new IllegalStateException(
+                    operator.schemaName()
+                            + ": argument "
+                            + count
+                            + " is of kind "
+                            + operator.argKind(count)
+                            + ", given kind "
+                            + kind);
+        }
         values[count] = value;
         ++count;
         return this;
+    }
+
+    /** Loads the libraries, then checks {@link Operator} against their schemas once. */
+    private static void ensureLoaded() {
+        LibraryLoader.load();
+        if (!verified) {
+            synchronized (OperatorCall.class) {
+                if (!verified) {
+                    Operator.verifyAgainstNative();
+                    verified = true;
+                }
+            }
+        }
     }
 }

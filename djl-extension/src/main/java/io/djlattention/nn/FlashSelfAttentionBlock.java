@@ -70,11 +70,23 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
     private final DerivedArray resultWeight = new DerivedArray();
     private final DerivedArray resultBias = new DerivedArray();
 
-    private FlashSelfAttentionBlock(ScaledDotProductAttentionBlock stock) {
+    private FlashSelfAttentionBlock(ScaledDotProductAttentionBlock stock, int headCount) {
         super(VERSION);
         this.stock = stock;
-        this.embeddingSize = intField(stock, "embeddingSize");
-        this.headCount = intField(stock, "headCount");
+        // The projections' output width is the embedding size (Linear's public shape inference;
+        // DJL 0.35.1 has no getter for either option of the stock block).
+        this.embeddingSize =
+                Math.toIntExact(
+                        stock.getQueryProjection().getOutputShapes(new Shape[] {new Shape(1, 1)})[
+                                0].tail());
+        if (headCount < 1 || embeddingSize % headCount != 0) {
+            throw new IllegalArgumentException(
+                    "headCount: expected a value >= 1 that divides the embedding size "
+                            + embeddingSize
+                            + ", got "
+                            + headCount);
+        }
+        this.headCount = headCount;
         List<Block> children = stock.getChildren().values();
         keyProjection = addChildBlock("keyProjection", stock.getKeyProjection());
         queryProjection = addChildBlock("queryProjection", stock.getQueryProjection());
@@ -89,10 +101,27 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
      * block are the same.
      *
      * @param stock the stock block, initialised or not
+     * @param headCount the head count the stock block was built with (DJL 0.35.1 does not expose
+     *     it); must divide the embedding size
      * @return a fused block over the same parameters
+     * @throws IllegalArgumentException if {@code headCount} does not divide the embedding size
      */
+    public static FlashSelfAttentionBlock from(ScaledDotProductAttentionBlock stock, int headCount) {
+        return new FlashSelfAttentionBlock(stock, headCount);
+    }
+
+    /**
+     * Wraps a stock block, reading its head count from the block itself.
+     *
+     * @param stock the stock block, initialised or not
+     * @return a fused block over the same parameters
+     * @deprecated DJL 0.35.1 keeps the head count in a private field, which only reflection reads
+     *     (and which a later DJL may rename); pass it with {@link #from(
+     *     ScaledDotProductAttentionBlock, int)}.
+     */
+    @Deprecated
     public static FlashSelfAttentionBlock from(ScaledDotProductAttentionBlock stock) {
-        return new FlashSelfAttentionBlock(stock);
+        return new FlashSelfAttentionBlock(stock, privateHeadCount(stock));
     }
 
     /**
@@ -337,7 +366,7 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
      * no mask is needed since each sequence sees only its own keys. The default ({@code auto}) is
      * {@code kernel} on every device: since the CPU flash kernel was rewritten with
      * register-blocked micro-kernels it beats libtorch's matmul-softmax-matmul by 2.6-7.6x
-     * (native-ops/bench/NOTES-cpu-flash.md). The system property {@code djl.attn.bert.attention}
+     * (docs/design/flash-cpu.md). The system property {@code djl.attn.bert.attention}
      * overrides it.
      */
     static boolean useGemmAttention() {
@@ -443,7 +472,8 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
         }
     }
 
-    private static int intField(ScaledDotProductAttentionBlock block, String name) {
+    private static int privateHeadCount(ScaledDotProductAttentionBlock block) {
+        String name = "headCount";
         try {
             Field field = ScaledDotProductAttentionBlock.class.getDeclaredField(name);
             field.setAccessible(true);
@@ -511,7 +541,8 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
                             .setEmbeddingSize(embeddingSize)
                             .setHeadCount(headCount)
                             .optAttentionProbsDropoutProb(attentionProbsDropoutProb)
-                            .build());
+                            .build(),
+                    headCount);
         }
     }
 }

@@ -26,8 +26,9 @@ import java.util.Arrays;
  *       packed query rows of each sequence ({@code paged_prefill_attention}).
  * </ul>
  *
- * <p>This is the layout of DESIGN.md §3 and of {@code native-ops/src/paged/paged_params.h}. Owns
- * its arrays: close it after the step (closing twice is harmless).
+ * <p>This is the layout of docs/operators.md ("Paged KV cache") and of {@code
+ * native-ops/src/paged/paged_params.h}. Owns its arrays: close it after the step (closing twice
+ * is harmless).
  */
 public final class PagedBatch implements AutoCloseable {
 

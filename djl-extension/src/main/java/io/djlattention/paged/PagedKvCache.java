@@ -12,6 +12,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.AttentionOps;
+import io.djlattention.jni.SupportedValues;
 
 import java.util.List;
 
@@ -64,6 +65,50 @@ public final class PagedKvCache implements AutoCloseable {
      */
     public static Builder builder() {
         return new Builder();
+    }
+
+    /**
+     * Returns the head dims the paged attention kernels take, the native library's one list
+     * ({@code native-ops/src/paged/paged_params.h}); {@link Builder#build()} rejects others.
+     *
+     * @return the head dims, ascending
+     */
+    public static int[] supportedHeadDims() {
+        return SupportedValues.of("paged.head_dims");
+    }
+
+    /**
+     * Returns the block sizes the paged attention kernels take, the native library's one list;
+     * {@link Builder#build()} rejects others.
+     *
+     * @return the block sizes, ascending
+     */
+    public static int[] supportedBlockSizes() {
+        return SupportedValues.of("paged.block_sizes");
+    }
+
+    /**
+     * Returns the smallest supported head dim that holds {@code headDim}: a model whose head dim
+     * is not supported stores its K/V zero-padded to this one (zeros add nothing to {@code q·k};
+     * the padded output columns are dropped).
+     *
+     * @param headDim the model's head dim, {@code >= 1}
+     * @return the cache head dim
+     * @throws IllegalArgumentException if {@code headDim} is above every supported head dim
+     */
+    public static int paddedHeadDim(int headDim) {
+        int[] supported = supportedHeadDims();
+        for (int d : supported) {
+            if (d >= headDim) {
+                return d;
+            }
+        }
+        throw new IllegalArgumentException(
+                "PagedKvCache: head dim "
+                        + headDim
+                        + " is larger than the paged kernels support ("
+                        + supported[supported.length - 1]
+                        + ")");
     }
 
     /**
@@ -377,7 +422,8 @@ public final class PagedKvCache implements AutoCloseable {
         }
 
         /**
-         * Sets the head dim (required).
+         * Sets the head dim (required; one of {@link #supportedHeadDims()}, see {@link
+         * #paddedHeadDim}).
          *
          * @param headDim D
          * @return this builder
@@ -388,7 +434,7 @@ public final class PagedKvCache implements AutoCloseable {
         }
 
         /**
-         * Sets the tokens per block (default 16; the kernels take 8, 16 or 32).
+         * Sets the tokens per block (default 16; one of {@link #supportedBlockSizes()}).
          *
          * @param blockSize the block size
          * @return this builder
@@ -444,6 +490,10 @@ public final class PagedKvCache implements AutoCloseable {
             requirePositive(numKvHeads, "setNumKvHeads");
             requirePositive(headDim, "setHeadDim");
             requirePositive(blockSize, "optBlockSize");
+            // The kernels' own lists and wording, so a cache is never built that every paged
+            // attention call would then reject.
+            requireIn(headDim, supportedHeadDims(), "setHeadDim", "a head dim D");
+            requireIn(blockSize, supportedBlockSizes(), "optBlockSize", "a block size");
             if (dataType != DataType.FLOAT32 && dataType != DataType.FLOAT16) {
                 throw new IllegalArgumentException(
                         "PagedKvCache: optDataType: expected float32 or float16, got " + dataType);
@@ -468,6 +518,23 @@ public final class PagedKvCache implements AutoCloseable {
                 blocks = (int) Math.min(Integer.MAX_VALUE, fit);
             }
             return new PagedKvCache(this, blocks);
+        }
+
+        private static void requireIn(int value, int[] supported, String setter, String what) {
+            for (int s : supported) {
+                if (s == value) {
+                    return;
+                }
+            }
+            throw new IllegalArgumentException(
+                    "PagedKvCache: "
+                            + setter
+                            + ": expected "
+                            + what
+                            + " in "
+                            + SupportedValues.format(supported)
+                            + ", got "
+                            + value);
         }
 
         private static void requirePositive(int value, String setter) {

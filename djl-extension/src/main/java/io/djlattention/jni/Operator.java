@@ -1,0 +1,154 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.jni;
+
+import static io.djlattention.jni.DjlAttnLibrary.ARG_BOOL;
+import static io.djlattention.jni.DjlAttnLibrary.ARG_FLOAT;
+import static io.djlattention.jni.DjlAttnLibrary.ARG_INT;
+import static io.djlattention.jni.DjlAttnLibrary.ARG_OPTIONAL_TENSOR;
+import static io.djlattention.jni.DjlAttnLibrary.ARG_TENSOR;
+
+import java.util.Arrays;
+
+/**
+ * The {@code djl_attn} operators the Java API calls, each with the kinds of its schema's
+ * arguments in order and the number of tensors it returns: the one place on the Java side that
+ * states them. {@link #verifyAgainstNative()} holds this list against the schemas the native
+ * library registered (the one list of {@code native-ops/src/registration/register_ops.cpp}), once
+ * at first use, so a schema change that Java does not follow fails loudly at load, not as a crash
+ * or a misread argument in some later call. Internal to djl-attention.
+ */
+public enum Operator {
+    /** {@code flash_attention(q, k, v, kv_lens?, scale, causal) -> (out, lse)}. */
+    FLASH_ATTENTION(
+            "flash_attention", 2, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_FLOAT, ARG_BOOL),
+    /**
+     * {@code flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+     * max_seqlen_k, scale, causal) -> (out, lse)}.
+     */
+    FLASH_ATTENTION_VARLEN(
+            "flash_attention_varlen", 2, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_INT, ARG_INT, ARG_FLOAT, ARG_BOOL),
+    /** {@code bert_attention(qkv, qkv_bias?, kv_lens?, num_heads, scale) -> out}. */
+    BERT_ATTENTION(
+            "bert_attention", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT,
+            ARG_FLOAT),
+    /** {@code add_bias_residual_layernorm(x, bias?, residual, gamma, beta, eps) -> out}. */
+    ADD_BIAS_RESIDUAL_LAYERNORM(
+            "add_bias_residual_layernorm", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_TENSOR, ARG_FLOAT),
+    /** {@code add_bias_gelu(x, bias?, tanh_approximation) -> out}. */
+    ADD_BIAS_GELU("add_bias_gelu", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_BOOL),
+    /** {@code reshape_and_cache(key, value, key_cache!, value_cache!, slot_mapping) -> ()}. */
+    RESHAPE_AND_CACHE(
+            "reshape_and_cache", 0, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR),
+    /**
+     * {@code paged_attention(query, key_cache, value_cache, block_tables, context_lens, scale,
+     * max_context_len, alibi_slopes?) -> out}.
+     */
+    PAGED_ATTENTION(
+            "paged_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
+            ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR),
+    /** {@code causal_dot_product(q, k, v) -> out}. */
+    CAUSAL_DOT_PRODUCT("causal_dot_product", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR),
+    /**
+     * {@code paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q,
+     * context_lens, scale, max_seqlen_q, alibi_slopes?) -> out}.
+     */
+    PAGED_PREFILL_ATTENTION(
+            "paged_prefill_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_TENSOR, ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR),
+    /** {@code add_bias_residual_affine(x, bias?, residual, scale, shift) -> out}. */
+    ADD_BIAS_RESIDUAL_AFFINE(
+            "add_bias_residual_affine", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_TENSOR),
+    /** {@code remove_padding(x, lens) -> (packed, cu_seqlens)}. */
+    REMOVE_PADDING("remove_padding", 2, ARG_TENSOR, ARG_TENSOR),
+    /** {@code restore_padding(packed, cu_seqlens, seqlen) -> out}. */
+    RESTORE_PADDING("restore_padding", 1, ARG_TENSOR, ARG_TENSOR, ARG_INT);
+
+    private final String schemaName;
+    private final int numOutputs;
+    private final int[] argKinds;
+
+    Operator(String schemaName, int numOutputs, int... argKinds) {
+        this.schemaName = schemaName;
+        this.numOutputs = numOutputs;
+        this.argKinds = argKinds;
+    }
+
+    /**
+     * Returns the operator's name in the {@code djl_attn} namespace.
+     *
+     * @return the name, for example {@code flash_attention}
+     */
+    public String schemaName() {
+        return schemaName;
+    }
+
+    /**
+     * Returns the number of tensors the operator returns.
+     *
+     * @return 0, 1 or 2
+     */
+    public int numOutputs() {
+        return numOutputs;
+    }
+
+    /**
+     * Returns the kind of each schema argument, in order ({@code DjlAttnLibrary.ARG_*}).
+     *
+     * @return a copy of the kinds
+     */
+    public int[] argKinds() {
+        return argKinds.clone();
+    }
+
+    int argKind(int index) {
+        return argKinds[index];
+    }
+
+    int numArgs() {
+        return argKinds.length;
+    }
+
+    /**
+     * Checks every operator of this list against the schema the loaded native library registered
+     * under its name: same argument kinds in the same order, same number of outputs.
+     *
+     * @throws IllegalStateException naming the first operator that differs, with its schema
+     */
+    static void verifyAgainstNative() {
+        int count = DjlAttnLibrary.operatorCount();
+        for (Operator op : values()) {
+            int index = -1;
+            for (int i = 0; i < count; ++i) {
+                if (op.schemaName.equals(DjlAttnLibrary.operatorName(i))) {
+                    index = i;
+                    break;
+                }
+            }
+            if (index < 0) {
+                throw new IllegalStateException(
+                        "djl_attn: the native library defines no operator " + op.schemaName);
+            }
+            int[] kinds = new int[DjlAttnLibrary.operatorArgKinds(index, null, 0)];
+            DjlAttnLibrary.operatorArgKinds(index, kinds, kinds.length);
+            if (!Arrays.equals(kinds, op.argKinds)
+                    || DjlAttnLibrary.operatorNumOutputs(index) != op.numOutputs) {
+                throw new IllegalStateException(
+                        "djl_attn: Operator."
+                                + op.name()
+                                + " does not match the native schema "
+                                + DjlAttnLibrary.operatorSchema(index)
+                                + ": Java has argument kinds "
+                                + Arrays.toString(op.argKinds)
+                                + " and "
+                                + op.numOutputs
+                                + " outputs");
+            }
+        }
+    }
+}

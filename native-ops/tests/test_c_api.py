@@ -1,0 +1,185 @@
+"""The C interface the Java bridge calls (djl_attn/c_api.h), driven through ctypes.
+
+djl_attn_call runs an operator's checks before it dispatches, so a rejected call returns its
+status and message without PyTorch's C shim logging `Exception in aoti_torch: ...` to stderr;
+the tests capture the process's stderr (file descriptor 2, where libtorch writes) to prove it.
+"""
+
+import ctypes
+
+import pytest
+import torch
+
+from conftest import _find
+
+OK, INVALID_ARGUMENT, NATIVE_ERROR = 0, 1, 2
+TENSOR, OPTIONAL_TENSOR, INT, FLOAT, BOOL = range(5)
+
+lib = ctypes.CDLL(str(_find("libdjl_attn.so")))
+lib.djl_attn_call.restype = ctypes.c_int32
+lib.djl_attn_call.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_int32,
+    ctypes.POINTER(ctypes.c_int32),
+    ctypes.POINTER(ctypes.c_int64),
+    ctypes.c_int32,
+    ctypes.POINTER(ctypes.c_int64),
+]
+lib.djl_attn_last_error_message.restype = ctypes.c_char_p
+lib.djl_attn_delete_tensor.argtypes = [ctypes.c_int64]
+lib.djl_attn_operator_count.restype = ctypes.c_int32
+lib.djl_attn_operator_schema.restype = ctypes.c_char_p
+lib.djl_attn_operator_schema.argtypes = [ctypes.c_int32]
+lib.djl_attn_operator_name.restype = ctypes.c_char_p
+lib.djl_attn_operator_name.argtypes = [ctypes.c_int32]
+
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ctypes.c_void_p
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype = ctypes.py_object
+_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+def new_handle(tensor):
+    """A new at::Tensor* for `tensor` (the caller deletes it), as DJL's PtNDArray handles are."""
+    return _get_pointer(torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(tensor), None)
+
+
+def take_tensor(handle):
+    """The tensor of a handle djl_attn_call returned; the handle is consumed."""
+    return torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(_new_capsule(handle, None, None))
+
+
+def call(name, args, num_outputs):
+    """Calls djl_attn_call with (kind, value) pairs; returns (status, message, output tensors)."""
+    handles = []
+    kinds, values = [], []
+    try:
+        for kind, value in args:
+            if kind in (TENSOR, OPTIONAL_TENSOR) and value is not None:
+                handle = new_handle(value)
+                handles.append(handle)
+                value = handle
+            elif kind == OPTIONAL_TENSOR:
+                value = 0
+            elif kind == FLOAT:
+                value = ctypes.c_int64.from_buffer_copy(ctypes.c_double(value)).value
+            kinds.append(kind)
+            values.append(int(value))
+        outputs = (ctypes.c_int64 * max(num_outputs, 1))()
+        status = lib.djl_attn_call(
+            name.encode(),
+            len(args),
+            (ctypes.c_int32 * len(kinds))(*kinds),
+            (ctypes.c_int64 * len(values))(*values),
+            num_outputs,
+            outputs,
+        )
+        message = lib.djl_attn_last_error_message().decode()
+        tensors = []
+        if status == OK:
+            tensors = [take_tensor(outputs[i]) for i in range(num_outputs)]
+        return status, message, tensors
+    finally:
+        for handle in handles:
+            lib.djl_attn_delete_tensor(handle)
+
+
+def flash_args(q, k, v, kv_lens=None, scale=0.5, causal=False):
+    return [(TENSOR, q), (TENSOR, k), (TENSOR, v), (OPTIONAL_TENSOR, kv_lens), (FLOAT, scale),
+            (BOOL, int(causal))]
+
+
+def test_a_call_runs_the_operator(device):
+    q = torch.randn(2, 5, 4, 32, device=device)
+    k = torch.randn(2, 7, 2, 32, device=device)
+    v = torch.randn(2, 7, 2, 32, device=device)
+    kv_lens = torch.tensor([7, 3], dtype=torch.int32, device=device)
+    status, message, (out, lse) = call("flash_attention", flash_args(q, k, v, kv_lens, 0.3, True), 2)
+    assert status == OK, message
+    expected, expected_lse = torch.ops.djl_attn.flash_attention(q, k, v, kv_lens, 0.3, True)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(lse, expected_lse, rtol=0, atol=0)
+
+
+# (what is wrong, the arguments, a part of the operator's message)
+BAD_CALLS = [
+    ("q rank", lambda d: flash_args(torch.randn(2, 3, 4, device=d), torch.randn(2, 3, 4, 8, device=d),
+                                    torch.randn(2, 3, 4, 8, device=d)),
+     "flash_attention: q: expected 4 dims"),
+    ("kv_lens value", lambda d: flash_args(*[torch.randn(2, 3, 4, 8, device=d)] * 3,
+                                           kv_lens=torch.tensor([3, 4], dtype=torch.int32, device=d)),
+     "flash_attention: kv_lens: expected values in [0, Sk = 3], got 4 at index 1"),
+    ("scale", lambda d: flash_args(*[torch.randn(1, 2, 1, 8, device=d)] * 3, scale=float("nan")),
+     "flash_attention: scale: expected a finite value"),
+]
+
+
+@pytest.mark.parametrize("what,make_args,expected", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_a_rejected_call_logs_nothing(device, capfd, what, make_args, expected):
+    args = make_args(device)
+    capfd.readouterr()
+    status, message, _ = call("flash_attention", args, 2)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    captured = capfd.readouterr()
+    assert status == INVALID_ARGUMENT, message
+    assert expected in message
+    assert captured.err == "", captured.err
+    assert captured.out == "", captured.out
+
+
+def test_a_rejected_paged_call_logs_nothing(device, capfd):
+    query = torch.randn(2, 4, 64, device=device)
+    cache = torch.randn(3, 16, 2, 64, device=device)
+    tables = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32, device=device)  # block 3 of 3
+    lens = torch.tensor([20, 20], dtype=torch.int32, device=device)
+    capfd.readouterr()
+    status, message, _ = call(
+        "paged_attention",
+        [(TENSOR, query), (TENSOR, cache), (TENSOR, cache), (TENSOR, tables), (TENSOR, lens),
+         (FLOAT, 0.125), (INT, 20), (OPTIONAL_TENSOR, None)],
+        1,
+    )
+    captured = capfd.readouterr()
+    assert status == INVALID_ARGUMENT, message
+    assert "paged_attention: block_tables: expected block ids in [0, num_blocks = 3)" in message
+    assert captured.err == ""
+
+
+def test_python_callers_get_the_exception_and_no_log(device, capfd):
+    q = torch.randn(2, 3, 4, 8, device=device)
+    bad = torch.tensor([3, 4], dtype=torch.int32, device=device)
+    capfd.readouterr()
+    with pytest.raises(ValueError, match=r"kv_lens: expected values in \[0, Sk = 3\]"):
+        torch.ops.djl_attn.flash_attention(q, q, q, bad, 0.5, False)
+    assert capfd.readouterr().err == ""
+
+
+def test_arguments_that_do_not_match_the_schema_are_refused_before_anything_runs(capfd):
+    q = torch.randn(1, 2, 1, 8)
+    capfd.readouterr()
+    # An int where the schema has a tensor: read as a handle it would crash the kernel.
+    args = flash_args(q, q, q)
+    args[1] = (INT, 12345)
+    status, message, _ = call("flash_attention", args, 2)
+    assert status == NATIVE_ERROR
+    assert "argument 1 has kind 2, the schema's is 0" in message
+    status, message, _ = call("flash_attention", flash_args(q, q, q)[:5], 2)
+    assert status == NATIVE_ERROR
+    assert "the schema takes 6 arguments and returns 2 tensors, the call passed 5" in message
+    status, message, _ = call("no_such_operator", [], 1)
+    assert status == NATIVE_ERROR
+    assert "no operator named 'no_such_operator'" in message
+    assert capfd.readouterr().err == ""
+
+
+def test_the_operator_list_is_the_registered_schemas():
+    names = [lib.djl_attn_operator_name(i).decode() for i in range(lib.djl_attn_operator_count())]
+    assert len(names) == len(set(names))
+    for i, name in enumerate(names):
+        (schema,) = torch._C._jit_get_schemas_for_operator("djl_attn::" + name)
+        assert str(schema) == "djl_attn::" + lib.djl_attn_operator_schema(i).decode()
+    assert lib.djl_attn_operator_schema(len(names)) == b""
