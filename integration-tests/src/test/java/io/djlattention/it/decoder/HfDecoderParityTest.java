@@ -114,10 +114,10 @@ class HfDecoderParityTest {
     @MethodSource("checkpoints")
     void logitsMatchTransformersOnEveryPath(String name) throws Exception {
         JsonObject ref = reference(name);
-        // DecoderModels directly: the model DJL's Criteria returns delegates to this one and
-        // exposes neither its block nor its properties.
-        try (ZooModel<int[], int[]> model =
-                DecoderModels.load(dir(name), criteria(name, int[].class, int[].class, "stock"))) {
+        try (ZooModel<int[], int[]> loaded =
+                criteria(name, int[].class, int[].class, "stock").loadModel()) {
+            // The block and properties are on the model DJL's model delegates to.
+            ZooModel<int[], int[]> model = DecoderModels.unwrap(loaded);
             assertEquals(
                     ref.get("eos_token_id").getAsLong(),
                     Long.parseLong(model.getProperty("eosTokenId")));
@@ -285,8 +285,8 @@ class HfDecoderParityTest {
                         .optModelPath(dir(name))
                         .optArgument("dtype", "float16")
                         .build();
-        try (ZooModel<int[], int[]> model = DecoderModels.load(dir(name), c)) {
-            Decoder decoder = ((GenerationBlock) model.getBlock()).getDecoder();
+        try (ZooModel<int[], int[]> model = c.loadModel()) {
+            Decoder decoder = DecoderModels.generationBlock(model).getDecoder();
             assertEquals(DataType.FLOAT16, decoder.getConfig().getDataType());
             double worst = 0;
             for (JsonObject k : cases(ref)) {

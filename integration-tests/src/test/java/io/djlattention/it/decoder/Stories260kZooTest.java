@@ -72,6 +72,9 @@ class Stories260kZooTest {
                         .build();
         try (ZooModel<int[], int[]> model = criteria.loadModel();
                 Predictor<int[], int[]> predictor = model.newPredictor()) {
+            GenerationBlock block = DecoderModels.generationBlock(model);
+            assertEquals(attention, block.getAttention().name().toLowerCase(java.util.Locale.ROOT));
+            assertEquals(maxNew, block.getGenerationConfig().getMaxNewTokens());
             List<int[]> got = predictor.batchPredict(prompts);
             for (int i = 0; i < prompts.size(); ++i) {
                 int[] want = expected.get(i);

@@ -14,6 +14,7 @@ import ai.djl.repository.zoo.ZooModel;
 import ai.djl.translate.ArgumentsUtil;
 import ai.djl.translate.Translator;
 
+import io.djlattention.zoo.DelegatingTranslator;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.hf.HfCheckpoint;
@@ -217,6 +218,44 @@ public final class DecoderModels {
             model.close();
             throw e;
         }
+    }
+
+    /**
+     * Returns the model that does the work behind a model from DJL's {@code Criteria}: the model
+     * zoo's {@code Criteria.loadModel()} returns a model whose translator delegates to the one
+     * {@link #load} built (with the {@link GenerationBlock} and the properties); any other model
+     * is returned as it is.
+     *
+     * @param model a model from {@code Criteria.loadModel()} or {@link #load}
+     * @param <I> the input type
+     * @param <O> the output type
+     * @return the underlying model
+     */
+    public static <I, O> ZooModel<I, O> unwrap(ZooModel<I, O> model) {
+        if (model.getTranslator() instanceof DelegatingTranslator) {
+            return ((DelegatingTranslator<I, O>) model.getTranslator()).getDelegate();
+        }
+        return model;
+    }
+
+    /**
+     * Returns the generation block of a decoder model (from {@code Criteria.loadModel()} or
+     * {@link #load}): its decoder, settings, and what an engine needs to run its own scheduler.
+     *
+     * @param model the model
+     * @return the block
+     * @throws IllegalArgumentException if the model is not a decoder model of this zoo
+     */
+    public static GenerationBlock generationBlock(ZooModel<?, ?> model) {
+        ai.djl.nn.Block block = unwrap(model).getBlock();
+        if (!(block instanceof GenerationBlock)) {
+            throw new IllegalArgumentException(
+                    "model: expected a decoder model of the djl-attention zoo, got "
+                            + model.getName()
+                            + " with block "
+                            + (block == null ? "null" : block.getClass().getSimpleName()));
+        }
+        return (GenerationBlock) block;
     }
 
     private static DataType dataType(Map<String, Object> args) throws MalformedModelException {
