@@ -125,7 +125,8 @@ public final class OperatorCall {
             throw new IllegalArgumentException(DjlAttnLibrary.lastErrorMessage());
         }
         if (status != DjlAttnLibrary.OK) {
-            throw new EngineException(DjlAttnLibrary.lastErrorMessage());
+            throw new EngineException(
+                    LibraryLoader.describeFailure(operator, DjlAttnLibrary.lastErrorMessage()));
         }
         PtNDArray[] outputs = new PtNDArray[numOutputs];
         for (int i = 0; i < numOutputs; ++i) {

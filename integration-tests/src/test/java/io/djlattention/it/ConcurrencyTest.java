@@ -29,7 +29,7 @@ class ConcurrencyTest {
 
     @Test
     void eightThreadsGetCorrectResults() throws Exception {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             // Distinct inputs per thread, with references computed up front by stock DJL ops,
             // so a result delivered to the wrong caller or corrupted by a shared buffer fails.
             List<NDArray[]> inputs = new ArrayList<>();
@@ -65,7 +65,7 @@ class ConcurrencyTest {
     void errorsStayWithTheThreadThatCausedThem() throws Exception {
         // The bridge keeps the last error per thread: a failing call on one thread must report
         // its own message while other threads keep succeeding.
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray q = manager.randomNormal(new Shape(1, 8, 4, 32));
             NDArray bad = manager.randomNormal(new Shape(1, 8, 3, 32));
             ExecutorService pool = Executors.newFixedThreadPool(4);

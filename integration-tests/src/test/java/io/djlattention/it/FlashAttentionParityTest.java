@@ -52,7 +52,7 @@ class FlashAttentionParityTest {
     @ParameterizedTest(name = "Sq={0} Sk={1} D={2} causal={3}")
     @MethodSource("denseShapes")
     void matchesStockDjlInFloat32(int seqQ, int seqK, int dim, boolean causal) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             int batch = seqQ * seqK > 100_000 ? 1 : 2;
             check(manager, batch, seqQ, seqK, 4, 4, dim, causal, null, DataType.FLOAT32);
         }
@@ -61,7 +61,7 @@ class FlashAttentionParityTest {
     @ParameterizedTest(name = "Hq={0} Hkv={1} causal={2}")
     @MethodSource("groupedShapes")
     void matchesStockDjlWithGqaMqaAndRaggedKvLens(int headsQ, int headsKv, boolean causal) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             int[] kvLens = {129, 1, 0, 64};
             check(manager, 4, 37, 129, headsQ, headsKv, 64, causal, kvLens, DataType.FLOAT32);
         }
@@ -79,7 +79,7 @@ class FlashAttentionParityTest {
     @ParameterizedTest(name = "Sq={0} Sk={1} D={2} causal={3}")
     @MethodSource("float16Shapes")
     void matchesStockDjlInFloat16(int seqQ, int seqK, int dim, boolean causal) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             int[] kvLens = {seqK, Math.max(1, seqK / 3)};
             check(manager, 2, seqQ, seqK, 8, 2, dim, causal, kvLens, DataType.FLOAT16);
         }
@@ -95,7 +95,7 @@ class FlashAttentionParityTest {
 
     @Test
     void viewsOfAFusedProjectionNeedOnlyAContiguousLastDim() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             // [B, S, 3, H, D] split into three strided views, as from one fused QKV GEMM.
             NDArray qkv = manager.randomNormal(new Shape(2, 50, 3, 4, 64));
             NDArray q = qkv.get(":, :, 0");
@@ -111,7 +111,7 @@ class FlashAttentionParityTest {
 
     @Test
     void customScaleIsApplied() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray q = manager.randomNormal(new Shape(1, 9, 2, 32));
             NDArray k = manager.randomNormal(new Shape(1, 9, 2, 32));
             NDArray v = manager.randomNormal(new Shape(1, 9, 2, 32));
@@ -156,7 +156,7 @@ class FlashAttentionParityTest {
     @ParameterizedTest(name = "causal={0}")
     @ValueSource(booleans = {false, true})
     void varlenMatchesStockDjlPerSequence(boolean causal) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             // Packed sequences of different lengths, queries shorter than keys in one of them
             // (bottom-right causal alignment), GQA 4:2.
             int[] lensQ = {5, 1, 33, 17};

@@ -66,7 +66,7 @@ class LinearAttentionBlockTest {
     void loadsStockParametersAndComputesLinearAttention(
             int batch, int length, int embedding, int heads, boolean causal)
             throws IOException, MalformedModelException {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             ScaledDotProductAttentionBlock stock = stockBlock(manager, embedding, heads, length);
             byte[] saved = save(stock);
 
@@ -93,7 +93,7 @@ class LinearAttentionBlockTest {
     @Test
     void separateKeysQueriesAndValuesOfDifferentLengths()
             throws IOException, MalformedModelException {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             ScaledDotProductAttentionBlock stock = stockBlock(manager, 32, 4, 9);
             LinearAttentionBlock block =
                     LinearAttentionBlock.builder().setEmbeddingSize(32).setHeadCount(4).build();
@@ -115,7 +115,7 @@ class LinearAttentionBlockTest {
 
     @Test
     void initializesLikeTheStockBlock() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             LinearAttentionBlock block =
                     LinearAttentionBlock.builder().setEmbeddingSize(24).setHeadCount(3).build();
             block.initialize(manager, DataType.FLOAT32, new Shape(2, 5, 24));
@@ -128,7 +128,7 @@ class LinearAttentionBlockTest {
 
     @Test
     void masksAreRejected() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             LinearAttentionBlock block =
                     LinearAttentionBlock.builder().setEmbeddingSize(8).setHeadCount(2).build();
             block.initialize(manager, DataType.FLOAT32, new Shape(1, 3, 8));
@@ -147,7 +147,7 @@ class LinearAttentionBlockTest {
 
     @Test
     void causalFormNeedsEqualLengthsAndSaysSo() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             LinearAttentionBlock block =
                     LinearAttentionBlock.builder()
                             .setEmbeddingSize(8)

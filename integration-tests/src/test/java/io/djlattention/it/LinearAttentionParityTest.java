@@ -56,7 +56,7 @@ class LinearAttentionParityTest {
     @ParameterizedTest(name = "L={0} E={1} M={2} causal={3}")
     @MethodSource("shapes")
     void matchesStockDjlInFloat32(int length, int dimQk, int dimV, boolean causal) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             int batch = length >= 1000 ? 1 : 2;
             check(
                     manager,
@@ -77,7 +77,7 @@ class LinearAttentionParityTest {
     @MethodSource("float16Shapes")
     void matchesStockDjlInFloat16(
             int length, int dimQk, int dimV, boolean causal, float valueOffset) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             check(
                     manager,
                     1,
@@ -109,7 +109,7 @@ class LinearAttentionParityTest {
     @ParameterizedTest(name = "L={0} S={1}")
     @MethodSource("crossLengths")
     void nonCausalQueryAndKeyLengthsMayDiffer(int seqQ, int seqK) {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             check(manager, 2, 3, seqQ, seqK, 48, 40, false, 1e-6f, 0f, DataType.FLOAT32);
         }
     }
@@ -123,7 +123,7 @@ class LinearAttentionParityTest {
     void epsIsAddedToTheNormaliser(boolean causal) {
         // With E = 2 the normaliser of the first rows is a few units, so eps = 3 changes the
         // output by tens of percent: a misplaced eps cannot pass.
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             check(manager, 2, 2, 33, 33, 2, 5, causal, 3f, 0f, DataType.FLOAT32);
         }
     }
@@ -135,7 +135,7 @@ class LinearAttentionParityTest {
     @Test
     void headMajorViewsOfSequenceMajorTensorsAreAccepted() {
         // [B, L, H, E] tensors passed as transposed views, as the Javadoc tells such callers.
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray q = manager.randomNormal(new Shape(2, 65, 4, 32)).transpose(0, 2, 1, 3);
             NDArray k = manager.randomNormal(new Shape(2, 65, 4, 32)).transpose(0, 2, 1, 3);
             NDArray v = manager.randomNormal(new Shape(2, 65, 4, 48)).transpose(0, 2, 1, 3);
@@ -154,7 +154,7 @@ class LinearAttentionParityTest {
 
     @Test
     void oneTensorAsQueriesKeysAndValues() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray x = manager.randomNormal(new Shape(1, 2, 17, 8));
             assertWithin(
                     StockLinearAttention.attention(x, x, x, true, 1e-6),
@@ -170,7 +170,7 @@ class LinearAttentionParityTest {
     @Test
     void concurrentCallsMayShareTheirInputs() throws Exception {
         // The calls never move an input between managers, so threads may read the same arrays.
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray q = manager.randomNormal(new Shape(2, 2, 65, 16));
             NDArray k = manager.randomNormal(new Shape(2, 2, 65, 16));
             NDArray v = manager.randomNormal(new Shape(2, 2, 65, 24));
@@ -211,7 +211,7 @@ class LinearAttentionParityTest {
 
     @Test
     void intermediatesAreFreedAndTheResultBelongsToTheCaller() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray q = manager.randomNormal(new Shape(1, 2, 9, 8));
             NDArray k = manager.randomNormal(new Shape(1, 2, 9, 8));
             NDArray v = manager.randomNormal(new Shape(1, 2, 9, 4));
@@ -226,7 +226,7 @@ class LinearAttentionParityTest {
 
     @Test
     void emptyBatchReturnsEmptyResult() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             NDArray q = manager.randomNormal(new Shape(0, 2, 5, 8));
             NDArray v = manager.randomNormal(new Shape(0, 2, 5, 3));
             Shape expected = new Shape(0, 2, 5, 3);

@@ -18,6 +18,7 @@ import ai.djl.nn.Activation;
 import ai.djl.nn.transformer.BertBlock;
 import ai.djl.nn.transformer.BertMaskedLanguageModelBlock;
 import ai.djl.training.ParameterStore;
+import io.djlattention.it.TestDevice;
 import io.djlattention.it.bert.BertFixtures.Config;
 import io.djlattention.nn.FusedBertBlock;
 import org.junit.jupiter.api.Test;
@@ -105,7 +106,7 @@ class FusedBertBlockParityTest {
     void fromStockSharesParametersAndMatchesStock() {
         Config config = BertFixtures.TINY;
         int[] lens = {config.maxSeqLen(), 1, 4};
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, config.maxSeqLen());
             BertFixtures.initialize(stock, manager, 21, shape, shape, shape);
@@ -134,7 +135,7 @@ class FusedBertBlockParityTest {
     void otherMasksRunTheStockComputation(String what, int[] secondRow) {
         Config config = BertFixtures.TINY;
         int seqLen = config.maxSeqLen();
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(2, seqLen);
             BertFixtures.initialize(stock, manager, 31, shape, shape, shape);
@@ -161,7 +162,7 @@ class FusedBertBlockParityTest {
         Config config = BertFixtures.TINY;
         int[] lens = {7, 1, 3};
         int shortLen = 7;
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, config.maxSeqLen());
             BertFixtures.initialize(stock, manager, 41, shape, shape, shape);
@@ -190,7 +191,7 @@ class FusedBertBlockParityTest {
         int seqLen = config.maxSeqLen();
         int[] lens = {seqLen, 1, 6};
         int[][] masked = {{0, 5, 18}, {0, 0, 0}, {1, 2, 5}};
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, seqLen);
             BertFixtures.initialize(stock, manager, 51, shape, shape, shape);
@@ -247,7 +248,7 @@ class FusedBertBlockParityTest {
         Config config = BertFixtures.TINY;
         int seqLen = config.maxSeqLen();
         int[] lens = {seqLen, 1, 11, 2};
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, seqLen);
             BertFixtures.initialize(stock, manager, 61, shape, shape, shape);
@@ -274,7 +275,7 @@ class FusedBertBlockParityTest {
     @Test
     void stockBertBlockCannotRunFloat16OnCpu() {
         Config config = BertFixtures.TINY;
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(ai.djl.Device.cpu())) {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(1, config.maxSeqLen());
             stock.initialize(manager, DataType.FLOAT16, shape, shape, shape);
@@ -287,7 +288,7 @@ class FusedBertBlockParityTest {
 
     private static void check(Config config, int[] lens, boolean paddingFree, long seed)
             throws Exception {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             int seqLen = config.maxSeqLen();
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, seqLen);

@@ -17,6 +17,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
+import io.djlattention.it.TestDevice;
 import io.djlattention.nn.FlashSelfAttentionBlock;
 import io.djlattention.nn.FusedTransformerEncoderBlock;
 import org.junit.jupiter.api.Test;
@@ -65,7 +66,7 @@ class FusedTransformerEncoderBlockParityTest {
     void encoderLoadedFromStockMatchesStock(int[] lens, boolean offsetMask, boolean paddingFree)
             throws Exception {
         int seqLen = max(lens);
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             TransformerEncoderBlock stock =
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::gelu);
             Shape shape = new Shape(lens.length, seqLen, E);
@@ -107,7 +108,7 @@ class FusedTransformerEncoderBlockParityTest {
         String oldGelu = System.getProperty("djl.attn.bert.gelu");
         System.setProperty("djl.attn.bert.attention", attention);
         System.setProperty("djl.attn.bert.gelu", gelu);
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             TransformerEncoderBlock stock =
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::gelu);
             Shape shape = new Shape(lens.length, 13, E);
@@ -143,7 +144,7 @@ class FusedTransformerEncoderBlockParityTest {
     @Test
     void encoderWithoutMaskAndFromStockWithAnotherActivation() {
         int[] lens = {9, 9};
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             // ReLU is not fused: it runs as given between the fused ops.
             TransformerEncoderBlock stock =
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::relu);
@@ -171,7 +172,7 @@ class FusedTransformerEncoderBlockParityTest {
     @Test
     void causalMaskRunsTheStockComputation() {
         int seqLen = 7;
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             TransformerEncoderBlock stock =
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::gelu);
             Shape shape = new Shape(2, seqLen, E);
@@ -198,7 +199,7 @@ class FusedTransformerEncoderBlockParityTest {
     void attentionLoadedFromStockMatchesStockAtEveryPosition(
             int[] lens, boolean offsetMask, boolean unused) throws Exception {
         int seqLen = max(lens);
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             ScaledDotProductAttentionBlock stock =
                     ScaledDotProductAttentionBlock.builder()
                             .setEmbeddingSize(E)
@@ -231,7 +232,7 @@ class FusedTransformerEncoderBlockParityTest {
 
     @Test
     void attentionFromStockWithoutMaskAndWithSeparateInputs() {
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             ScaledDotProductAttentionBlock stock =
                     ScaledDotProductAttentionBlock.builder()
                             .setEmbeddingSize(E)
@@ -261,7 +262,7 @@ class FusedTransformerEncoderBlockParityTest {
     @org.junit.jupiter.params.provider.ValueSource(booleans = {true, false})
     void encoderFloat16MatchesStockFloat32(boolean paddingFree) {
         int[] lens = {11, 1, 4};
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             TransformerEncoderBlock stock =
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::gelu);
             Shape shape = new Shape(3, 11, E);

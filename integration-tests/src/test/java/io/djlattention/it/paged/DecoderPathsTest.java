@@ -18,6 +18,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
+import io.djlattention.it.TestDevice;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.CausalLmTranslator;
 import io.djlattention.zoo.decoder.Decoder;
@@ -68,7 +69,7 @@ class DecoderPathsTest {
 
     @BeforeAll
     void build() {
-        manager = NDManager.newBaseManager();
+        manager = NDManager.newBaseManager(TestDevice.get());
         gpt2 =
                 new Decoder(
                         DecoderConfig.builder()

@@ -15,6 +15,7 @@ import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.AttentionOps;
 import io.djlattention.it.StockAttention;
+import io.djlattention.it.TestDevice;
 import io.djlattention.paged.BlockTable;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
@@ -64,7 +65,7 @@ class PagedAttentionParityTest {
     void decodeMatchesDenseReference(
             int blockSize, int dim, int headsQ, int headsKv, DataType dtype) {
         Random random = new Random(blockSize * 1000L + dim);
-        try (NDManager manager = NDManager.newBaseManager();
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get());
                 PagedKvCache cache = poisonedCache(manager, blockSize, headsKv, dim, dtype)) {
             int n = CONTEXTS.length;
             long[] ids = new long[n];
@@ -136,7 +137,7 @@ class PagedAttentionParityTest {
         int[] lengths = {1, 7, 113, 70};
         int[] chunks = {1, 3, 50, 70};
         Random random = new Random(blockSize);
-        try (NDManager manager = NDManager.newBaseManager();
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get());
                 PagedKvCache cache = poisonedCache(manager, blockSize, headsKv, dim, dtype)) {
             int n = lengths.length;
             long[] ids = new long[n];
@@ -218,7 +219,7 @@ class PagedAttentionParityTest {
     void copyOnWriteKeepsTheParentsCache() {
         // A forked child appending to the shared partial block gets a copy holding the parent's
         // tokens; the parent's block is untouched by the child's write.
-        try (NDManager manager = NDManager.newBaseManager();
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get());
                 PagedKvCache cache = poisonedCache(manager, 8, 1, 64, DataType.FLOAT32)) {
             Random random = new Random(7);
             cache.allocate(0, 11);

@@ -13,6 +13,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.AttentionOps;
+import io.djlattention.it.TestDevice;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
@@ -43,7 +44,7 @@ class PagedValidationTest {
 
     @BeforeEach
     void setUp() {
-        manager = NDManager.newBaseManager();
+        manager = NDManager.newBaseManager(TestDevice.get());
         // 2 sequences of 20 and 9 tokens in a cache of 4 blocks of 16.
         query = manager.randomNormal(new Shape(2, 4, 64));
         keyCache = manager.randomNormal(new Shape(4, 16, 2, 64));

@@ -13,6 +13,7 @@ import ai.djl.ndarray.types.DataType;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 
+import io.djlattention.it.TestDevice;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
@@ -57,7 +58,7 @@ class PrefixSharingTest {
 
     @BeforeAll
     void build() {
-        manager = NDManager.newBaseManager();
+        manager = NDManager.newBaseManager(TestDevice.get());
         gpt2 =
                 new Decoder(
                         DecoderConfig.builder()

@@ -14,6 +14,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
+import io.djlattention.it.TestDevice;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderConfig;
 import io.djlattention.zoo.decoder.SafetensorsReader;
@@ -53,7 +54,7 @@ class SafetensorsGpt2Test {
                         .setNumHeads(1)
                         .optMaxPositions(32)
                         .build();
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             Decoder original = new Decoder(config);
             original.initializeRandom(manager, 11, 0.1f);
             Map<String, Tensor> file = new LinkedHashMap<>();
@@ -83,7 +84,7 @@ class SafetensorsGpt2Test {
         file.put("b", new Tensor("BF16", new Shape(2), new short[] {0x3FC0, (short) 0xC000}));
         Path path = dir.resolve("half.safetensors");
         write(path, file);
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             Map<String, NDArray> read = SafetensorsReader.read(path, manager);
             assertEquals(DataType.FLOAT16, read.get("h").getDataType());
             assertArrayEquals(
@@ -98,7 +99,7 @@ class SafetensorsGpt2Test {
     void malformedFilesAreRejected() throws IOException {
         Path path = dir.resolve("bad.safetensors");
         Files.write(path, new byte[] {100, 0, 0, 0, 0, 0, 0, 0, '{', '}'});
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             IOException e =
                     assertThrows(IOException.class, () -> SafetensorsReader.read(path, manager));
             assertTrue(e.getMessage().contains("bad safetensors header length"), e.getMessage());

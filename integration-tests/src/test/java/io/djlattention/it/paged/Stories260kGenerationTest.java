@@ -21,6 +21,7 @@ import ai.djl.ndarray.types.Shape;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 
+import io.djlattention.it.TestDevice;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.CausalLmTranslator;
 import io.djlattention.zoo.decoder.Decoder;
@@ -62,7 +63,7 @@ class Stories260kGenerationTest {
         if (decoder != null) {
             return;
         }
-        manager = NDManager.newBaseManager();
+        manager = NDManager.newBaseManager(TestDevice.get());
         decoder = Stories260k.load(manager, DataType.FLOAT32);
         prompts = new ArrayList<>();
         expected = new ArrayList<>();
