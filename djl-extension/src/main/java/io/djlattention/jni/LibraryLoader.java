@@ -225,7 +225,8 @@ public final class LibraryLoader {
             loadFile(file.toPath());
             cudaLoaded = true;
         } catch (IOException e) {
-            throw new EngineException("Failed to extract " + CUDA_LIBRARY + ": " + e.getMessage(), e);
+            throw new EngineException(
+                    "Failed to extract " + CUDA_LIBRARY + ": " + e.getMessage(), e);
         }
     }
 

@@ -103,6 +103,7 @@ class LibraryLoaderTest {
             assertTrue(message.contains(LibraryLoader.LIBRARY_PATH_ENV), message);
             assertFalse(message.contains("more lines"), message);
         }
-        assertEquals("q: expected 4 dims", LibraryLoader.describeFailure("x", "q: expected 4 dims"));
+        String invalid = "q: expected 4 dims [B, Sq, Hq, D], got 3";
+        assertEquals(invalid, LibraryLoader.describeFailure("flash_attention", invalid));
     }
 }

@@ -3,6 +3,7 @@
  */
 package io.djlattention.it.bench;
 
+import ai.djl.ndarray.BaseNDManager;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -54,29 +55,53 @@ public final class PagedDecodeBenchmark {
     /**
      * Runs the benchmark and prints markdown tables.
      *
-     * @param args unused
+     * @param args optional: {@code --batches 1,8,32 --contexts 128,1024} (the defaults) and
+     *     {@code --no-waste} to skip part 2; on a GPU the arrays are on DJL's default device
      */
     public static void main(String[] args) {
+        int[] batches = {1, 8, 32};
+        int[] contexts = {128, 1024};
+        boolean waste = true;
+        for (int i = 0; i < args.length; ++i) {
+            switch (args[i]) {
+                case "--batches":
+                    batches = ints(args[++i]);
+                    break;
+                case "--contexts":
+                    contexts = ints(args[++i]);
+                    break;
+                case "--no-waste":
+                    waste = false;
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
         System.out.println(DecoderBenchSetup.deviceLine());
         DecoderConfig config = DecoderBenchSetup.gpt2Config();
         try (NDManager manager = NDManager.newBaseManager()) {
+            System.out.println("Arrays on " + manager.getDevice());
             Decoder decoder = new Decoder(config);
             decoder.initializeRandom(manager, 1, 0.05f);
             System.out.println();
             System.out.println(
                     "| batch | context | stock tok/s | flash (contiguous) tok/s"
-                            + " | paged tok/s | paged / stock |");
-            System.out.println("| --- | --- | --- | --- | --- | --- |");
-            for (int context : new int[] {128, 1024}) {
-                for (int batch : new int[] {1, 8, 32}) {
+                            + " | paged tok/s | paged / stock | paged ms/step"
+                            + " | paged arrays/step |");
+            System.out.println("| --- | --- | --- | --- | --- | --- | --- | --- |");
+            for (int context : contexts) {
+                for (int batch : batches) {
                     double[] tps = measure(decoder, manager, batch, context);
                     System.out.printf(
-                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx |%n",
-                            batch, context, tps[0], tps[1], tps[2], tps[2] / tps[0]);
+                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx | %.3f | %d |%n",
+                            batch, context, tps[0], tps[1], tps[2], tps[2] / tps[0],
+                            1e3 * batch / tps[2], (int) tps[3]);
                 }
             }
         }
-        memoryWaste();
+        if (waste) {
+            memoryWaste();
+        }
     }
 
     /**
@@ -99,10 +124,11 @@ public final class PagedDecodeBenchmark {
                 times[1][step] = flash.step();
                 times[2][step] = paged.step();
             }
-            double[] tps = new double[3];
+            double[] tps = new double[4];
             for (int i = 0; i < 3; ++i) {
                 tps[i] = batch / (median(times[i]) / 1e9);
             }
+            tps[3] = paged.arraysPerStep;
             return tps;
         }
     }
@@ -178,6 +204,8 @@ public final class PagedDecodeBenchmark {
         private final int[] ones;
         private final Random random;
         private int len;
+        /** Arrays left in the step's manager after a step: a lower bound of its operator calls. */
+        int arraysPerStep;
 
         Paged(Decoder decoder, NDManager manager, int batch, int context) {
             this.decoder = decoder;
@@ -224,6 +252,7 @@ public final class PagedDecodeBenchmark {
                                     Decoder.PrefillAttention.PAGED);
                     logits.argMax(-1).toLongArray();
                 }
+                arraysPerStep = ((BaseNDManager) stepManager).getManagedArrays().size();
             }
             ++len;
             return System.nanoTime() - start;
@@ -324,6 +353,10 @@ public final class PagedDecodeBenchmark {
         System.out.printf(
                 "| paged, block %d | %.3f | %.1f%% |%n",
                 BLOCK_SIZE, pagedAllocated / used, 100 * (1 - used / pagedAllocated));
+    }
+
+    private static int[] ints(String list) {
+        return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
     }
 
     private static int clamp(int v, int lo, int hi) {

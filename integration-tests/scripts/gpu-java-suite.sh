@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The Java GPU suite: on the GPU machine, builds the native libraries with CMake, runs the
+# project's JUnit suites on the GPU through the JUnit console launcher with the gpu-java kit's
+# Java and DJL (libtorch = the machine's torch), runs the Java GPU benchmarks, and prints a
+# summary last.
+#
+# Prepare RUN_DIR first on a build machine (gpu-java-prepare.sh), carry it, then on the GPU
+# machine:
+#   bash RUN_DIR/src/integration-tests/scripts/gpu-java-suite.sh RUN_DIR
+# Environment:
+#   OUT     where logs, the JUnit XML report and benchmark tables go (default /tmp/gpu-java-suite)
+#   ARCHS   CMAKE_CUDA_ARCHITECTURES (default 90: this machine's; the shipped jar has 80-real;90)
+#   TESTS   "all" (default) or a JUnit console selector, e.g. "--select-class io.x.YTest"
+#   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, hf
+#   TEST_DEVICE  the parity tests' device (default gpu; cpu runs the same tests on the CPU)
+#
+# How the tests meet the GPU: DJL's default device is the GPU when the engine sees one, and
+# io.djlattention.it.TestDevice (system property djl.attn.test.device) puts the parity tests'
+# arrays there; the project's libraries are loaded from the CMake build directory through
+# DJL_ATTN_LIBRARY_PATH, the route a GPU user who builds them takes (README, "GPU").
+set -uo pipefail
+run=$(cd "${1:?usage: gpu-java-suite.sh RUN_DIR}" && pwd)
+OUT=${OUT:-/tmp/gpu-java-suite}
+ARCHS=${ARCHS:-90}
+TESTS=${TESTS:-all}
+BENCH=${BENCH:-all}
+mkdir -p "$OUT"
+build=/tmp/gpu-java-suite-build
+java_run=(bash "$run/gpu-java/java-on-gpu.sh")
+classpath="$run/lib/*"
+for dir in "$run"/test-classes/*; do classpath="$classpath:$dir"; done
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).multi_processor_count, 'SMs')"
+  nvcc --version | tail -1
+  date -u '+%Y-%m-%d %H:%M UTC'
+} 2>&1 | tee "$OUT/device.txt"
+
+# 1. Native libraries, as a GPU user builds them (README, "GPU").
+status_build=FAIL
+start=$(date +%s)
+generator=$(command -v ninja >/dev/null && echo "-G Ninja" || true)
+# shellcheck disable=SC2086
+if cmake -S "$run/src/native-ops" -B "$build" $generator -DCMAKE_BUILD_TYPE=Release \
+     -DDJL_ATTN_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$ARCHS" >"$OUT/build.log" 2>&1 &&
+   cmake --build "$build" --parallel "$(nproc)" >>"$OUT/build.log" 2>&1; then
+  status_build=OK
+else
+  tail -40 "$OUT/build.log"
+fi
+build_s=$(( $(date +%s) - start ))
+export DJL_ATTN_LIBRARY_PATH=$build
+# Passive OpenMP waits, as the Maven build sets for the tests.
+export OMP_WAIT_POLICY=PASSIVE
+# Absent shared files fail the tests instead of skipping them.
+export CI=true
+props=(-Ddjl.attn.shared="$run/shared" -Ddjl.attn.hfFixtures="$run/hf-fixtures"
+       -Ddjl.attn.test.device="${TEST_DEVICE:-gpu}")
+
+# 2. JUnit, every module's tests, on the GPU.
+status_tests="not run"
+tests_line=""
+if [ "$status_build" = OK ]; then
+  start=$(date +%s)
+  if [ "$TESTS" = all ]; then
+    selector=(--scan-classpath "$(ls -d "$run"/test-classes/* | paste -sd:)")
+  else
+    # shellcheck disable=SC2206
+    selector=($TESTS)
+  fi
+  "${java_run[@]}" -Xms1g -Xmx1g -XX:+AlwaysPreTouch "${props[@]}" -cp "$classpath" \
+    org.junit.platform.console.ConsoleLauncher execute "${selector[@]}" \
+    --details=tree --disable-banner --reports-dir "$OUT/junit" >"$OUT/junit.log" 2>&1
+  rc=$?
+  tests_s=$(( $(date +%s) - start ))
+  status_tests=$([ $rc -eq 0 ] && echo OK || echo FAIL)
+  tests_line=$(grep -E "tests (found|successful|failed|skipped|aborted)" "$OUT/junit.log" \
+    | sed -E 's/^[^0-9]*([0-9]+) tests ([a-z]+).*/\2 \1/' | paste -sd, -)
+fi
+
+# 3. Benchmarks (docs/benchmarks.md, "Java on the GPU").
+want() { [ "$BENCH" = all ] || [[ ",$BENCH," == *",$1,"* ]]; }
+bench_main() { # name, main class, args...
+  local name=$1
+  shift
+  echo "== $name" >>"$OUT/bench.log"
+  if "${java_run[@]}" -Xmx32g "${props[@]}" -cp "$classpath" "$@" >"$OUT/$name.md" 2>>"$OUT/bench.log"; then
+    bench_ran+=("$name")
+  else
+    echo "== $name FAILED"; tail -20 "$OUT/bench.log"; tail -5 "$OUT/$name.md"
+  fi
+}
+bench_ran=()
+if [ "$status_build" = OK ] && [ "$BENCH" != none ]; then
+  want flash && bench_main flash io.djlattention.it.bench.FlashBenchmark
+  want bert && bench_main bert io.djlattention.it.bench.BertBenchmark \
+    --layers 2,12 --batches 1,8,32 --seqs 128,512 --warmup 3 --runs 10
+  want decode && bench_main decode io.djlattention.it.bench.PagedDecodeBenchmark \
+    --batches 1,16,64 --contexts 512 --no-waste
+  if want hf; then
+    echo "== hf" >>"$OUT/bench.log"
+    python3 "$run/src/integration-tests/scripts/hf_generate_bench.py" >"$OUT/hf.md" 2>>"$OUT/bench.log" \
+      && bench_ran+=(hf) || { echo "== hf FAILED"; tail -20 "$OUT/bench.log"; }
+  fi
+fi
+
+echo
+echo "================ gpu-java-suite summary ================"
+cat "$OUT/device.txt"
+echo "native build ($ARCHS): $status_build in ${build_s}s ($(ls "$build"/*.so 2>/dev/null | xargs -n1 basename | paste -sd' ' -))"
+if [ "$status_tests" != "not run" ]; then
+  echo "JUnit (djl.attn.test.device=${TEST_DEVICE:-gpu}): $status_tests in ${tests_s}s ($tests_line)"
+  grep -E "✘" "$OUT/junit.log" | head -40
+else
+  echo "JUnit: not run"
+fi
+for name in "${bench_ran[@]}"; do
+  echo
+  echo "-- $name"
+  grep -v '^\[' "$OUT/$name.md"
+done
+[ "$status_build" = OK ] && [ "$status_tests" = OK ]
