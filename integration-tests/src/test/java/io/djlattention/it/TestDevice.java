@@ -32,7 +32,10 @@ public final class TestDevice {
         if (name == null || name.isBlank()) {
             return engine.defaultDevice();
         }
-        return Device.fromName(name.trim(), engine);
+        Device device = Device.fromName(name.trim(), engine);
+        // "gpu" parses to gpu(-1), which PyTorch reads as the current GPU but DJL compares
+        // unequal to gpu(0), the device of the arrays it creates (ParameterStore fails on that).
+        return device.isGpu() && device.getDeviceId() < 0 ? Device.gpu() : device;
     }
 
     /**

@@ -250,8 +250,12 @@ public final class BertBenchmark {
     private static long processCpuNanos() {
         java.lang.management.OperatingSystemMXBean os =
                 java.lang.management.ManagementFactory.getOperatingSystemMXBean();
-        if (os instanceof com.sun.management.OperatingSystemMXBean) {
-            return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+        try {
+            if (os instanceof com.sun.management.OperatingSystemMXBean) {
+                return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+            }
+        } catch (NoClassDefFoundError e) {
+            // a Java runtime without the jdk.management module: no CPU-time column
         }
         return 0;
     }
