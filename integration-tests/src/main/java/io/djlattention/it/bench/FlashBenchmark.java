@@ -218,19 +218,29 @@ public final class FlashBenchmark {
             AttentionOptions options = AttentionOptions.builder().build();
             double addUs = 0;
             double flashUs = 0;
+            double syncUs = 0;
             for (int round = 0; round < 3; ++round) { // the last round counts, after warm-up
                 addUs = timeCalls(calls, () -> a.add(b)) * 1e6;
                 flashUs =
                         timeCalls(calls, () -> AttentionOps.flashAttention(a, a, b, options))
                                 * 1e6;
+                long start = System.nanoTime();
+                for (int c = 0; c < calls; ++c) {
+                    try (NDArray sum = a.add(b)) {
+                        sum.toFloatArray(); // waits for the device and copies back
+                    }
+                }
+                syncUs = (System.nanoTime() - start) / 1e3 / calls;
             }
             System.out.printf(
                     Locale.ROOT,
                     "| host cost per call on %s | µs |%n| --- | --- |%n| DJL add (1 op) | %.1f |%n"
-                            + "| AttentionOps.flashAttention | %.1f |%n",
+                            + "| AttentionOps.flashAttention | %.1f |%n"
+                            + "| DJL add, then read the result back (a host sync) | %.1f |%n",
                     manager.getDevice(),
                     addUs,
-                    flashUs);
+                    flashUs,
+                    syncUs);
         }
     }
 }
