@@ -126,7 +126,8 @@ public final class OperatorCall {
         }
         if (status != DjlAttnLibrary.OK) {
             throw new EngineException(
-                    LibraryLoader.describeFailure(operator, DjlAttnLibrary.lastErrorMessage()));
+                    LibraryLoader.describeFailure(
+                            operator.schemaName(), DjlAttnLibrary.lastErrorMessage()));
         }
         PtNDArray[] outputs = new PtNDArray[numOutputs];
         for (int i = 0; i < numOutputs; ++i) {
