@@ -64,6 +64,13 @@ import java.util.UUID;
  *
  * <p>The device is the criteria's ({@code optDevice}), else the engine's default (the GPU when
  * PyTorch sees one).
+ *
+ * <p>Bad input: an empty prompt (or a text that encodes to no tokens), a token id outside the
+ * vocabulary, and a prompt of the model's max positions or more are refused, not truncated: the
+ * predictor throws a {@code TranslateException} whose cause names the request and the limit.
+ * Generation stops at the max positions. A checkpoint with an unknown architecture, a refused
+ * {@code config.json} key or a missing tensor fails to load with a {@link
+ * MalformedModelException} naming the file and the key or tensor.
  */
 public final class DecoderModels {
 

@@ -157,7 +157,13 @@ public final class HfDecoderLoader {
             JsonObject p = params.getAsJsonObject();
             checkRopeType(k, p, "rope_parameters");
             JsonElement factor = p.get("partial_rotary_factor");
-            if (factor != null && !factor.isJsonNull() && factor.getAsDouble() != 1.0) {
+            boolean full =
+                    factor == null
+                            || factor.isJsonNull()
+                            || factor.isJsonPrimitive()
+                                    && factor.getAsJsonPrimitive().isNumber()
+                                    && factor.getAsDouble() == 1.0;
+            if (!full) {
                 throw k.refuse(
                         "rope_parameters.partial_rotary_factor",
                         factor.toString(),
@@ -165,7 +171,12 @@ public final class HfDecoderLoader {
             }
             JsonElement theta = p.get("rope_theta");
             if (theta != null && !theta.isJsonNull()) {
-                return theta.getAsDouble();
+                try {
+                    return theta.getAsDouble();
+                } catch (RuntimeException bad) {
+                    throw k.refuse(
+                            "rope_parameters.rope_theta", theta.toString(), "expected a number");
+                }
             }
         }
         JsonElement scaling = k.config.get("rope_scaling");
@@ -182,10 +193,12 @@ public final class HfDecoderLoader {
             throws MalformedModelException {
         for (String typeKey : new String[] {"rope_type", "type"}) {
             JsonElement type = p.get(typeKey);
-            if (type != null && !type.isJsonNull() && !"default".equals(type.getAsString())) {
+            if (type != null
+                    && !type.isJsonNull()
+                    && !(type.isJsonPrimitive() && "default".equals(type.getAsString()))) {
                 throw k.refuse(
                         key + "." + typeKey,
-                        type.getAsString(),
+                        type.isJsonPrimitive() ? type.getAsString() : type.toString(),
                         "only the default RoPE (no scaling) is supported");
             }
         }
@@ -323,14 +336,28 @@ public final class HfDecoderLoader {
             }
         }
 
-        boolean optBoolean(String key, boolean fallback) {
+        boolean optBoolean(String key, boolean fallback) throws MalformedModelException {
             JsonElement e = get(key);
-            return e == null ? fallback : e.getAsBoolean();
+            if (e == null) {
+                return fallback;
+            }
+            if (!e.isJsonPrimitive() || !e.getAsJsonPrimitive().isBoolean()) {
+                throw new MalformedModelException(
+                        file + ": " + key + ": expected true or false, got " + e);
+            }
+            return e.getAsBoolean();
         }
 
-        String optString(String key, String fallback) {
+        String optString(String key, String fallback) throws MalformedModelException {
             JsonElement e = get(key);
-            return e == null ? fallback : e.getAsString();
+            if (e == null) {
+                return fallback;
+            }
+            if (!e.isJsonPrimitive()) {
+                throw new MalformedModelException(
+                        file + ": " + key + ": expected a string, got " + e);
+            }
+            return e.getAsString();
         }
 
         void refuseTrue(String key, String what) throws MalformedModelException {
