@@ -55,7 +55,14 @@ import java.util.Map;
  * rounding: with prefix sharing a shared prefix's keys and values were computed in another
  * request's prefill, whose batch may round differently (float32 ties that flip a greedy choice
  * are rare; the tests compare token for token). When every request
- * has finished, every block is free again. Not thread-safe.
+ * has finished, every block is free again.
+ *
+ * <p>A request can be cancelled ({@link #cancel}: its blocks are freed at once); each sampled token
+ * goes to the {@link Builder#optTokenListener token listener} as it is produced. When a batched
+ * forward pass throws, the batch's sequences are run again one at a time so that only the ones
+ * whose own forward fails are finished as {@link GenerationResult.FinishReason#FAILED}; the others
+ * continue (rewriting the same K/V to the same slots). Not thread-safe: {@link GenerationEngine}
+ * runs it on one thread for many callers.
  */
 public final class ContinuousBatchingScheduler {
 
@@ -65,6 +72,8 @@ public final class ContinuousBatchingScheduler {
     private final PrefillAttention prefill;
     private final int maxPrefillChunk;
     private final boolean prefixSharing;
+    private final TokenListener tokenListener;
+    private final ForwardHook forwardHook;
     private final Deque<Sequence> waiting = new ArrayDeque<>();
     private final List<Sequence> running = new ArrayList<>();
     private long nextId;
@@ -81,6 +90,8 @@ public final class ContinuousBatchingScheduler {
         prefill = b.prefill;
         maxPrefillChunk = b.maxPrefillChunk;
         prefixSharing = b.prefixSharing;
+        tokenListener = b.tokenListener;
+        forwardHook = b.forwardHook;
     }
 
     /**
@@ -118,6 +129,33 @@ public final class ContinuousBatchingScheduler {
      * @throws IllegalArgumentException if it could never fit the cache or the model
      */
     public long[] submitSamples(int[] prompt, GenerationConfig config, int numSamples) {
+        validate(prompt, config, numSamples);
+        long[] ids = new long[numSamples];
+        Sequence first = new Sequence(nextId++, prompt, config, config.getSeed());
+        ids[0] = first.id;
+        for (int i = 1; i < numSamples; ++i) {
+            Sequence sample = new Sequence(nextId++, prompt, config, config.getSeed() + i);
+            first.pendingForks.add(sample);
+            ids[i] = sample.id;
+        }
+        waiting.addLast(first);
+        return ids;
+    }
+
+    /**
+     * Checks a request as {@link #submitSamples} would, without queueing it. It reads only the
+     * model's configuration and the cache's size, so any thread may call it.
+     *
+     * @param prompt its prompt tokens, at least one
+     * @param config how it generates
+     * @param numSamples the samples, at least 1
+     * @throws IllegalArgumentException naming {@code prompt}, {@code numSamples} or the request's
+     *     size if it could never fit the cache or the model
+     */
+    public void validate(int[] prompt, GenerationConfig config, int numSamples) {
+        if (prompt == null || config == null) {
+            throw new IllegalArgumentException("prompt and config: expected non-null values");
+        }
         if (numSamples < 1 || numSamples > maxBatchSize) {
             throw new IllegalArgumentException(
                     "numSamples: expected a value in [1, maxBatchSize = "
@@ -154,16 +192,72 @@ public final class ContinuousBatchingScheduler {
                             + " blocks, the cache has "
                             + cache.getNumBlocks());
         }
-        long[] ids = new long[numSamples];
-        Sequence first = new Sequence(nextId++, prompt, config, config.getSeed());
-        ids[0] = first.id;
-        for (int i = 1; i < numSamples; ++i) {
-            Sequence sample = new Sequence(nextId++, prompt, config, config.getSeed() + i);
-            first.pendingForks.add(sample);
-            ids[i] = sample.id;
+    }
+
+    /**
+     * Cancels a waiting or running request: a running one's blocks are freed at once. Samples
+     * forked from it that have not started yet are kept (the next takes its place in the queue).
+     *
+     * @param requestId the id {@code submit} returned
+     * @return its result ({@link GenerationResult.FinishReason#CANCELLED}, the tokens generated so
+     *     far), or null if it is not waiting or running
+     */
+    public GenerationResult cancel(long requestId) {
+        for (Sequence s : waiting) {
+            if (s.id == requestId) {
+                waiting.remove(s);
+                promoteForks(s, true);
+                return s.result(GenerationResult.FinishReason.CANCELLED, null);
+            }
         }
-        waiting.addLast(first);
-        return ids;
+        for (Sequence s : running) {
+            if (s.id == requestId) {
+                cache.free(s.id);
+                running.remove(s);
+                promoteForks(s, true);
+                return s.result(GenerationResult.FinishReason.CANCELLED, null);
+            }
+        }
+        for (Iterable<Sequence> group : List.<Iterable<Sequence>>of(waiting, running)) {
+            for (Sequence s : group) {
+                for (Sequence fork : s.pendingForks) {
+                    if (fork.id == requestId) {
+                        s.pendingForks.remove(fork);
+                        return fork.result(GenerationResult.FinishReason.CANCELLED, null);
+                    }
+                }
+            }
+        }
+        return null;
+    }
+
+    /** The first not-yet-forked sample of {@code s} takes its place at the head of the queue. */
+    private void promoteForks(Sequence s, boolean requeue) {
+        if (s.pendingForks.isEmpty() || !requeue) {
+            return;
+        }
+        Sequence heir = s.pendingForks.remove(0);
+        heir.pendingForks.addAll(s.pendingForks);
+        s.pendingForks.clear();
+        waiting.addFirst(heir);
+    }
+
+    /**
+     * Returns the number of blocks the cache has.
+     *
+     * @return the blocks
+     */
+    public int getNumBlocks() {
+        return cache.getNumBlocks();
+    }
+
+    /**
+     * Returns the number of free blocks.
+     *
+     * @return the free blocks
+     */
+    public int getNumFreeBlocks() {
+        return cache.getNumFreeBlocks();
     }
 
     /**
@@ -404,8 +498,38 @@ public final class ContinuousBatchingScheduler {
      * One forward over the given sequences, each with {@code queryLens[s]} new tokens (its next
      * uncached ones); those whose tokens are then all cached sample their next token.
      */
-    @SuppressWarnings("try")
     private void run(List<Sequence> seqs, int[] queryLens, List<GenerationResult> finished) {
+        float[] logits;
+        try {
+            logits = forward(seqs, queryLens);
+        } catch (RuntimeException e) {
+            if (seqs.size() == 1) {
+                fail(seqs.get(0), e, finished);
+                return;
+            }
+            // Find whose forward fails: one at a time, each rewriting its own slots.
+            for (int s = 0; s < seqs.size(); ++s) {
+                run(List.of(seqs.get(s)), new int[] {queryLens[s]}, finished);
+            }
+            return;
+        }
+        sample(seqs, queryLens, logits, finished);
+    }
+
+    private void fail(Sequence seq, RuntimeException e, List<GenerationResult> finished) {
+        String message = e.getMessage() == null ? e.getClass().getName() : e.getMessage();
+        cache.free(seq.id);
+        running.remove(seq);
+        finished.add(seq.result(GenerationResult.FinishReason.FAILED, message));
+        for (Sequence fork : seq.pendingForks) {
+            finished.add(fork.result(GenerationResult.FinishReason.FAILED, message));
+        }
+        seq.pendingForks.clear();
+    }
+
+    /** The forward pass of {@link #run}: logits {@code [numSeqs * V]}. */
+    @SuppressWarnings("try")
+    private float[] forward(List<Sequence> seqs, int[] queryLens) {
         int numSeqs = seqs.size();
         long[] ids = new long[numSeqs];
         int total = 0;
@@ -424,15 +548,23 @@ public final class ContinuousBatchingScheduler {
             }
         }
         notePeak();
-        float[] logits;
+        if (forwardHook != null) {
+            forwardHook.beforeForward(ids);
+        }
         try (NDScope ignore = new NDScope();
                 NDManager step = NDManager.newBaseManager(cache.getDevice());
                 PagedBatch batch = cache.prepare(ids, queryLens, step)) {
             NDArray out =
                     decoder.forwardPaged(
                             cache, batch, step.create(tokens), step.create(positions), prefill);
-            logits = out.toFloatArray();
+            return out.toFloatArray();
         }
+    }
+
+    /** Samples the next token of each sequence whose tokens are now all cached. */
+    private void sample(
+            List<Sequence> seqs, int[] queryLens, float[] logits, List<GenerationResult> finished) {
+        int numSeqs = seqs.size();
         int vocab = logits.length / numSeqs;
         List<Sequence> sampled = new ArrayList<>(numSeqs);
         List<float[]> rows = new ArrayList<>(numSeqs);
@@ -465,9 +597,14 @@ public final class ContinuousBatchingScheduler {
             Sequence seq = sampled.get(s);
             int next = seq.sampler.next(rows.get(s));
             seq.append(next);
+            if (tokenListener != null) {
+                tokenListener.onToken(seq.id, next);
+            }
             GenerationResult.FinishReason reason = null;
             if (seq.config.getEosTokenId() >= 0 && next == seq.config.getEosTokenId()) {
                 reason = GenerationResult.FinishReason.EOS;
+            } else if (seq.config.isStopToken(next)) {
+                reason = GenerationResult.FinishReason.STOP;
             } else if (seq.generated == seq.config.getMaxNewTokens()) {
                 reason = GenerationResult.FinishReason.LENGTH;
             } else if (seq.tokens.length >= decoder.getConfig().getMaxPositions()) {
@@ -476,13 +613,7 @@ public final class ContinuousBatchingScheduler {
             if (reason != null) {
                 cache.free(seq.id);
                 running.remove(seq);
-                finished.add(
-                        new GenerationResult(
-                                seq.id,
-                                Arrays.copyOf(seq.tokens, seq.promptLength),
-                                Arrays.copyOfRange(seq.tokens, seq.promptLength, seq.tokens.length),
-                                reason,
-                                seq.preemptions));
+                finished.add(seq.result(reason, null));
             }
         }
     }
@@ -519,11 +650,34 @@ public final class ContinuousBatchingScheduler {
             this.tokens = prompt.clone();
         }
 
+        GenerationResult result(GenerationResult.FinishReason reason, String error) {
+            return new GenerationResult(
+                    id,
+                    Arrays.copyOf(tokens, promptLength),
+                    Arrays.copyOfRange(tokens, promptLength, tokens.length),
+                    reason,
+                    preemptions,
+                    error);
+        }
+
         void append(int token) {
             tokens = Arrays.copyOf(tokens, tokens.length + 1);
             tokens[tokens.length - 1] = token;
             ++generated;
         }
+    }
+
+    /** A test hook called before every forward pass (fault injection). */
+    @FunctionalInterface
+    public interface ForwardHook {
+
+        /**
+         * Called before a forward pass; throwing makes that pass fail (the scheduler then isolates
+         * the failing sequences, see the class Javadoc).
+         *
+         * @param requestIds the requests in the pass
+         */
+        void beforeForward(long[] requestIds);
     }
 
     /** Builds a {@link ContinuousBatchingScheduler}. */
@@ -535,8 +689,33 @@ public final class ContinuousBatchingScheduler {
         private PrefillAttention prefill = PrefillAttention.FLASH;
         private int maxPrefillChunk;
         private boolean prefixSharing = true;
+        private TokenListener tokenListener;
+        private ForwardHook forwardHook;
 
         Builder() {}
+
+        /**
+         * Sets a listener that receives every sampled token as it is produced (default none).
+         *
+         * @param tokenListener the listener, called on the thread that runs {@link #step}
+         * @return this builder
+         */
+        public Builder optTokenListener(TokenListener tokenListener) {
+            this.tokenListener = tokenListener;
+            return this;
+        }
+
+        /**
+         * Sets a hook called before every forward pass with the requests in it (default none); a
+         * test throws from it to inject a fault.
+         *
+         * @param forwardHook the hook
+         * @return this builder
+         */
+        public Builder optForwardHook(ForwardHook forwardHook) {
+            this.forwardHook = forwardHook;
+            return this;
+        }
 
         /**
          * Shares identical prompt prefixes between requests (default true): full blocks whose K/V

@@ -4,9 +4,10 @@
 package io.djlattention.zoo.generate;
 
 /**
- * How one request generates: stopping (max new tokens, EOS) and token choice (greedy, or sampling
- * with temperature and top-k from a per-request seeded generator, so that a request samples the
- * same tokens alone or in any batch).
+ * How one request generates: stopping (max new tokens, EOS, further stop token ids) and token
+ * choice (greedy, or sampling with temperature, top-k and top-p from a per-request seeded
+ * generator, so that a request samples the same tokens alone or in any batch). Stop strings are a
+ * text-layer matter (they need a tokenizer) and live with the caller (see the serving package).
  */
 public final class GenerationConfig {
 
@@ -16,6 +17,8 @@ public final class GenerationConfig {
     private final float temperature;
     private final int topK;
     private final long seed;
+    private final float topP;
+    private final int[] stopTokenIds;
 
     private GenerationConfig(Builder b) {
         maxNewTokens = b.maxNewTokens;
@@ -24,6 +27,8 @@ public final class GenerationConfig {
         temperature = b.temperature;
         topK = b.topK;
         seed = b.seed;
+        topP = b.topP;
+        stopTokenIds = b.stopTokenIds.clone();
     }
 
     /**
@@ -99,6 +104,44 @@ public final class GenerationConfig {
         return seed;
     }
 
+    /**
+     * Returns top-p (nucleus sampling: the smallest set of most likely tokens whose probabilities
+     * add up to at least p; 1 = no cut).
+     *
+     * @return p in (0, 1]
+     */
+    public float getTopP() {
+        return topP;
+    }
+
+    /**
+     * Returns the token ids that stop generation besides EOS (the stop token is kept in the
+     * output, as EOS is).
+     *
+     * @return a copy of the stop token ids
+     */
+    public int[] getStopTokenIds() {
+        return stopTokenIds.clone();
+    }
+
+    /**
+     * Returns whether {@code token} ends generation: the EOS token or a stop token id.
+     *
+     * @param token a token id
+     * @return true if generation stops after it
+     */
+    public boolean isStopToken(int token) {
+        if (eosTokenId >= 0 && token == eosTokenId) {
+            return true;
+        }
+        for (int t : stopTokenIds) {
+            if (t == token) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Builds a {@link GenerationConfig}. */
     public static final class Builder {
 
@@ -108,6 +151,8 @@ public final class GenerationConfig {
         private float temperature = 1f;
         private int topK;
         private long seed;
+        private float topP = 1f;
+        private int[] stopTokenIds = new int[0];
 
         Builder() {}
 
@@ -150,6 +195,29 @@ public final class GenerationConfig {
         }
 
         /**
+         * Sets top-p for sampling (default 1: no cut): only the most likely tokens whose
+         * probabilities add up to at least {@code topP} are drawn from (after top-k).
+         *
+         * @param topP in (0, 1]
+         * @return this builder
+         */
+        public Builder optTopP(float topP) {
+            this.topP = topP;
+            return this;
+        }
+
+        /**
+         * Sets token ids that stop generation besides EOS (default none).
+         *
+         * @param stopTokenIds the ids, each at least 0
+         * @return this builder
+         */
+        public Builder optStopTokenIds(int... stopTokenIds) {
+            this.stopTokenIds = stopTokenIds == null ? new int[0] : stopTokenIds.clone();
+            return this;
+        }
+
+        /**
          * Builds the configuration.
          *
          * @return the configuration
@@ -167,6 +235,16 @@ public final class GenerationConfig {
                                 + temperature
                                 + " and "
                                 + topK);
+            }
+            if (!(topP > 0 && topP <= 1)) {
+                throw new IllegalArgumentException(
+                        "GenerationConfig: optTopP: expected a value in (0, 1], got " + topP);
+            }
+            for (int t : stopTokenIds) {
+                if (t < 0) {
+                    throw new IllegalArgumentException(
+                            "GenerationConfig: optStopTokenIds: expected ids >= 0, got " + t);
+                }
             }
             return new GenerationConfig(this);
         }

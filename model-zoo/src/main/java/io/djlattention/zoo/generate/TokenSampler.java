@@ -9,7 +9,8 @@ import java.util.Random;
 /**
  * Chooses the next token from one row of logits: greedy argmax (the first maximum, as {@code
  * torch.argmax} and DJL's {@code StepGeneration.greedyStepGen}) or sampling ({@code softmax(logits
- * / temperature)} over the top-k, drawn from the request's own generator).
+ * / temperature)} over the top-k, then cut to the top-p nucleus as Hugging Face's {@code
+ * TopPLogitsWarper} does, drawn from the request's own generator).
  */
 public final class TokenSampler {
 
@@ -79,6 +80,9 @@ public final class TokenSampler {
                 total += weights[i];
             }
         }
+        if (config.getTopP() < 1f) {
+            total = nucleus(weights, total, config.getTopP());
+        }
         double u = random.nextDouble() * total;
         int last = 0;
         for (int i = 0; i < vocab; ++i) {
@@ -91,5 +95,37 @@ public final class TokenSampler {
             }
         }
         return last;
+    }
+
+    /**
+     * Keeps the most likely tokens whose weights add up to at least {@code p * total} (ties by the
+     * lower id first, so the cut is deterministic) and zeroes the rest.
+     *
+     * @return the kept weights' total
+     */
+    private static double nucleus(double[] weights, double total, float p) {
+        int n = 0;
+        Integer[] order = new Integer[weights.length];
+        for (int i = 0; i < weights.length; ++i) {
+            if (weights[i] > 0) {
+                order[n++] = i;
+            }
+        }
+        Integer[] live = Arrays.copyOf(order, n);
+        Arrays.sort(
+                live,
+                (a, b) -> {
+                    int c = Double.compare(weights[b], weights[a]);
+                    return c != 0 ? c : Integer.compare(a, b);
+                });
+        double kept = 0;
+        int keep = 0;
+        while (keep < n && kept < p * total) {
+            kept += weights[live[keep++]];
+        }
+        for (int i = keep; i < n; ++i) {
+            weights[live[i]] = 0;
+        }
+        return kept;
     }
 }

@@ -1,0 +1,36 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.zoo.serving;
+
+import java.util.List;
+
+/**
+ * A sentence-embedding model as the server uses it: texts in, one {@code float[dimension]} each
+ * out. Implementations need not be thread-safe: {@link EmbeddingService} calls them from one
+ * thread. See {@link ZooEmbeddingModel} for the model-zoo encoders.
+ */
+public interface EmbeddingModel extends AutoCloseable {
+
+    /**
+     * Embeds a batch of texts.
+     *
+     * @param texts non-empty texts
+     * @return one embedding per text, in order
+     * @throws Exception if the model fails; an {@link IllegalArgumentException} means the input is
+     *     at fault (answered with 400)
+     */
+    List<float[]> embed(List<String> texts) throws Exception;
+
+    /**
+     * Returns the number of tokens a text counts as (the usage the API reports).
+     *
+     * @param text a text
+     * @return its tokens, or 0 if the model cannot tell
+     */
+    int countTokens(String text);
+
+    /** Frees the model's resources. */
+    @Override
+    void close();
+}
