@@ -71,6 +71,11 @@ final class JsonFields {
 
     private static String oneLine(Throwable e) {
         String m = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+        java.util.regex.Matcher where =
+                java.util.regex.Pattern.compile("line \\d+ column \\d+").matcher(m);
+        if (where.find()) {
+            return "at " + where.group(); // gson's advice to relax parsing does not apply here
+        }
         m = m.replaceAll("\\s+", " ");
         return m.length() > 200 ? m.substring(0, 200) + "..." : m;
     }

@@ -1,0 +1,116 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it.serving;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+
+import io.djlattention.zoo.serving.OpenAiServer;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Graceful shutdown: in-flight streams either finish (within the grace period) or end with a final
+ * {@code finish_reason: "abort"} event, an error event and {@code data: [DONE]}; the engine thread
+ * ends and its cache is freed; the port stops accepting.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class ServingShutdownTest {
+
+    private static final int STREAMS = 4;
+
+    /** What a stream saw: the tokens, the last finish reason, whether an error event came. */
+    record Seen(int tokens, String finish, boolean error, boolean done) {}
+
+    private static List<Seen> shutDownMidStream(Duration grace, int maxTokens) throws Exception {
+        OpenAiServer server = ServingModels.start(e -> {}, s -> s.optShutdownGrace(grace));
+        ServingClient client = new ServingClient(server.getPort());
+        CountDownLatch started = new CountDownLatch(STREAMS);
+        ExecutorService pool = Executors.newFixedThreadPool(STREAMS);
+        List<Future<Seen>> fs = new ArrayList<>();
+        try {
+            for (int i = 0; i < STREAMS; ++i) {
+                int[] prompt = new Random().ints(4, 0, 512).toArray();
+                String json = new Requests.Spec(prompt, maxTokens, 0, 1, 0).json(true);
+                fs.add(pool.submit(() -> read(client.postStream("/v1/completions", json), started)));
+            }
+            assertTrue(started.await(30, TimeUnit.SECONDS), "the streams did not start");
+            server.close();
+            assertTrue(server.getGenerator().engine().isTerminated());
+            assertThrows(IOException.class, () -> client.get("/health"));
+            List<Seen> seen = new ArrayList<>();
+            for (Future<Seen> f : fs) {
+                seen.add(f.get(30, TimeUnit.SECONDS));
+            }
+            return seen;
+        } finally {
+            pool.shutdownNow();
+            server.close();
+        }
+    }
+
+    private static Seen read(HttpResponse<InputStream> r, CountDownLatch started) throws IOException {
+        assertEquals(200, r.statusCode());
+        int tokens = 0;
+        String finish = null;
+        boolean error = false;
+        boolean done = false;
+        try (ServingClient.Events events = new ServingClient.Events(r.body())) {
+            String data;
+            while ((data = events.next()) != null) {
+                if (data.equals("[DONE]")) {
+                    done = true;
+                    break;
+                }
+                JsonObject o = JsonParser.parseString(data).getAsJsonObject();
+                if (o.has("error")) {
+                    error = true;
+                    continue;
+                }
+                JsonObject choice = o.getAsJsonArray("choices").get(0).getAsJsonObject();
+                tokens += choice.getAsJsonArray("token_ids").size();
+                if (tokens == 1) {
+                    started.countDown();
+                }
+                if (!choice.get("finish_reason").isJsonNull()) {
+                    finish = choice.get("finish_reason").getAsString();
+                }
+            }
+        }
+        return new Seen(tokens, finish, error, done);
+    }
+
+    @Test
+    void withoutGraceInFlightStreamsEndWithAFinalEvent() throws Exception {
+        for (Seen s : shutDownMidStream(Duration.ZERO, 500)) {
+            assertEquals("abort", s.finish(), s.toString());
+            assertTrue(s.error() && s.done() && s.tokens() < 500, s.toString());
+        }
+    }
+
+    @Test
+    void withGraceInFlightStreamsFinish() throws Exception {
+        for (Seen s : shutDownMidStream(Duration.ofSeconds(30), 60)) {
+            assertEquals(new Seen(60, "length", false, true), s);
+        }
+    }
+}
