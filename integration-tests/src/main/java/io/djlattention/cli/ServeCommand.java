@@ -4,28 +4,24 @@
 package io.djlattention.cli;
 
 import ai.djl.Device;
+import ai.djl.MalformedModelException;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
 
-import io.djlattention.zoo.decoder.Decoder;
-import io.djlattention.zoo.decoder.Llama2cLoader;
+import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.encoder.EncoderModels;
 import io.djlattention.zoo.encoder.MiniLm;
-import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.zoo.serving.EmbeddingService;
 import io.djlattention.zoo.serving.OpenAiServer;
 import io.djlattention.zoo.serving.ServedGenerator;
 import io.djlattention.zoo.serving.ZooEmbeddingModel;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
@@ -35,8 +31,9 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code serve}: the OpenAI-compatible HTTP server (docs/serving.md) on a generation model
- * (default stories260K) and an embedding model (default all-MiniLM-L6-v2), bound to loopback by
- * default. It runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0.
+ * (default: the built-in stories260K) and an embedding model (default: the built-in
+ * all-MiniLM-L6-v2), bound to loopback by default. It runs until SIGTERM or SIGINT, then shuts down
+ * gracefully (in-flight requests finish within {@code --shutdown-grace}) and exits 0.
  */
 @Command(
         name = "serve",
@@ -44,55 +41,65 @@ import picocli.CommandLine.Option;
         description = "Serve the models over HTTP (OpenAI-compatible; see docs/serving.md).")
 public final class ServeCommand implements Callable<Integer> {
 
+    /** The built-in generation model's name. */
+    public static final String STORIES = "stories260K";
+
+    /** The built-in embedding model's name. */
+    public static final String MINILM = "all-MiniLM-L6-v2";
+
     @Option(
             names = "--model",
-            defaultValue = "stories260K",
+            defaultValue = STORIES,
             description =
-                    "Generation model: stories260K (built in), a llama2.c .bin file, a Hugging Face"
-                            + " checkpoint directory, or 'none' (default: ${DEFAULT-VALUE}).")
+                    "Generation model: "
+                            + STORIES
+                            + " (built in), a Hugging Face LLaMA/GPT-2 checkpoint directory, a"
+                            + " llama2.c .bin file, or none (default: ${DEFAULT-VALUE}).")
     String model;
 
     @Option(
             names = "--embedding-model",
-            defaultValue = "all-MiniLM-L6-v2",
+            defaultValue = MINILM,
             description =
-                    "Embedding model: all-MiniLM-L6-v2 (built in), a Hugging Face BERT checkpoint"
-                            + " directory, or 'none' (default: ${DEFAULT-VALUE}).")
+                    "Embedding model: "
+                            + MINILM
+                            + " (built in), a Hugging Face BERT checkpoint directory, or none"
+                            + " (default: ${DEFAULT-VALUE}).")
     String embeddingModel;
 
     @Option(
             names = "--host",
             defaultValue = "127.0.0.1",
-            description = "Address to bind; 0.0.0.0 for all interfaces (default: ${DEFAULT-VALUE}).")
+            description = "Address to bind; 0.0.0.0 for every interface (default: ${DEFAULT-VALUE}).")
     String host;
 
-    @Option(names = "--port", defaultValue = "8080", description = "Port (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--port", defaultValue = "8080", description = "Port; 0 picks a free one (default: ${DEFAULT-VALUE}).")
     int port;
 
     @Option(
             names = "--device",
-            description = "Device: cpu, gpu or gpu0, gpu1, ... (default: the GPU if DJL sees one).")
+            description = "Device: cpu, gpu, gpu0, gpu1, ... (default: the GPU if DJL sees one).")
     String device;
 
     @Option(
             names = "--max-queue",
             defaultValue = "256",
             description =
-                    "Requests queued per model before 429 + Retry-After (default: ${DEFAULT-VALUE}).")
+                    "Requests waiting per model before 429 + Retry-After (default: ${DEFAULT-VALUE}).")
     int maxQueue;
 
     @Option(
             names = "--max-batch",
             defaultValue = "32",
-            description = "Sequences generated together (default: ${DEFAULT-VALUE}).")
+            description = "Sequences generated together at most (default: ${DEFAULT-VALUE}).")
     int maxBatch;
 
     @Option(
             names = "--kv-blocks",
             defaultValue = "0",
             description =
-                    "KV cache blocks of 16 tokens; 0 = a full batch of full-length sequences, at"
-                            + " most 512 MiB (default: ${DEFAULT-VALUE}).")
+                    "KV cache blocks (16 tokens each); 0 = room for a full batch of full-length"
+                            + " sequences, at most 512 MiB (default: ${DEFAULT-VALUE}).")
     int kvBlocks;
 
     @Option(
@@ -104,128 +111,133 @@ public final class ServeCommand implements Callable<Integer> {
     @Option(
             names = "--max-body-bytes",
             defaultValue = "4194304",
-            description = "Largest request body; larger gets 413 (default: ${DEFAULT-VALUE}).")
+            description = "Largest request body; larger ones get 413 (default: ${DEFAULT-VALUE}).")
     int maxBodyBytes;
 
     @Option(
             names = "--default-max-tokens",
             defaultValue = "16",
-            description = "max_tokens when a request leaves it out (default: ${DEFAULT-VALUE}).")
+            description = "max_tokens of a request that leaves it out (default: ${DEFAULT-VALUE}).")
     int defaultMaxTokens;
 
     @Option(
             names = "--shutdown-grace",
             defaultValue = "30",
             description =
-                    "Seconds in-flight completions may finish at shutdown before they are"
+                    "Seconds in-flight completions may run on at shutdown before they are"
                             + " cancelled (default: ${DEFAULT-VALUE}).")
     int shutdownGraceSeconds;
 
     @Option(
             names = "--io-threads",
             defaultValue = "0",
-            description = "Netty I/O threads; 0 = the processors, at least 2.")
+            description = "Netty I/O threads; 0 = the processors, at least 2 (default: ${DEFAULT-VALUE}).")
     int ioThreads;
 
     @Override
     public Integer call() throws Exception {
-        System.setProperty("ai.djl.offline", System.getProperty("ai.djl.offline", "true"));
-        Device dev = device == null ? null : Device.fromName(device);
-        NDManager manager = dev == null ? NDManager.newBaseManager() : NDManager.newBaseManager(dev);
-        OpenAiServer server = null;
-        ZooModel<String, float[]> encoder = null;
+        OpenAiServer server = startServer();
+        System.out.println(
+                "serving on http://" + host + ":" + server.getPort() + " (see docs/serving.md)");
         try {
-            OpenAiServer.Builder b =
-                    OpenAiServer.builder()
-                            .optHost(host)
-                            .optPort(port)
-                            .optMaxBodyBytes(maxBodyBytes)
-                            .optDefaultMaxTokens(defaultMaxTokens)
-                            .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
-            if (ioThreads > 0) {
-                b.optIoThreads(ioThreads);
-            }
-            if (!"none".equals(model)) {
-                b.optGenerator(loadGenerator(manager));
-            }
-            if (!"none".equals(embeddingModel)) {
-                Criteria.Builder<String, float[]> cb =
-                        Criteria.builder().setTypes(String.class, float[].class).optEngine("PyTorch");
-                if (dev != null) {
-                    cb.optDevice(dev);
-                }
-                boolean builtIn = "all-MiniLM-L6-v2".equals(embeddingModel);
-                Path dir = builtIn ? null : Paths.get(embeddingModel);
-                encoder = EncoderModels.load(dir, cb.build());
-                Path tokenizerFile = builtIn ? MiniLm.tokenizerFile() : dir.resolve("tokenizer.json");
-                HuggingFaceTokenizer tokenizer =
-                        Files.isRegularFile(tokenizerFile)
-                                ? HuggingFaceTokenizer.newInstance(tokenizerFile)
-                                : null;
-                String name = builtIn ? embeddingModel : dir.getFileName().toString();
-                b.optEmbeddings(
-                        name,
-                        EmbeddingService.builder()
-                                .setModel(new ZooEmbeddingModel(encoder, tokenizer, false))
-                                .optMaxBatchInputs(embeddingBatch)
-                                .optMaxQueue(maxQueue)
-                                .build());
-            }
-            server = b.build().start();
-            System.out.println(
-                    "serving on http://" + host + ":" + server.getPort() + " (docs/serving.md)");
             awaitSignal(server);
-            return 0;
+            System.out.println("shutting down: finishing in-flight requests");
         } finally {
-            if (server != null) {
-                server.close();
-            }
-            if (encoder != null) {
-                encoder.close();
-            }
-            manager.close();
+            server.close();
         }
-    }
-
-    private ServedGenerator loadGenerator(NDManager manager) throws IOException {
-        Path file;
-        if ("stories260K".equals(model)) {
-            file = builtInStories();
-        } else {
-            file = Paths.get(model);
-        }
-        Decoder decoder = Llama2cLoader.load(file, manager, DataType.FLOAT32);
-        GenerationEngine.Builder eb =
-                GenerationEngine.builder()
-                        .setDecoder(decoder)
-                        .optMaxBatchSize(maxBatch)
-                        .optMaxQueue(maxQueue)
-                        .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
-        if (kvBlocks > 0) {
-            eb.optNumBlocks(kvBlocks);
-        }
-        String name = "stories260K".equals(model) ? model : file.getFileName().toString();
-        return new ServedGenerator(name, eb.build(), null, -1);
-    }
-
-    private static Path builtInStories() throws IOException {
-        String resource = "/io/djlattention/zoo/models/stories260K/stories260K.bin";
-        try (InputStream in = ServeCommand.class.getResourceAsStream(resource)) {
-            if (in == null) {
-                throw new IOException("the built-in stories260K is missing: " + resource);
-            }
-            Path tmp = Files.createTempFile("stories260K", ".bin");
-            tmp.toFile().deleteOnExit();
-            Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
-            return tmp;
-        }
+        System.out.println("stopped");
+        return 0;
     }
 
     /**
-     * Blocks until SIGTERM or SIGINT. The signals are handled here rather than by a shutdown hook
-     * so that the graceful shutdown runs before the JVM starts exiting and the process exits 0.
+     * Loads the models and starts the server with this command's options (the benchmark's entry
+     * point too). Closing the server closes the models.
+     *
+     * @return the started server
+     * @throws Exception if a model cannot be loaded or the port cannot be bound
      */
-    @SuppressWarnings("removal")
+    public OpenAiServer startServer() throws Exception {
+        if (System.getProperty("ai.djl.offline") == null) {
+            System.setProperty("ai.djl.offline", "true"); // everything is local
+        }
+        Device dev = device == null ? null : Device.fromName(device);
+        OpenAiServer.Builder b =
+                OpenAiServer.builder()
+                        .optHost(host)
+                        .optPort(port)
+                        .optMaxBodyBytes(maxBodyBytes)
+                        .optDefaultMaxTokens(defaultMaxTokens)
+                        .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
+        if (ioThreads > 0) {
+            b.optIoThreads(ioThreads);
+        }
+        if (!"none".equals(model)) {
+            Criteria.Builder<int[], int[]> cb =
+                    Criteria.builder()
+                            .setTypes(int[].class, int[].class)
+                            .optEngine("PyTorch")
+                            .optArgument("maxBatchSize", maxBatch);
+            if (dev != null) {
+                cb.optDevice(dev);
+            }
+            Path path = STORIES.equals(model) ? null : Paths.get(model);
+            ZooModel<int[], int[]> decoder = DecoderModels.load(path, cb.build());
+            b.optCloseOnShutdown(decoder);
+            ServedGenerator generator =
+                    ServedGenerator.fromZooModel(
+                            path == null ? STORIES : path.getFileName().toString(),
+                            decoder,
+                            e -> {
+                                e.optMaxBatchSize(maxBatch)
+                                        .optMaxQueue(maxQueue)
+                                        .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
+                                if (kvBlocks > 0) {
+                                    e.optNumBlocks(kvBlocks);
+                                }
+                            });
+            if (generator.tokenizer() != null) {
+                b.optCloseOnShutdown(generator.tokenizer());
+            }
+            b.optGenerator(generator);
+        }
+        if (!"none".equals(embeddingModel)) {
+            b.optEmbeddings(embeddingName(), embeddingService(dev));
+        }
+        return b.build().start();
+    }
+
+    private String embeddingName() {
+        return MINILM.equals(embeddingModel)
+                ? MINILM
+                : Paths.get(embeddingModel).getFileName().toString();
+    }
+
+    private EmbeddingService embeddingService(Device dev)
+            throws IOException, ModelNotFoundException, MalformedModelException {
+        Criteria.Builder<String, float[]> cb =
+                Criteria.builder().setTypes(String.class, float[].class).optEngine("PyTorch");
+        if (dev != null) {
+            cb.optDevice(dev);
+        }
+        boolean builtIn = MINILM.equals(embeddingModel);
+        Path dir = builtIn ? null : Paths.get(embeddingModel);
+        ZooModel<String, float[]> encoder = EncoderModels.load(dir, cb.build());
+        Path tokenizerFile = builtIn ? MiniLm.tokenizerFile() : dir.resolve("tokenizer.json");
+        HuggingFaceTokenizer tokenizer =
+                Files.isRegularFile(tokenizerFile)
+                        ? HuggingFaceTokenizer.newInstance(tokenizerFile)
+                        : null;
+        return EmbeddingService.builder()
+                .setModel(new ZooEmbeddingModel(encoder, tokenizer, true))
+                .optMaxBatchInputs(embeddingBatch)
+                .optMaxQueue(maxQueue)
+                .build();
+    }
+
+    /**
+     * Blocks until SIGTERM or SIGINT. The signals are handled here rather than by a shutdown hook,
+     * so the graceful shutdown runs before the JVM begins to exit and the process exits 0.
+     */
     private static void awaitSignal(OpenAiServer server) throws InterruptedException {
         CountDownLatch signalled = new CountDownLatch(1);
         try {
@@ -233,9 +245,9 @@ public final class ServeCommand implements Callable<Integer> {
                 sun.misc.Signal.handle(new sun.misc.Signal(name), s -> signalled.countDown());
             }
         } catch (IllegalArgumentException | LinkageError e) {
+            // No signal API: a shutdown hook still shuts down gracefully (exit code 143 then).
             Runtime.getRuntime().addShutdownHook(new Thread(server::close));
         }
         signalled.await();
-        System.out.println("shutting down: finishing in-flight requests");
     }
 }

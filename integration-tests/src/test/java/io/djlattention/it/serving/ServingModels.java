@@ -3,23 +3,18 @@
  */
 package io.djlattention.it.serving;
 
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
+import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ZooModel;
 
 import io.djlattention.zoo.decoder.Decoder;
-import io.djlattention.zoo.decoder.Llama2cLoader;
+import io.djlattention.zoo.decoder.DecoderModels;
+import io.djlattention.zoo.decoder.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.zoo.serving.EmbeddingModel;
 import io.djlattention.zoo.serving.EmbeddingService;
 import io.djlattention.zoo.serving.OpenAiServer;
 import io.djlattention.zoo.serving.ServedGenerator;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -34,32 +29,25 @@ final class ServingModels {
     static final String GENERATOR = "stories260K";
     static final String EMBEDDER = "all-MiniLM-L6-v2";
 
-    private static NDManager manager;
+    private static ZooModel<int[], int[]> storiesModel;
     private static Decoder decoder;
     private static EmbeddingModel embedder;
 
     private ServingModels() {}
 
-    static synchronized Decoder stories() throws IOException {
+    /** The model zoo's built-in stories260K (its decoder; the model stays open for the JVM). */
+    static synchronized Decoder stories() throws Exception {
         if (decoder == null) {
-            manager = NDManager.newBaseManager();
-            decoder = Llama2cLoader.load(storiesFile(), manager, DataType.FLOAT32);
+            storiesModel =
+                    DecoderModels.load(
+                            null,
+                            Criteria.builder()
+                                    .setTypes(int[].class, int[].class)
+                                    .optEngine("PyTorch")
+                                    .build());
+            decoder = ((GenerationBlock) storiesModel.getBlock()).getDecoder();
         }
         return decoder;
-    }
-
-    private static Path storiesFile() throws IOException {
-        String resource = "/io/djlattention/zoo/models/stories260K/stories260K.bin";
-        try (InputStream in = ServingModels.class.getResourceAsStream(resource)) {
-            if (in != null) {
-                Path tmp = Files.createTempFile("stories260K", ".bin");
-                tmp.toFile().deleteOnExit();
-                Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
-                return tmp;
-            }
-        }
-        return Paths.get(System.getProperty("djl.attn.shared", "../shared"))
-                .resolve("models/stories260K/stories260K.bin");
     }
 
     /** The embedding model, shared: the servers get a view that does not close it. */
@@ -92,7 +80,7 @@ final class ServingModels {
      */
     static OpenAiServer start(
             Consumer<GenerationEngine.Builder> engine, Consumer<OpenAiServer.Builder> server)
-            throws IOException, InterruptedException {
+            throws Exception {
         GenerationEngine.Builder eb =
                 GenerationEngine.builder()
                         .setDecoder(stories())

@@ -96,6 +96,7 @@ public final class OpenAiServer implements AutoCloseable {
     private final int defaultMaxTokens;
     private final int ioThreads;
     private final Duration shutdownGrace;
+    private final List<AutoCloseable> closeAfter;
     private final long created = System.currentTimeMillis() / 1000;
     private final AtomicLong nextId = new AtomicLong();
     private final AtomicInteger inFlight = new AtomicInteger();
@@ -121,6 +122,7 @@ public final class OpenAiServer implements AutoCloseable {
         defaultMaxTokens = b.defaultMaxTokens;
         ioThreads = b.ioThreads;
         shutdownGrace = b.shutdownGrace;
+        closeAfter = List.copyOf(b.closeAfter);
     }
 
     /**
@@ -260,6 +262,13 @@ public final class OpenAiServer implements AutoCloseable {
             if (workers != null) {
                 workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
                 boss.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
+            }
+            for (AutoCloseable c : closeAfter) {
+                try {
+                    c.close();
+                } catch (Exception e) {
+                    LOG.log(Level.WARNING, "closing " + c + " failed", e);
+                }
             }
             closed.countDown();
         }
@@ -984,8 +993,21 @@ public final class OpenAiServer implements AutoCloseable {
         private int defaultMaxTokens = 16;
         private int ioThreads = Math.max(2, Runtime.getRuntime().availableProcessors());
         private Duration shutdownGrace = Duration.ofSeconds(30);
+        private final List<AutoCloseable> closeAfter = new ArrayList<>();
 
         Builder() {}
+
+        /**
+         * Closes a resource (a model, its manager) after the server has shut down, in the order
+         * added.
+         *
+         * @param resource the resource
+         * @return this builder
+         */
+        public Builder optCloseOnShutdown(AutoCloseable resource) {
+            closeAfter.add(resource);
+            return this;
+        }
 
         /**
          * Serves a generation model on {@code /v1/completions}; the server closes its engine.

@@ -4,8 +4,14 @@
 package io.djlattention.zoo.serving;
 
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
+import ai.djl.repository.zoo.ZooModel;
 
+import io.djlattention.zoo.decoder.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationEngine;
+
+import java.io.IOException;
+import java.nio.file.Paths;
+import java.util.function.Consumer;
 
 /**
  * The generation model a server serves.
@@ -17,4 +23,44 @@ import io.djlattention.zoo.generate.GenerationEngine;
  * @param eosTokenId the end-of-sequence token, or -1
  */
 public record ServedGenerator(
-        String name, GenerationEngine engine, HuggingFaceTokenizer tokenizer, long eosTokenId) {}
+        String name, GenerationEngine engine, HuggingFaceTokenizer tokenizer, long eosTokenId) {
+
+    /**
+     * Serves a model-zoo decoder ({@code DecoderModels}, block {@link GenerationBlock}): an engine
+     * on its decoder with its block size, prefill kernel and prefix sharing, its tokenizer (model
+     * property {@code tokenizer}) and its EOS token.
+     *
+     * @param name the model's name in the API
+     * @param model the model; it must outlive the server
+     * @param options further engine settings (batch, queue, cache size), applied last
+     * @return the served model
+     * @throws IOException if the tokenizer cannot be read
+     * @throws IllegalArgumentException if the model's block is not a {@link GenerationBlock}
+     */
+    public static ServedGenerator fromZooModel(
+            String name, ZooModel<?, ?> model, Consumer<GenerationEngine.Builder> options)
+            throws IOException {
+        if (!(model.getBlock() instanceof GenerationBlock)) {
+            throw new IllegalArgumentException(
+                    "model: expected a decoder model (block GenerationBlock), got "
+                            + model.getBlock().getClass().getSimpleName());
+        }
+        GenerationBlock block = (GenerationBlock) model.getBlock();
+        GenerationEngine.Builder b =
+                GenerationEngine.builder()
+                        .setDecoder(block.getDecoder())
+                        .optDevice(model.getNDManager().getDevice())
+                        .optBlockSize(block.getBlockSize())
+                        .optPrefillAttention(block.getPrefillAttention())
+                        .optPrefixSharing(block.isPrefixSharing())
+                        .optMaxBatchSize(block.getMaxBatchSize());
+        if (block.getNumBlocks() > 0) {
+            b.optNumBlocks(block.getNumBlocks());
+        }
+        options.accept(b);
+        String tokenizerFile = model.getProperty("tokenizer");
+        HuggingFaceTokenizer tokenizer =
+                tokenizerFile == null ? null : HuggingFaceTokenizer.newInstance(Paths.get(tokenizerFile));
+        return new ServedGenerator(name, b.build(), tokenizer, block.getEosTokenId());
+    }
+}

@@ -25,7 +25,7 @@ public final class ZooEmbeddingModel implements EmbeddingModel {
      *
      * @param model the model
      * @param tokenizer its tokenizer, to count usage tokens (may be null: usage is then 0)
-     * @param ownsModel whether {@link #close} closes the model too
+     * @param ownsModel whether {@link #close} closes the model (and the tokenizer) too
      */
     public ZooEmbeddingModel(
             ZooModel<String, float[]> model, HuggingFaceTokenizer tokenizer, boolean ownsModel) {
@@ -53,6 +53,9 @@ public final class ZooEmbeddingModel implements EmbeddingModel {
         predictor.close();
         if (ownsModel) {
             model.close();
+            if (tokenizer != null) {
+                tokenizer.close();
+            }
         }
     }
 }
