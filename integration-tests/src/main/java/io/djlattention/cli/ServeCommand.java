@@ -27,6 +27,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
@@ -76,10 +77,7 @@ public final class ServeCommand implements Callable<Integer> {
     @Option(names = "--port", defaultValue = "8080", description = "Port; 0 picks a free one (default: ${DEFAULT-VALUE}).")
     int port;
 
-    @Option(
-            names = "--device",
-            description = "Device: cpu, gpu, gpu0, gpu1, ... (default: the GPU if DJL sees one).")
-    String device;
+    @Mixin RuntimeOptions runtime = new RuntimeOptions();
 
     @Option(
             names = "--max-queue",
@@ -160,7 +158,9 @@ public final class ServeCommand implements Callable<Integer> {
         if (System.getProperty("ai.djl.offline") == null) {
             System.setProperty("ai.djl.offline", "true"); // everything is local
         }
-        Device dev = device == null ? null : Device.fromName(device);
+        runtime.apply();
+        Device dev = runtime.device();
+        String dtype = runtime.dataType().name().toLowerCase(java.util.Locale.ROOT);
         OpenAiServer.Builder b =
                 OpenAiServer.builder()
                         .optHost(host)
@@ -176,7 +176,8 @@ public final class ServeCommand implements Callable<Integer> {
                     Criteria.builder()
                             .setTypes(int[].class, int[].class)
                             .optEngine("PyTorch")
-                            .optArgument("maxBatchSize", maxBatch);
+                            .optArgument("maxBatchSize", maxBatch)
+                            .optArgument("dtype", dtype);
             if (dev != null) {
                 cb.optDevice(dev);
             }

@@ -112,7 +112,7 @@ class ServingBadInputTest {
                 // bodies, both endpoints
                 row(C, "not json", 400, "body", "malformed JSON"),
                 row(E, "{\"input\": \"a\",}", 400, "body", "malformed JSON"),
-                row(C, "{\"prompt\": [1]} {}", 400, "body", "malformed JSON at line 1 column"),
+                row(C, "{\"prompt\": [1]} {}", 400, "body", "malformed JSON (at line 1 column"),
                 row(E, "[\"a\"]", 400, "body", "expected a JSON object"),
                 row(C, "", 400, "body", "empty body"),
                 row(E, "{'input': 'a'}", 400, "body", "malformed JSON"));

@@ -472,6 +472,7 @@ public final class GenerationEngine implements AutoCloseable {
                 completed.incrementAndGet();
         }
         requestLatency.observe((System.nanoTime() - h.submitNanos) / 1e9);
+        publish(); // the metrics a caller reads once its result is in already show it
         h.future.complete(
                 new GenerationResult(
                         h.id,
