@@ -144,10 +144,19 @@ final class ServingClient {
             while ((data = events.next()) != null) {
                 if (data.equals("[DONE]")) {
                     done = true;
+                    // Read to the end of the body, as an SSE client does: closing a response
+                    // stream early makes the JDK client drop the connection.
+                    if (events.next() != null) {
+                        throw new IOException("data after [DONE]");
+                    }
                     break;
                 }
                 JsonObject o = JsonParser.parseString(data).getAsJsonObject();
                 if (o.has("error")) {
+                    String rest;
+                    while ((rest = events.next()) != null && !rest.equals("[DONE]")) {
+                        data = data + "\n" + rest;
+                    }
                     return new Completion(500, null, null, null, data);
                 }
                 JsonObject choice = o.getAsJsonArray("choices").get(0).getAsJsonObject();

@@ -24,6 +24,7 @@ final class TextStream {
     private long[] ids = new long[16];
     private int numIds;
     private String text = "";
+    private String latest = "";
     private int emitted;
     private boolean stopped;
 
@@ -60,11 +61,16 @@ final class TextStream {
         if (tokenizer == null) {
             return "";
         }
-        String decoded = tokenizer.decode(Arrays.copyOf(ids, numIds), true);
-        if (decoded.endsWith("\uFFFD")) {
+        latest = tokenizer.decode(Arrays.copyOf(ids, numIds), true);
+        if (latest.endsWith("\uFFFD")) {
             return ""; // an incomplete UTF-8 sequence: wait for the next token
         }
-        text = decoded;
+        text = latest;
+        return check();
+    }
+
+    /** Cuts at the first stop string, else returns what is safe to send. */
+    private String check() {
         int cut = -1;
         for (String s : stops) {
             int i = text.indexOf(s);
@@ -90,7 +96,12 @@ final class TextStream {
      * @return the rest of the text
      */
     String flush() {
-        return take(text.length());
+        if (stopped) {
+            return "";
+        }
+        text = latest; // the end: an incomplete UTF-8 sequence stays as U+FFFD, as decode gives it
+        String piece = check();
+        return stopped ? piece : piece + take(text.length());
     }
 
     private String take(int upTo) {
