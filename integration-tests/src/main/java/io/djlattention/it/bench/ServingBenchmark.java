@@ -44,7 +44,8 @@ import picocli.CommandLine;
  * </pre>
  *
  * Options: {@code --requests N} per concurrency level and kind (default 256), {@code --concurrency
- * 1,8,64}, {@code --max-tokens 32}, {@code --prompt 16..64} token ids, {@code --no-unbatched}.
+ * 1,8,64}, {@code --max-tokens 32}, {@code --prompt 16..64} token ids, {@code --no-unbatched},
+ * {@code --no-embeddings}.
  */
 public final class ServingBenchmark {
 
@@ -63,6 +64,7 @@ public final class ServingBenchmark {
         int minPrompt = 16;
         int maxPrompt = 64;
         boolean unbatched = true;
+        boolean embed = true;
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--requests":
@@ -81,6 +83,9 @@ public final class ServingBenchmark {
                     break;
                 case "--no-unbatched":
                     unbatched = false;
+                    break;
+                case "--no-embeddings":
+                    embed = false;
                     break;
                 default:
                     throw new IllegalArgumentException("unknown option " + args[i]);
@@ -135,17 +140,21 @@ public final class ServingBenchmark {
                             "--port", "0",
                             "--max-batch", Integer.toString(maxBatch),
                             "--embedding-batch", batched ? "32" : "1",
-                            "--max-queue", "4096");
+                            "--max-queue", "4096",
+                            "--embedding-model", embed ? ServeCommand.MINILM : "none");
             try (OpenAiServer server = command.startServer()) {
                 HttpClient http =
                         HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
                 String base = "http://127.0.0.1:" + server.getPort();
                 // Warm-up: the first calls pay for lazy initialisation.
                 run(http, base, completions.subList(0, Math.min(8, requests)), 4, true);
-                run(http, base, embeddings.subList(0, Math.min(8, requests)), 4, false);
+                if (embed) {
+                    run(http, base, embeddings.subList(0, Math.min(8, requests)), 4, false);
+                }
                 for (int c : concurrency) {
                     Result gen = run(http, base, completions, c, true);
-                    Result emb = run(http, base, embeddings, c, false);
+                    Result emb = embed ? run(http, base, embeddings, c, false) : new Result();
+                    emb.seconds = embed ? emb.seconds : Double.NaN;
                     table.append(
                             String.format(
                                     "| %s | %d | %.1f | %.0f | %.1f / %.1f | %.2f / %.2f | %.1f | %.1f / %.1f |%n",
