@@ -69,6 +69,23 @@ public final class OrtMiniLm implements AutoCloseable {
      * @throws IllegalArgumentException if {@code intraOpThreads} is negative
      */
     public static OrtMiniLm create(Path onnxFile, int intraOpThreads) throws IOException {
+        return create(onnxFile, intraOpThreads, null);
+    }
+
+    /**
+     * Opens an ONNX Runtime session, optionally with ONNX Runtime's profiler on (a JSON trace of
+     * every node's kernel time, written by {@link #endProfiling()}).
+     *
+     * @param onnxFile the model file
+     * @param intraOpThreads ONNX Runtime's intra-op thread count; 0 keeps its default
+     * @param profilePrefix the trace file's prefix (ONNX Runtime appends a time stamp and {@code
+     *     .json}), or {@code null} for no profiling
+     * @return the model
+     * @throws IOException if the session cannot be created
+     * @throws IllegalArgumentException if {@code intraOpThreads} is negative
+     */
+    public static OrtMiniLm create(Path onnxFile, int intraOpThreads, String profilePrefix)
+            throws IOException {
         if (intraOpThreads < 0) {
             throw new IllegalArgumentException(
                     "intraOpThreads: expected >= 0 (0 = ONNX Runtime's default), got "
@@ -78,6 +95,9 @@ public final class OrtMiniLm implements AutoCloseable {
         try (OrtSession.SessionOptions options = new OrtSession.SessionOptions()) {
             if (intraOpThreads > 0) {
                 options.setIntraOpNumThreads(intraOpThreads);
+            }
+            if (profilePrefix != null) {
+                options.enableProfiling(profilePrefix);
             }
             return new OrtMiniLm(
                     env, env.createSession(onnxFile.toString(), options), intraOpThreads);
@@ -191,6 +211,20 @@ public final class OrtMiniLm implements AutoCloseable {
             throw new IllegalStateException("ONNX Runtime failed on MiniLM: " + e, e);
         } finally {
             inputs.values().forEach(OnnxTensor::close);
+        }
+    }
+
+    /**
+     * Stops ONNX Runtime's profiler and writes its trace (sessions made with a profile prefix).
+     *
+     * @return the trace file's path
+     * @throws IllegalStateException if ONNX Runtime fails
+     */
+    public String endProfiling() {
+        try {
+            return session.endProfiling();
+        } catch (OrtException e) {
+            throw new IllegalStateException("ONNX Runtime failed to end profiling: " + e, e);
         }
     }
 

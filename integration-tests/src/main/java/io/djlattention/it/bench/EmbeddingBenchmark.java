@@ -1,0 +1,559 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it.bench;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.jni.JniUtils;
+
+import ai.onnxruntime.OrtEnvironment;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+
+import io.djlattention.it.ort.OrtMiniLm;
+import io.djlattention.zoo.encoder.BertEncoder;
+import io.djlattention.zoo.encoder.MiniLm;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Random;
+import java.util.function.Supplier;
+
+/**
+ * CPU throughput of all-MiniLM-L6-v2 sentence embeddings (sentences per second, mean pooling and
+ * L2 normalisation included) on the same real weights, four ways:
+ *
+ * <ul>
+ *   <li><b>fused</b>: {@link BertEncoder} with {@link BertEncoder.Attention#FUSED} (packed tokens,
+ *       fused Q/K/V GEMM, varlen flash attention, fused bias/residual/LayerNorm and bias/GELU);
+ *   <li><b>stock</b>: the same block with {@link BertEncoder.Attention#STOCK} (plain DJL NDArray
+ *       ops on the padded batch);
+ *   <li><b>ORT default</b>: ONNX Runtime Java on the same ONNX file with default session options
+ *       (its own intra-op thread count: one per physical core);
+ *   <li><b>ORT = threads</b>: ONNX Runtime with its intra-op threads set to the DJL thread count.
+ * </ul>
+ *
+ * For each thread count (libtorch's intra-op threads, {@link JniUtils#setNumThreads}), batch and
+ * sequence length, every sentence has exactly that many tokens ({@code [CLS]}, random word-piece
+ * ids, {@code [SEP]}; no padding). The four run round-robin within each repetition, so load from
+ * other processes hits them alike; each timing starts from Java {@code long[][]} token ids (array
+ * creation, forward, pooling, copy back to Java). The table gives median milliseconds per batch,
+ * sentences per second, fused's speed-up over stock and over ORT with equal threads, and the
+ * smallest cosine between fused's and ORT's embeddings (a parity check on the timed inputs).
+ *
+ * <p>Usage: {@code EmbeddingBenchmark [--threads 2,1] [--batches 1,32] [--lengths 16,128,512]
+ * [--warmup 2] [--runs 7] [--min-seconds 3] [--quick] [--out file.md] [--profile dir]}: each
+ * cell runs {@code
+ * warmup} untimed rounds, then at least {@code runs} timed rounds and until every implementation
+ * has been timed for {@code min-seconds}. {@code --quick}: batch 32, length 128, 2 threads, 1
+ * warm-up, 5 runs, no minimum time. {@code --profile dir} then profiles one cell (the first
+ * thread count, the last batch, the first length): the fused path under libtorch's profiler and
+ * ONNX Runtime under its own, and prints the time per operator of each. Through Maven: {@code mvn -B -Pembed-bench -DskipTests verify}
+ * (arguments in the property {@code embed.bench.args}). On a machine shared with other jobs,
+ * {@code OMP_WAIT_POLICY=PASSIVE} keeps libtorch's OpenMP threads from spinning against the load
+ * (docs/benchmarks.md); ONNX Runtime spins by default in both of its configurations.
+ */
+public final class EmbeddingBenchmark {
+
+    private static final int CLS = 101;
+    private static final int SEP = 102;
+
+    private EmbeddingBenchmark() {}
+
+    /**
+     * Runs the benchmark and prints a Markdown table.
+     *
+     * @param args see the class comment
+     * @throws Exception if a model cannot be loaded, a forward fails or the output cannot be
+     *     written
+     */
+    public static void main(String[] args) throws Exception {
+        int[] threads = {2, 1};
+        int[] batches = {1, 32};
+        int[] lengths = {16, 128, 512};
+        int warmup = 2;
+        int runs = 7;
+        double minSeconds = 3;
+        Path out = null;
+        Path profile = null;
+        for (int i = 0; i < args.length; ++i) {
+            switch (args[i]) {
+                case "--quick":
+                    threads = new int[] {2};
+                    batches = new int[] {32};
+                    lengths = new int[] {128};
+                    warmup = 1;
+                    runs = 5;
+                    minSeconds = 0;
+                    break;
+                case "--threads":
+                    threads = ints(args[++i], "--threads");
+                    break;
+                case "--batches":
+                    batches = ints(args[++i], "--batches");
+                    break;
+                case "--lengths":
+                    lengths = ints(args[++i], "--lengths");
+                    break;
+                case "--warmup":
+                    warmup = Integer.parseInt(args[++i]);
+                    break;
+                case "--runs":
+                    runs = Integer.parseInt(args[++i]);
+                    break;
+                case "--min-seconds":
+                    minSeconds = Double.parseDouble(args[++i]);
+                    break;
+                case "--out":
+                    out = Path.of(args[++i]);
+                    break;
+                case "--profile":
+                    profile = Path.of(args[++i]);
+                    break;
+                default:
+                    throw new IllegalArgumentException(
+                            "unknown argument " + args[i] + " (see EmbeddingBenchmark's Javadoc)");
+            }
+        }
+        for (int length : lengths) {
+            if (length < 2 || length > 512) {
+                throw new IllegalArgumentException(
+                        "--lengths: expected 2..512 tokens (MiniLM's positions), got " + length);
+            }
+        }
+        if (runs < 1 || warmup < 0) {
+            throw new IllegalArgumentException("--runs >= 1 and --warmup >= 0 expected");
+        }
+
+        Engine engine = Engine.getEngine("PyTorch");
+        StringBuilder table = new StringBuilder();
+        table.append(
+                String.format(
+                        Locale.ROOT,
+                        "all-MiniLM-L6-v2 sentence embeddings, float32, CPU.%n%n"
+                                + "- Date: %s%n"
+                                + "- Device: %s, %d available processors, %s; %s %s, ONNX"
+                                + " Runtime %s%n"
+                                + "- Command: %s%n"
+                                + "- %d warm-up rounds, then the median of >= %d timed rounds"
+                                + " (and >= %.0f s per implementation); OMP_WAIT_POLICY=%s%n%n",
+                        ZonedDateTime.now(ZoneOffset.UTC)
+                                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")),
+                        cpuModel(),
+                        Runtime.getRuntime().availableProcessors(),
+                        System.getProperty("os.arch"),
+                        engine.getEngineName(),
+                        engine.getVersion(),
+                        OrtEnvironment.getEnvironment().getVersion(),
+                        command(args),
+                        warmup,
+                        runs,
+                        minSeconds,
+                        System.getenv().getOrDefault("OMP_WAIT_POLICY", "(unset)")));
+        table.append(
+                "| threads | batch | tokens | fused ms | stock ms | ORT default ms | ORT = threads"
+                        + " ms | fused sent/s | stock sent/s | ORT default sent/s | ORT = threads"
+                        + " sent/s | fused / stock | fused / ORT = threads | min cos fused vs"
+                        + " ORT |\n");
+        table.append(
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+                        + " --- |\n");
+        System.out.print(table);
+
+        try (NDManager manager = NDManager.newBaseManager();
+                OrtMiniLm ortDefault = OrtMiniLm.create(0)) {
+            BertEncoder encoder =
+                    BertEncoder.builder()
+                            .setConfig(MiniLm.config())
+                            .optOutput(BertEncoder.Output.SENTENCE_EMBEDDING)
+                            .build();
+            setWeights(manager, encoder);
+            for (int t : threads) {
+                JniUtils.setNumThreads(t);
+                try (OrtMiniLm ortEqual = OrtMiniLm.create(t)) {
+                    for (int batch : batches) {
+                        for (int length : lengths) {
+                            String row =
+                                    runCase(
+                                            manager,
+                                            encoder,
+                                            ortDefault,
+                                            ortEqual,
+                                            t,
+                                            batch,
+                                            length,
+                                            warmup,
+                                            runs,
+                                            minSeconds);
+                            System.out.print(row);
+                            table.append(row);
+                        }
+                    }
+                }
+            }
+        }
+        if (profile != null) {
+            String report = profile(profile, threads[0], batches[batches.length - 1], lengths[0]);
+            System.out.print(report);
+            table.append(report);
+        }
+        if (out != null) {
+            Files.writeString(out, table.toString());
+        }
+    }
+
+    /**
+     * Per-operator times of one cell: the fused path under libtorch's profiler (self time of
+     * each op: its time minus that of the ops it calls) and ONNX Runtime (equal threads) under
+     * its own profiler (kernel time per node, by operator type).
+     */
+    private static String profile(Path dir, int threads, int batch, int length) throws Exception {
+        Files.createDirectories(dir);
+        long[][] ids = randomIds(batch, length, new Random(7));
+        long[][] mask = new long[batch][length];
+        for (long[] row : mask) {
+            Arrays.fill(row, 1);
+        }
+        int runs = 3;
+        JniUtils.setNumThreads(threads);
+        Map<String, Double> torchOps;
+        try (NDManager manager = NDManager.newBaseManager()) {
+            BertEncoder encoder =
+                    BertEncoder.builder()
+                            .setConfig(MiniLm.config())
+                            .optOutput(BertEncoder.Output.SENTENCE_EMBEDDING)
+                            .build();
+            setWeights(manager, encoder);
+            djl(manager, encoder, BertEncoder.Attention.FUSED, ids, mask); // warm-up
+            Path trace = dir.resolve("fused-trace.json");
+            JniUtils.startProfile(false, false, false);
+            for (int i = 0; i < runs; ++i) {
+                djl(manager, encoder, BertEncoder.Attention.FUSED, ids, mask);
+            }
+            JniUtils.stopProfile(trace.toString());
+            torchOps = torchSelfTimes(trace);
+        }
+        Map<String, Double> ortOps;
+        try (OrtMiniLm ort =
+                OrtMiniLm.create(
+                        MiniLm.onnxFile(), threads, dir.resolve("ort-trace").toString())) {
+            for (int i = 0; i < runs; ++i) {
+                ort.embed(ids, mask);
+            }
+            ortOps = ortKernelTimes(Path.of(ort.endProfiling()));
+        }
+        StringBuilder sb = new StringBuilder();
+        sb.append(
+                String.format(
+                        Locale.ROOT,
+                        "%nProfile: %d threads, batch %d, %d tokens, ms per forward (mean of %d;"
+                                + " traces in %s).%n%n",
+                        threads,
+                        batch,
+                        length,
+                        runs,
+                        dir));
+        sb.append(opTable("fused (libtorch profiler, self time)", torchOps, runs));
+        sb.append(opTable("ONNX Runtime, equal threads (kernel time by op type)", ortOps, runs));
+        return sb.toString();
+    }
+
+    private static String opTable(String title, Map<String, Double> microsByOp, int runs) {
+        double total = microsByOp.values().stream().mapToDouble(Double::doubleValue).sum();
+        StringBuilder sb = new StringBuilder();
+        sb.append(String.format(Locale.ROOT, "%s: %.1f ms in ops%n%n", title, total / 1e3 / runs));
+        sb.append("| op | ms | share |\n| --- | --- | --- |\n");
+        microsByOp.entrySet().stream()
+                .sorted((a, b) -> Double.compare(b.getValue(), a.getValue()))
+                .limit(15)
+                .forEach(
+                        e ->
+                                sb.append(
+                                        String.format(
+                                                Locale.ROOT,
+                                                "| %s | %.2f | %.1f%% |%n",
+                                                e.getKey(),
+                                                e.getValue() / 1e3 / runs,
+                                                100 * e.getValue() / total)));
+        sb.append('\n');
+        return sb.toString();
+    }
+
+    /** Self time (microseconds) per op name of a libtorch chrome trace: duration minus children. */
+    static Map<String, Double> torchSelfTimes(Path trace) throws java.io.IOException {
+        List<JsonObject> events = traceEvents(trace);
+        Map<String, List<JsonObject>> byThread = new LinkedHashMap<>();
+        for (JsonObject e : events) {
+            if (e.has("dur") && e.has("ts") && "X".equals(str(e, "ph", "X"))) {
+                byThread.computeIfAbsent(str(e, "tid", "0"), k -> new ArrayList<>()).add(e);
+            }
+        }
+        Map<String, Double> self = new LinkedHashMap<>();
+        for (List<JsonObject> list : byThread.values()) {
+            list.sort(
+                    (a, b) -> {
+                        int c = Double.compare(num(a, "ts"), num(b, "ts"));
+                        return c != 0 ? c : Double.compare(num(b, "dur"), num(a, "dur"));
+                    });
+            java.util.ArrayDeque<double[]> stack = new java.util.ArrayDeque<>(); // end, children
+            java.util.ArrayDeque<JsonObject> open = new java.util.ArrayDeque<>();
+            for (JsonObject e : list) {
+                double ts = num(e, "ts");
+                while (!stack.isEmpty() && stack.peek()[0] <= ts) {
+                    close(stack.pop(), open.pop(), self);
+                }
+                if (!stack.isEmpty()) {
+                    stack.peek()[1] += num(e, "dur");
+                }
+                stack.push(new double[] {ts + num(e, "dur"), 0});
+                open.push(e);
+            }
+            while (!stack.isEmpty()) {
+                close(stack.pop(), open.pop(), self);
+            }
+        }
+        return self;
+    }
+
+    private static void close(double[] frame, JsonObject e, Map<String, Double> self) {
+        self.merge(str(e, "name", "?"), Math.max(0, num(e, "dur") - frame[1]), Double::sum);
+    }
+
+    /** Kernel time (microseconds) per operator type of an ONNX Runtime profile. */
+    static Map<String, Double> ortKernelTimes(Path trace) throws java.io.IOException {
+        Map<String, Double> times = new LinkedHashMap<>();
+        for (JsonObject e : traceEvents(trace)) {
+            if ("Node".equals(str(e, "cat", "")) && str(e, "name", "").endsWith("_kernel_time")) {
+                JsonObject a = e.has("args") ? e.getAsJsonObject("args") : new JsonObject();
+                times.merge(str(a, "op_name", "?"), num(e, "dur"), Double::sum);
+            }
+        }
+        return times;
+    }
+
+    private static List<JsonObject> traceEvents(Path trace) throws java.io.IOException {
+        JsonElement root = JsonParser.parseString(Files.readString(trace));
+        JsonArray array =
+                root.isJsonArray()
+                        ? root.getAsJsonArray()
+                        : root.getAsJsonObject().getAsJsonArray("traceEvents");
+        List<JsonObject> events = new ArrayList<>();
+        for (JsonElement e : array) {
+            if (e.isJsonObject()) {
+                events.add(e.getAsJsonObject());
+            }
+        }
+        return events;
+    }
+
+    private static String str(JsonObject o, String key, String fallback) {
+        JsonElement e = o.get(key);
+        return e == null || e.isJsonNull() ? fallback : e.getAsString();
+    }
+
+    private static double num(JsonObject o, String key) {
+        JsonElement e = o.get(key);
+        return e == null || e.isJsonNull() ? 0 : e.getAsDouble();
+    }
+
+    private static String runCase(
+            NDManager manager,
+            BertEncoder encoder,
+            OrtMiniLm ortDefault,
+            OrtMiniLm ortEqual,
+            int threads,
+            int batch,
+            int length,
+            int warmup,
+            int runs,
+            double minSeconds) {
+        long[][] ids = randomIds(batch, length, new Random(31L * batch + length));
+        long[][] mask = new long[batch][length];
+        for (long[] row : mask) {
+            Arrays.fill(row, 1);
+        }
+        Map<String, Supplier<float[][]>> impls = new LinkedHashMap<>();
+        impls.put("fused", () -> djl(manager, encoder, BertEncoder.Attention.FUSED, ids, mask));
+        impls.put("stock", () -> djl(manager, encoder, BertEncoder.Attention.STOCK, ids, mask));
+        impls.put("ortDefault", () -> ortDefault.embed(ids, mask));
+        impls.put("ortEqual", () -> ortEqual.embed(ids, mask));
+
+        Map<String, List<Double>> times = new LinkedHashMap<>();
+        Map<String, float[][]> last = new LinkedHashMap<>();
+        for (String name : impls.keySet()) {
+            times.put(name, new ArrayList<>());
+        }
+        long minNanos = (long) (minSeconds * 1e9);
+        for (int round = 0; ; ++round) {
+            for (Map.Entry<String, Supplier<float[][]>> e : impls.entrySet()) {
+                long start = System.nanoTime();
+                float[][] result = e.getValue().get();
+                long nanos = System.nanoTime() - start;
+                if (round >= warmup) {
+                    times.get(e.getKey()).add(nanos / 1e6);
+                }
+                last.put(e.getKey(), result);
+            }
+            if (round + 1 - warmup >= runs && minTotal(times) * 1e6 >= minNanos) {
+                break;
+            }
+        }
+        double fused = median(times.get("fused"));
+        double stock = median(times.get("stock"));
+        double ortDef = median(times.get("ortDefault"));
+        double ortEq = median(times.get("ortEqual"));
+        double minCos = minCosine(last.get("fused"), last.get("ortEqual"));
+        return String.format(
+                Locale.ROOT,
+                "| %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.2fx |"
+                        + " %.2fx | %.7f |%n",
+                threads,
+                batch,
+                length,
+                fused,
+                stock,
+                ortDef,
+                ortEq,
+                batch / (fused / 1e3),
+                batch / (stock / 1e3),
+                batch / (ortDef / 1e3),
+                batch / (ortEq / 1e3),
+                stock / fused,
+                ortEq / fused,
+                minCos);
+    }
+
+    /** Sets the MiniLM weights (setWeights copies them; the read ones are freed at once). */
+    private static void setWeights(NDManager manager, BertEncoder encoder) throws Exception {
+        try (NDManager temp = NDManager.newBaseManager()) {
+            encoder.setWeights(manager, MiniLm.weights(temp), MiniLm.onnxFile().toString());
+        }
+    }
+
+    /** One DJL forward from Java ids to Java embeddings, as a caller would run it. */
+    private static float[][] djl(
+            NDManager manager,
+            BertEncoder encoder,
+            BertEncoder.Attention attention,
+            long[][] ids,
+            long[][] mask) {
+        encoder.setAttention(attention);
+        int batch = ids.length;
+        int length = ids[0].length;
+        try (NDManager scope = manager.newSubManager()) {
+            long[] flatIds = new long[batch * length];
+            long[] flatMask = new long[batch * length];
+            for (int b = 0; b < batch; ++b) {
+                System.arraycopy(ids[b], 0, flatIds, b * length, length);
+                System.arraycopy(mask[b], 0, flatMask, b * length, length);
+            }
+            Shape shape = new Shape(batch, length);
+            NDArray emb =
+                    encoder.sentenceEmbeddings(
+                            scope.create(flatIds, shape),
+                            null,
+                            scope.create(flatMask, shape),
+                            BertEncoder.Pooling.MEAN,
+                            true);
+            float[] flat = emb.toFloatArray();
+            int dim = (int) emb.getShape().get(1);
+            float[][] out = new float[batch][];
+            for (int b = 0; b < batch; ++b) {
+                out[b] = Arrays.copyOfRange(flat, b * dim, (b + 1) * dim);
+            }
+            return out;
+        }
+    }
+
+    private static long[][] randomIds(int batch, int length, Random random) {
+        long[][] ids = new long[batch][length];
+        for (long[] row : ids) {
+            row[0] = CLS;
+            for (int s = 1; s < length - 1; ++s) {
+                row[s] = 1996 + random.nextInt(30522 - 1996); // ordinary word pieces
+            }
+            row[length - 1] = SEP;
+        }
+        return ids;
+    }
+
+    private static double minTotal(Map<String, List<Double>> times) {
+        double min = Double.MAX_VALUE;
+        for (List<Double> t : times.values()) {
+            min = Math.min(min, t.stream().mapToDouble(Double::doubleValue).sum());
+        }
+        return min;
+    }
+
+    private static double minCosine(float[][] a, float[][] b) {
+        double min = 1;
+        for (int i = 0; i < a.length; ++i) {
+            double dot = 0;
+            double na = 0;
+            double nb = 0;
+            for (int d = 0; d < a[i].length; ++d) {
+                dot += (double) a[i][d] * b[i][d];
+                na += (double) a[i][d] * a[i][d];
+                nb += (double) b[i][d] * b[i][d];
+            }
+            min = Math.min(min, dot / Math.sqrt(na * nb));
+        }
+        return min;
+    }
+
+    private static double median(List<Double> values) {
+        double[] sorted = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+        int n = sorted.length;
+        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    }
+
+    private static int[] ints(String list, String option) {
+        try {
+            return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(
+                    option + ": expected comma-separated integers, got " + list, e);
+        }
+    }
+
+    private static String command(String[] args) {
+        String joined = String.join(" ", args);
+        if (System.getProperty("embed.bench.maven") != null) {
+            return "`mvn -B -Pembed-bench -DskipTests verify"
+                    + (joined.isEmpty() ? "" : " -Dembed.bench.args='" + joined + "'")
+                    + "`";
+        }
+        return "`java -cp <integration-tests classpath> "
+                + EmbeddingBenchmark.class.getName()
+                + (joined.isEmpty() ? "" : " " + joined)
+                + "`";
+    }
+
+    private static String cpuModel() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
+                if (line.startsWith("model name")) {
+                    return line.substring(line.indexOf(':') + 1).trim();
+                }
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            // not Linux: the table then names no model
+        }
+        return "unknown CPU model";
+    }
+}
