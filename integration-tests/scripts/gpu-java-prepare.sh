@@ -49,9 +49,11 @@ mvn -B -ntp -q $mvn_args -pl integration-tests dependency:copy-dependencies \
 # shellcheck disable=SC2086
 mvn -B -ntp -q $mvn_args dependency:copy -DoutputDirectory="$run/lib" \
   -Dartifact=org.junit.platform:junit-platform-console-standalone:1.11.4
-cp native-ops/target/djl-attention-native-*[0-9T].jar djl-extension/target/djl-attention-*[0-9T].jar \
-   model-zoo/target/djl-attention-model-zoo-*[0-9T].jar \
-   integration-tests/target/djl-attention-integration-tests-*[0-9T].jar "$run/lib/"
+# The modules' own classes, jarred from target/classes (their jar names vary: the integration
+# tests' module packages an application jar).
+for module in native-ops djl-extension model-zoo integration-tests; do
+  jar cf "$run/lib/project-$module.jar" -C "$module/target/classes" .
+done
 for module in djl-extension model-zoo integration-tests; do
   if [ -d "$module/target/test-classes" ]; then
     cp -r "$module/target/test-classes" "$run/test-classes/$module"

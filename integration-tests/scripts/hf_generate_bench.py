@@ -3,7 +3,7 @@ model: GPT-2 architecture, 4 layers, hidden 512, 8 heads, intermediate 2048, voc
 weights, float32, prompt 512 random tokens, batch 1, 16, 64, on CUDA.
 
 Per decode step = (time of generate with 1 + N new tokens - time with 1 new token) / N, so the
-prefill and the first token are left out, as in PagedDecodeBenchmark. Median of 3 after a warm-up.
+prefill and the first token are left out, as in PagedDecodeBenchmark. Median of 5 after a warm-up.
 Prints a Markdown table. Run by gpu-java-suite.sh; standalone: python3 hf_generate_bench.py
 """
 import statistics
@@ -13,7 +13,7 @@ import torch
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
-NEW = 64
+NEW = 128
 PROMPT = 512
 
 
@@ -41,7 +41,7 @@ def main():
             ids = torch.randint(0, 8192, (batch, PROMPT), device="cuda")
             timed(model, ids, 4)
             steps = []
-            for _ in range(3):
+            for _ in range(5):
                 steps.append((timed(model, ids, 1 + NEW) - timed(model, ids, 1)) / NEW)
             step = statistics.median(steps)
             print(f"| {batch} | {step * 1e3:.3f} | {batch / step:.0f} |")
