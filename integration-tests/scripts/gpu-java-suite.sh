@@ -11,7 +11,9 @@
 #   OUT     where logs, the JUnit XML report and benchmark tables go (default /tmp/gpu-java-suite)
 #   ARCHS   CMAKE_CUDA_ARCHITECTURES (default 90: this machine's; the shipped jar has 80-real;90)
 #   TESTS   "all" (default) or a JUnit console selector, e.g. "--select-class io.x.YTest"
-#   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, hf
+#   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, minilm, hf
+#   MINILM_DIR  where an earlier call left all-minilm-l6-v2.onnx (default /tmp/minilm); without it
+#           the MiniLM tests that read the ONNX file fail and the minilm check is skipped
 #   TEST_DEVICE  the parity tests' device (default gpu; cpu runs the same tests on the CPU)
 #
 # How the tests meet the GPU: DJL's default device is the GPU when the engine sees one, and
@@ -28,6 +30,15 @@ mkdir -p "$OUT"
 build=/tmp/gpu-java-suite-build
 java_run=(bash "$run/gpu-java/java-on-gpu.sh")
 classpath="$run/lib/*"
+# The MiniLM ONNX file (90 MB) cannot travel in one call with the rest: when an earlier call left
+# it in MINILM_DIR (as all-minilm-l6-v2.onnx), that directory joins the class path, where MiniLm
+# looks for the resource.
+MINILM_DIR=${MINILM_DIR:-/tmp/minilm}
+minilm=no
+if [ -f "$MINILM_DIR/all-minilm-l6-v2.onnx" ]; then
+  classpath="$MINILM_DIR:$classpath"
+  minilm=yes
+fi
 for dir in "$run"/test-classes/*; do classpath="$classpath:$dir"; done
 
 {
@@ -98,6 +109,9 @@ if [ "$status_build" = OK ] && [ "$BENCH" != none ]; then
     --layers 2,12 --batches 1,8,32 --seqs 128,512 --warmup 3 --runs 10
   want decode && bench_main decode io.djlattention.it.bench.PagedDecodeBenchmark \
     --batches 1,16,64 --contexts 512 --no-waste
+  if want minilm && [ "$minilm" = yes ]; then
+    bench_main minilm io.djlattention.it.bench.MiniLmDeviceCheck
+  fi
   if want hf; then
     echo "== hf" >>"$OUT/bench.log"
     python3 "$run/src/integration-tests/scripts/hf_generate_bench.py" >"$OUT/hf.md" 2>>"$OUT/bench.log" \
@@ -108,6 +122,7 @@ fi
 echo
 echo "================ gpu-java-suite summary ================"
 cat "$OUT/device.txt"
+echo "MiniLM ONNX file on the class path: $minilm"
 echo "native build ($ARCHS): $status_build in ${build_s}s ($(ls "$build"/*.so 2>/dev/null | xargs -n1 basename | paste -sd' ' -))"
 if [ "$status_tests" != "not run" ]; then
   echo "JUnit (djl.attn.test.device=${TEST_DEVICE:-gpu}): $status_tests in ${tests_s}s ($tests_line)"
