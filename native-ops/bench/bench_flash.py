@@ -31,6 +31,8 @@ import statistics
 import sys
 
 import torch
+
+from switches import switches
 import torch.nn.functional as F
 
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
@@ -130,15 +132,15 @@ HOPPER_ENV = "DJL_ATTN_FLASH_HOPPER"
 
 
 def with_env(name, value, fn):
-    saved = os.environ.get(name)
-    os.environ[name] = value
+    saved = switches.get(name)
+    switches[name] = value
     try:
         return fn()
     finally:
         if saved is None:
-            os.environ.pop(name, None)
+            switches.pop(name, None)
         else:
-            os.environ[name] = saved
+            switches[name] = saved
 
 
 def prefill_rows(device, log, quick=False, seqlens=None):
@@ -197,18 +199,18 @@ def decode_rows(device, log, copy_gbs):
                 scale = dim ** -0.5
                 # "ours": the launcher's choice (the split-KV decode kernel, flash_decode.h);
                 # "tile": the FA2 tile kernel it replaces, forced with DJL_ATTN_FLASH_DECODE=off.
-                saved = os.environ.pop("DJL_ATTN_FLASH_DECODE", None)
+                saved = switches.pop("DJL_ATTN_FLASH_DECODE", None)
                 try:
                     ms = bench(lambda: flash(q, k, v, None, scale, False))
                     out_decode = flash(q, k, v, None, scale, False)[0]
-                    os.environ["DJL_ATTN_FLASH_DECODE"] = "off"
+                    switches["DJL_ATTN_FLASH_DECODE"] = "off"
                     tile_ms = bench(lambda: flash(q, k, v, None, scale, False))
                     out_tile = flash(q, k, v, None, scale, False)[0]
                 finally:
                     if saved is None:
-                        os.environ.pop("DJL_ATTN_FLASH_DECODE", None)
+                        switches.pop("DJL_ATTN_FLASH_DECODE", None)
                     else:
-                        os.environ["DJL_ATTN_FLASH_DECODE"] = saved
+                        switches["DJL_ATTN_FLASH_DECODE"] = saved
                 row = {"dtype": str(dtype).split(".")[1], "B": batch, "Sk": seqlen_k, "us": ms * 1e3,
                        "GB/s": kv_bytes / (ms * 1e-3) / 1e9, "tile_us": tile_ms * 1e3,
                        "diff": (out_decode.float() - out_tile.float()).abs().max().item()}
@@ -245,7 +247,7 @@ def config_rows(device, log, wanted):
     of SDPA flash, on one set of inputs per cell; maxdiff against the default's output."""
     configs = [(n, dims) for n, dims in compiled_configs() if n == "default" or n in wanted]
     flash_backend = dict(BACKENDS).get("flash")
-    saved = os.environ.get(CONFIG_ENV)
+    saved = switches.get(CONFIG_ENV)
     rows = []
     try:
         for dim in (64, 128):
@@ -268,7 +270,7 @@ def config_rows(device, log, wanted):
                         for name, dims in configs:
                             if dim not in dims:
                                 continue
-                            os.environ[CONFIG_ENV] = name
+                            switches[CONFIG_ENV] = name
                             out = flash(q, k, v, None, scale, causal)[0]
                             if base is None:
                                 base = out
@@ -280,9 +282,9 @@ def config_rows(device, log, wanted):
                     del q, k, v
     finally:
         if saved is None:
-            os.environ.pop(CONFIG_ENV, None)
+            switches.pop(CONFIG_ENV, None)
         else:
-            os.environ[CONFIG_ENV] = saved
+            switches[CONFIG_ENV] = saved
     return rows, [n for n, _ in configs]
 
 

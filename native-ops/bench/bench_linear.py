@@ -27,6 +27,8 @@ import time
 
 import torch
 
+from switches import switches
+
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
 LIB_DIRS = [os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build"]
 
@@ -104,11 +106,11 @@ class Timer:
 
 def with_variant(name, fn):
     def run():
-        os.environ["DJL_ATTN_LINEAR_KERNEL"] = name
+        switches["DJL_ATTN_LINEAR_KERNEL"] = name
         try:
             return fn()
         finally:
-            os.environ.pop("DJL_ATTN_LINEAR_KERNEL", None)
+            switches.pop("DJL_ATTN_LINEAR_KERNEL", None)
 
     return run
 

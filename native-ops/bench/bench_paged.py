@@ -33,6 +33,8 @@ import sys
 import time
 
 import torch
+
+from switches import switches
 import torch.nn.functional as F
 
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
@@ -129,23 +131,23 @@ def copy_bandwidth():
 
 def set_variant(variant):
     if variant == "auto":
-        os.environ.pop("DJL_ATTN_PAGED_KERNEL", None)
+        switches.pop("DJL_ATTN_PAGED_KERNEL", None)
     else:
-        os.environ["DJL_ATTN_PAGED_KERNEL"] = variant
+        switches["DJL_ATTN_PAGED_KERNEL"] = variant
 
 
 def set_config(config):
     name, _, partition = config.partition("/p")
-    os.environ["DJL_ATTN_PAGED_CONFIG"] = name
+    switches["DJL_ATTN_PAGED_CONFIG"] = name
     if partition:
-        os.environ["DJL_ATTN_PAGED_PARTITION"] = partition
+        switches["DJL_ATTN_PAGED_PARTITION"] = partition
     else:
-        os.environ.pop("DJL_ATTN_PAGED_PARTITION", None)
+        switches.pop("DJL_ATTN_PAGED_PARTITION", None)
 
 
 def clear_config():
-    os.environ.pop("DJL_ATTN_PAGED_CONFIG", None)
-    os.environ.pop("DJL_ATTN_PAGED_PARTITION", None)
+    switches.pop("DJL_ATTN_PAGED_CONFIG", None)
+    switches.pop("DJL_ATTN_PAGED_PARTITION", None)
 
 
 def bench_decode(batch, context, copy_gbs, configs=()):
@@ -181,7 +183,7 @@ def bench_decode(batch, context, copy_gbs, configs=()):
     row["configs"] = {}
     if configs:
         # auto would take the flash kernel, which the configurations do not touch.
-        os.environ["DJL_ATTN_PAGED_KERNEL"] = "v2" if context > 2048 else "v1"
+        switches["DJL_ATTN_PAGED_KERNEL"] = "v2" if context > 2048 else "v1"
     for config in configs:
         set_config(config)
         try:

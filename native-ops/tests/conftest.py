@@ -4,6 +4,7 @@ The libraries are looked up in $DJL_ATTN_LIB_DIR, else in the CMake build direct
 Maven build and scripts/gpu-check.sh use. The CUDA library is loaded when PyTorch sees a GPU.
 """
 
+import ctypes
 import os
 import pathlib
 
@@ -15,6 +16,8 @@ CANDIDATE_DIRS = [
     os.environ.get("DJL_ATTN_LIB_DIR"),
     NATIVE_OPS / "build",
     NATIVE_OPS / "target" / "classes" / "io" / "djlattention" / "jni" / "linux-x86_64",
+    # libdjl_attn_plans.so (plan tests only) stays in the CMake build directory.
+    NATIVE_OPS / "target" / "cmake",
 ]
 
 
@@ -40,6 +43,77 @@ def _load():
 
 
 _load()
+
+
+def supported_values(key):
+    """A supported-values list of the kernels (djl_attn_supported_values of the C interface): the
+    one list the operators check against, so the tests parametrise over what the library says."""
+    lib = ctypes.CDLL(str(_find("libdjl_attn.so")))
+    lib.djl_attn_supported_values.restype = ctypes.c_char_p
+    lib.djl_attn_supported_values.argtypes = [ctypes.c_char_p]
+    value = lib.djl_attn_supported_values(key.encode())
+    if value is None:
+        raise KeyError(key)
+    return value.decode().split(",")
+
+
+def supported_ints(key):
+    return [int(v) for v in supported_values(key)]
+
+
+def _options_lib():
+    lib = ctypes.CDLL(str(_find("libdjl_attn.so")))
+    lib.djl_attn_set_option.restype = ctypes.c_int32
+    lib.djl_attn_set_option.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.djl_attn_get_option.restype = ctypes.c_char_p
+    lib.djl_attn_get_option.argtypes = [ctypes.c_char_p]
+    lib.djl_attn_last_error_message.restype = ctypes.c_char_p
+    lib.djl_attn_option_errors.restype = ctypes.c_char_p
+    return lib
+
+
+def get_option(name):
+    """The current value of a DJL_ATTN_* switch (docs/operators.md, "Switches"), or None when no
+    loaded library declares it (the CUDA switches without a GPU)."""
+    value = _options_lib().djl_attn_get_option(name.encode())
+    return None if value is None else value.decode()
+
+
+def set_option(name, value):
+    """Sets a switch in-process (they are read from the environment once, at load); raises
+    ValueError with the library's message for an unknown name or value."""
+    lib = _options_lib()
+    if lib.djl_attn_set_option(name.encode(), value.encode()) != 0:
+        raise ValueError(lib.djl_attn_last_error_message().decode())
+
+
+class Options:
+    """Sets switches for one test and restores them after it."""
+
+    def __init__(self):
+        self._saved = {}
+
+    def set(self, name, value):
+        if name not in self._saved:
+            self._saved[name] = get_option(name)
+        set_option(name, value)
+
+    def unset(self, name):
+        """Back to the default."""
+        self.set(name, "")
+
+    def restore(self):
+        for name, value in self._saved.items():
+            if value is not None:
+                set_option(name, value)
+        self._saved.clear()
+
+
+@pytest.fixture
+def options():
+    opts = Options()
+    yield opts
+    opts.restore()
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -140,7 +140,7 @@ def test_a_rejected_paged_call_logs_nothing(device, capfd):
     status, message, _ = call(
         "paged_attention",
         [(TENSOR, query), (TENSOR, cache), (TENSOR, cache), (TENSOR, tables), (TENSOR, lens),
-         (FLOAT, 0.125), (INT, 20), (OPTIONAL_TENSOR, None)],
+         (FLOAT, 0.125), (INT, 20), (OPTIONAL_TENSOR, None), (BOOL, 1)],
         1,
     )
     captured = capfd.readouterr()
@@ -183,3 +183,51 @@ def test_the_operator_list_is_the_registered_schemas():
         (schema,) = torch._C._jit_get_schemas_for_operator("djl_attn::" + name)
         assert str(schema) == "djl_attn::" + lib.djl_attn_operator_schema(i).decode()
     assert lib.djl_attn_operator_schema(len(names)) == b""
+
+
+def test_an_invalid_switch_in_the_environment_is_reported_once_at_load(tmp_path):
+    # The DJL_ATTN_* switches are read once, when the library is loaded: a bad value is reported
+    # there, once, and the default runs; calls do not fail.
+    import subprocess
+    import sys
+
+    script = tmp_path / "load.py"
+    script.write_text(
+        "import ctypes, sys, torch\n"
+        "torch.ops.load_library(sys.argv[1])\n"
+        "q = torch.randn(1, 3, 2, 16)\n"
+        "for _ in range(3):\n"
+        "    torch.ops.djl_attn.flash_attention(q, q, q, None, 0.25, False)\n"
+        "lib = ctypes.CDLL(sys.argv[1])\n"
+        "lib.djl_attn_option_errors.restype = ctypes.c_char_p\n"
+        "lib.djl_attn_get_option.restype = ctypes.c_char_p\n"
+        "print(lib.djl_attn_option_errors().decode(), end='')\n"
+        "print(lib.djl_attn_get_option(b'DJL_ATTN_CPU_ISA').decode())\n")
+    env = dict(__import__("os").environ, DJL_ATTN_CPU_ISA="avx9")
+    result = subprocess.run([sys.executable, str(script), str(_find("libdjl_attn.so"))],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    line = "djl_attn: DJL_ATTN_CPU_ISA='avx9' ignored: expected one of auto, avx512, avx2, generic; using auto"
+    assert result.stderr.count("DJL_ATTN_CPU_ISA") == 1, result.stderr
+    assert line in result.stderr
+    assert result.stdout == line + "\nauto\n"
+
+
+def test_switches_are_set_in_process_and_refuse_unknown_names_and_values():
+    lib.djl_attn_set_option.restype = ctypes.c_int32
+    lib.djl_attn_set_option.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.djl_attn_get_option.restype = ctypes.c_char_p
+    lib.djl_attn_get_option.argtypes = [ctypes.c_char_p]
+    assert lib.djl_attn_get_option(b"DJL_ATTN_NO_SUCH") is None
+    assert lib.djl_attn_set_option(b"DJL_ATTN_NO_SUCH", b"x") == INVALID_ARGUMENT
+    assert "no switch named 'DJL_ATTN_NO_SUCH'" in lib.djl_attn_last_error_message().decode()
+    old = lib.djl_attn_get_option(b"DJL_ATTN_CPU_ISA")
+    try:
+        assert lib.djl_attn_set_option(b"DJL_ATTN_CPU_ISA", b"generic") == OK
+        assert lib.djl_attn_get_option(b"DJL_ATTN_CPU_ISA") == b"generic"
+        assert lib.djl_attn_set_option(b"DJL_ATTN_CPU_ISA", b"sse") == INVALID_ARGUMENT
+        assert lib.djl_attn_get_option(b"DJL_ATTN_CPU_ISA") == b"generic"
+        assert lib.djl_attn_set_option(b"DJL_ATTN_CPU_ISA", b"") == OK
+        assert lib.djl_attn_get_option(b"DJL_ATTN_CPU_ISA") == b"auto"
+    finally:
+        lib.djl_attn_set_option(b"DJL_ATTN_CPU_ISA", old)

@@ -1,13 +1,12 @@
 """djl_attn.flash_attention against the float64 reference, on CPU and (when present) CUDA."""
 
 import math
-import pathlib
-import re
 
 import pytest
 import torch
 
 import reference
+from conftest import supported_ints
 from reference import assert_close
 
 flash = torch.ops.djl_attn.flash_attention
@@ -18,14 +17,9 @@ CUDA = torch.cuda.is_available()
 cuda_only = pytest.mark.skipif(not CUDA, reason="large shapes run on the GPU only")
 
 
-def compiled_head_dims():
-    """The head dims of the tensor-core kernel, read from the one list in flash_params.h."""
-    header = pathlib.Path(__file__).resolve().parent.parent / "src" / "flash" / "flash_params.h"
-    line = re.search(r"#define DJL_FLASH_FOR_EACH_HEAD_DIM\(X\)(.*)", header.read_text()).group(1)
-    return [int(d) for d in re.findall(r"X\((\d+)\)", line)]
-
-
-HEAD_DIMS = compiled_head_dims()
+# The head dims of the tensor-core kernel: the library's one list (DJL_FLASH_FOR_EACH_HEAD_DIM of
+# src/flash/flash_params.h).
+HEAD_DIMS = supported_ints("flash.tensor_core_head_dims")
 # Padded up to the next compiled one (80 -> 96, 40 -> 64), and a D % 8 != 0 that runs on staged
 # copies padded to 40 (cuda/flash/flash_staged.h).
 ODD_HEAD_DIMS = [80, 40, 33]
@@ -40,12 +34,13 @@ IS_HOPPER = CUDA and torch.cuda.get_device_capability() == (9, 0)
 
 
 @pytest.fixture(autouse=True, params=["on", "off"] if CUDA else ["on"])
-def hopper_mode(request, monkeypatch):
+def hopper_mode(request, options):
     params = getattr(request.node, "callspec", None)
     on_cpu = params is not None and params.params.get("device") == "cpu"
     if request.param == "off" and on_cpu:
         pytest.skip("the Hopper switch is a CUDA setting; the CPU runs once")
-    monkeypatch.setenv(HOPPER_ENV, request.param)
+    if CUDA:  # the switch belongs to libdjl_attn_cuda.so
+        options.set(HOPPER_ENV, request.param)
     return request.param
 
 
@@ -275,17 +270,17 @@ def test_hopper_strided_views(dtype, dim):
 @hopper_only
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 @pytest.mark.parametrize("causal", [False, True])
-def test_hopper_auto_large_grid(monkeypatch, dtype, causal):
+def test_hopper_auto_large_grid(options, dtype, causal):
     # A grid that fills the GPU: what "auto" routes to the Hopper kernel.
-    monkeypatch.setenv(HOPPER_ENV, "auto")
+    options.set(HOPPER_ENV, "auto")
     q, k, v = make_inputs(2, 2048, 2048, 16, 4, 128, dtype, "cuda")
     check(q, k, v, None, causal)
 
 
 @pytest.mark.skipif(not IS_HOPPER, reason="the Hopper kernel runs on compute capability 9.0")
 @pytest.mark.parametrize("mode,expected", [("auto", True), ("on", True), ("off", False)])
-def test_hopper_kernel_is_what_runs(monkeypatch, mode, expected):
-    monkeypatch.setenv(HOPPER_ENV, mode)
+def test_hopper_kernel_is_what_runs(options, mode, expected):
+    options.set(HOPPER_ENV, mode)
     q, k, v = make_inputs(2, 2048, 2048, 16, 16, 128, torch.bfloat16, "cuda")
     flash(q, k, v, None, 0.1, True)  # warm-up outside the profile
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -296,25 +291,25 @@ def test_hopper_kernel_is_what_runs(monkeypatch, mode, expected):
 
 
 @pytest.mark.skipif(not IS_HOPPER, reason="the Hopper kernel runs on compute capability 9.0")
-def test_hopper_schedules_agree_and_bad_schedule_is_rejected(monkeypatch):
+def test_hopper_schedules_agree_and_bad_schedule_is_rejected(options):
     # DJL_ATTN_FLASH_HOPPER_SCHED picks the consumers' GEMM scheduling for measurements; both
     # compute the same function.
-    monkeypatch.setenv(HOPPER_ENV, "on")
+    options.set(HOPPER_ENV, "on")
     q, k, v = make_inputs(2, 700, 900, 4, 2, 128, torch.float16, "cuda")
     for sched in ("pingpong", "free"):
-        monkeypatch.setenv("DJL_ATTN_FLASH_HOPPER_SCHED", sched)
+        options.set("DJL_ATTN_FLASH_HOPPER_SCHED", sched)
         check(q, k, v, None, True)
-    monkeypatch.setenv("DJL_ATTN_FLASH_HOPPER_SCHED", "fast")
-    assert "DJL_ATTN_FLASH_HOPPER_SCHED: expected pingpong or free, got 'fast'" in error_of(
-        q, k, v, None, 1.0, False)
+    with pytest.raises(ValueError,
+                       match="DJL_ATTN_FLASH_HOPPER_SCHED: expected one of pingpong, free, got 'fast'"):
+        options.set("DJL_ATTN_FLASH_HOPPER_SCHED", "fast")
 
 
-def test_rejects_bad_hopper_setting(device, monkeypatch):
+def test_rejects_bad_hopper_setting(device, options):
     if device == "cpu":
         pytest.skip("the Hopper switch is read by the CUDA dispatcher")
-    monkeypatch.setenv(HOPPER_ENV, "yes")
-    q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float16, device)
-    assert "DJL_ATTN_FLASH_HOPPER: expected auto, on or off, got 'yes'" in error_of(q, k, v, None, 1.0, False)
+    with pytest.raises(ValueError, match="DJL_ATTN_FLASH_HOPPER: expected one of auto, on, off, "
+                                         "got 'yes'"):
+        options.set(HOPPER_ENV, "yes")
 
 
 # --- validation: every rule names the argument, the expectation and what it got ---------------

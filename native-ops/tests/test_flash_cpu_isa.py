@@ -1,7 +1,7 @@
 """The CPU flash kernel's instruction-set paths, each forced in turn with DJL_ATTN_CPU_ISA.
 
 The kernel is compiled for AVX-512, AVX2+FMA and baseline x86-64 and picks the widest the CPU
-has; DJL_ATTN_CPU_ISA=generic|avx2 lowers the choice (read on every call). The other test
+has; the switch DJL_ATTN_CPU_ISA=generic|avx2 lowers the choice (set per test). The other test
 files run the default path; these run every path on the shapes that reach each branch of the
 kernel: register-block remainders (rows not a multiple of 6 or 8, keys not a multiple of the
 16/32-key block), the direct path of tiles under 4 rows (decode), head dims padded to the
@@ -20,8 +20,8 @@ ISAS = ["generic", "avx2", "avx512"]
 
 
 @pytest.fixture(params=ISAS)
-def isa(request, monkeypatch):
-    monkeypatch.setenv("DJL_ATTN_CPU_ISA", request.param)
+def isa(request, options):
+    options.set("DJL_ATTN_CPU_ISA", request.param)
     return request.param
 
 

@@ -22,13 +22,15 @@ DECODE_HEAD_DIMS = [64, 128, 256]
 
 
 @pytest.fixture(params=["on", "off"])
-def decode_mode(request, device, monkeypatch):
+def decode_mode(request, device, options):
     """DJL_ATTN_FLASH_DECODE: on runs the decode kernel and fails where it cannot (every shape
     here is one it takes, so a silent fallback to the tile kernel would fail the test), off the
     tile kernel. The CPU has one kernel and ignores it."""
-    if device == "cpu" and request.param != "on":
-        pytest.skip("the CPU has one flash attention kernel")
-    monkeypatch.setenv("DJL_ATTN_FLASH_DECODE", request.param)
+    if device == "cpu":
+        if request.param != "on":
+            pytest.skip("the CPU has one flash attention kernel")
+        return request.param
+    options.set("DJL_ATTN_FLASH_DECODE", request.param)
     return request.param
 
 
@@ -129,29 +131,27 @@ def test_decode_views_of_fused_qkv(device, decode_mode, dtype):
           scale=0.3)
 
 
-def test_decode_switch_validation(device, monkeypatch):
+def test_decode_switch_validation(device, options):
     if device != "cuda":
         pytest.skip("DJL_ATTN_FLASH_DECODE chooses between CUDA kernels")
-    monkeypatch.setenv("DJL_ATTN_FLASH_DECODE", "fast")
-    q, k, v = make_inputs(1, 1, 10, 4, 2, 64, torch.float16, device)
     with pytest.raises(ValueError,
-                       match=r"DJL_ATTN_FLASH_DECODE: expected auto, on or off, got 'fast'"):
-        flash(q, k, v, None, 0.125, False)
+                       match=r"DJL_ATTN_FLASH_DECODE: expected one of auto, on, off, got 'fast'"):
+        options.set("DJL_ATTN_FLASH_DECODE", "fast")
 
 
 @pytest.mark.parametrize("dim,dtype,reason", [
     (96, torch.float16, "a head dim other than 64, 128 or 256"),
     (64, torch.float32, "float32"),
 ])
-def test_decode_on_names_what_it_cannot_take(device, monkeypatch, dim, dtype, reason):
+def test_decode_on_names_what_it_cannot_take(device, options, dim, dtype, reason):
     if device != "cuda":
         pytest.skip("DJL_ATTN_FLASH_DECODE chooses between CUDA kernels")
-    monkeypatch.setenv("DJL_ATTN_FLASH_DECODE", "on")
+    options.set("DJL_ATTN_FLASH_DECODE", "on")
     q, k, v = make_inputs(1, 1, 10, 4, 2, dim, dtype, device)
     with pytest.raises(ValueError, match="DJL_ATTN_FLASH_DECODE=on: the decode kernel does not "
                                          "take " + reason):
         flash(q, k, v, None, 0.125, False)
-    monkeypatch.setenv("DJL_ATTN_FLASH_DECODE", "auto")  # auto falls back instead
+    options.set("DJL_ATTN_FLASH_DECODE", "auto")  # auto falls back instead
     out, _ = flash(q, k, v, None, 0.125, False)
     ref, _ = reference.flash_attention(q, k, v, None, 0.125, False)
     assert_close(out.cpu(), ref.cpu(), dtype, "out")

@@ -4,12 +4,12 @@ present) CUDA, where each kernel variant (DJL_ATTN_PAGED_KERNEL=v1|v2|flash) and
 configuration (DJL_ATTN_PAGED_CONFIG) runs too."""
 
 import math
-import os
 
 import pytest
 import torch
 
 import reference
+from conftest import get_option, supported_ints
 from reference import assert_close
 
 reshape_and_cache = torch.ops.djl_attn.reshape_and_cache
@@ -17,9 +17,10 @@ paged_attention = torch.ops.djl_attn.paged_attention
 paged_prefill = torch.ops.djl_attn.paged_prefill_attention
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# Mirrors kHeadDims and kBlockSizes in src/paged/paged_params.h.
-HEAD_DIMS = [64, 80, 96, 128, 256]
-BLOCK_SIZES = [8, 16, 32]
+# The library's own lists (kHeadDims, kBlockSizes of src/paged/paged_params.h).
+HEAD_DIMS = supported_ints("paged.head_dims")
+BLOCK_SIZES = supported_ints("paged.block_sizes")
+HEAD_DIM_LIST = r"\{" + ", ".join(str(d) for d in HEAD_DIMS) + r"\}"
 # "auto" lets the launcher choose; v1 (one pass per sequence), v2 (partitioned context plus
 # a reduce kernel) and flash (the tensor-core split-KV decode kernel, cuda/flash/flash_decode.h)
 # force one CUDA kernel. The CPU has one kernel.
@@ -39,29 +40,29 @@ TUNED_HEAD_DIMS = [64, 128]
 
 
 @pytest.fixture(params=VARIANTS)
-def variant(request, device, monkeypatch):
-    if device == "cpu" and request.param != "auto":
-        pytest.skip("the CPU has one paged attention kernel")
-    if request.param == "auto":
-        monkeypatch.delenv("DJL_ATTN_PAGED_KERNEL", raising=False)
-    else:
-        monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", request.param)
+def variant(request, device, options):
+    if device == "cpu":
+        if request.param != "auto":
+            pytest.skip("the CPU has one paged attention kernel")
+        return request.param
+    options.set("DJL_ATTN_PAGED_KERNEL", request.param)
     return request.param
 
 
 @pytest.fixture(params=CONFIGS)
-def config(request, device, monkeypatch):
+def config(request, device, options):
     if device == "cpu" and request.param != "default":
         pytest.skip("the CPU has one paged attention kernel")
     if (request.param != "default" and "variant" in request.fixturenames
             and request.getfixturevalue("variant") == "flash"):
         pytest.skip("DJL_ATTN_PAGED_CONFIG configures v1/v2, not the flash kernel")
-    monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", request.param)
+    if device == "cuda":
+        options.set("DJL_ATTN_PAGED_CONFIG", request.param)
     return request.param
 
 
 def flash_forced():
-    return os.environ.get("DJL_ATTN_PAGED_KERNEL") == "flash"
+    return get_option("DJL_ATTN_PAGED_KERNEL") == "flash"
 
 
 def flash_unsupported(dtype, dim, heads_q, heads_kv, alibi):
@@ -491,7 +492,7 @@ def test_validation_context_lens(device):
     [
         ("query", lambda a: a["query"].to(torch.float64), r"query: expected dtype in"),
         ("query", lambda a: a["query"].float(), r"key_cache: expected the dtype of query"),
-        ("query", lambda a: a["query"][:, :, :32].contiguous(), r"query: expected a head dim D in \{64, 80, 96, 128, 256\}, got 32"),
+        ("query", lambda a: a["query"][:, :, :32].contiguous(), r"query: expected a head dim D in " + HEAD_DIM_LIST + ", got 32"),
         ("query", lambda a: a["query"][:, :3].contiguous(), r"key_cache: expected a number of heads Hkv that divides the query heads Hq = 3"),
         ("query", lambda a: a["query"][0], r"query: expected 3 dims"),
         ("block_tables", lambda a: a["block_tables"].long(), r"block_tables: expected dtype int32"),
@@ -515,7 +516,7 @@ def test_validation_block_size(device):
     args = decode_args(device)
     args["key_cache"] = args["key_cache"].reshape(-1, 4, 2, 64)
     args["value_cache"] = args["value_cache"].reshape(-1, 4, 2, 64)
-    expect_error(r"paged_attention: key_cache: expected a block size in \{8, 16, 32\}, got 4",
+    expect_error(r"paged_attention: key_cache: expected a block size in \{" + ", ".join(str(b) for b in BLOCK_SIZES) + r"\}, got 4",
                  call_decode, args)
 
 
@@ -589,60 +590,114 @@ def test_validation_prefill(device):
                  *prefill_call(device, [0, 3, 4], [20, 9], 3)[4:])
 
 
-def test_validation_kernel_choice(device, monkeypatch):
+def test_validation_kernel_choice(device, options):
     if device != "cuda":
         pytest.skip("DJL_ATTN_PAGED_KERNEL chooses between CUDA kernels")
     args = decode_args(device)
-    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v3")
-    expect_error(r"DJL_ATTN_PAGED_KERNEL: expected v1, v2, flash or auto, got 'v3'", call_decode,
-                 args)
+    # A value not in the list is refused where it is set (the environment's is reported at load).
+    with pytest.raises(ValueError, match=r"DJL_ATTN_PAGED_KERNEL: expected one of auto, v1, v2, "
+                                         r"flash, got 'v3'"):
+        options.set("DJL_ATTN_PAGED_KERNEL", "v3")
     expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
                                          args["block_tables"], args["context_lens"], 0.125)
     # v2 has at most 8192 partitions of 512 tokens.
-    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v2")
+    options.set("DJL_ATTN_PAGED_KERNEL", "v2")
     args["max_context_len"] = 1 << 23
     expect_error(r"DJL_ATTN_PAGED_KERNEL=v2: max_context_len 8388608 needs more than 8192 "
                  r"partitions", call_decode, args)
     # A large max_context_len with short contexts is fine for v2 below that, for v1 (its state
     # is per thread block, not per token) and for auto at any size.
     for variant, max_len in (("v2", 1 << 20), ("v1", 1 << 23), ("auto", 1 << 23)):
-        monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", variant)
+        options.set("DJL_ATTN_PAGED_KERNEL", variant)
         args["max_context_len"] = max_len
         assert_close(call_decode(args).cpu(), expected.cpu(), torch.float16)
 
 
 @pytest.mark.parametrize("partition", ["64", "1024", "8192"])
-def test_decode_partition_size(device, config, partition, monkeypatch):
+def test_decode_partition_size(device, config, partition, options):
     # DJL_ATTN_PAGED_PARTITION sets the length v2 starts from. 80 sequences x 8 kv heads fill
     # the grid of a GPU of up to 160 SMs, so the launcher keeps it: many short partitions, a few
     # long ones, and one longer than every context (a single partition; the reduce still runs).
     # A small batch then shrinks it again.
     if device != "cuda":
         pytest.skip("a CUDA launch setting")
-    monkeypatch.setenv("DJL_ATTN_PAGED_KERNEL", "v2")
-    monkeypatch.setenv("DJL_ATTN_PAGED_PARTITION", partition)
+    options.set("DJL_ATTN_PAGED_KERNEL", "v2")
+    options.set("DJL_ATTN_PAGED_PARTITION", partition)
     lens = torch.randint(0, 3000, (80,)).tolist()
     check_decode(lens, 16, 16, 8, 128, torch.float16, device, alibi=True)
     check_decode([2500, 1, 1030, 0], 32, 4, 1, 64, torch.bfloat16, device)
 
 
-def test_validation_kernel_config(device, monkeypatch):
+def test_validation_kernel_config(device, options):
     if device != "cuda":
         pytest.skip("DJL_ATTN_PAGED_CONFIG and DJL_ATTN_PAGED_PARTITION choose CUDA kernels")
     args = decode_args(device)
-    monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", "fast")
-    expect_error(r"DJL_ATTN_PAGED_CONFIG: expected default, w8l2, smem4, smem8, pf or w8l2pf, "
-                 r"got 'fast'", call_decode, args)
-    monkeypatch.delenv("DJL_ATTN_PAGED_CONFIG")
+    with pytest.raises(ValueError, match=r"DJL_ATTN_PAGED_CONFIG: expected one of smem4, "
+                                         r"default, w8l2, smem8, pf, w8l2pf, got 'fast'"):
+        options.set("DJL_ATTN_PAGED_CONFIG", "fast")
     for bad in ("32", "100", "16384", "1k"):
-        monkeypatch.setenv("DJL_ATTN_PAGED_PARTITION", bad)
-        expect_error(r"DJL_ATTN_PAGED_PARTITION: expected a power of two in \[64, 8192\], got '%s'"
-                     % bad, call_decode, args)
+        with pytest.raises(ValueError, match=r"DJL_ATTN_PAGED_PARTITION: expected one of 512, 64, "
+                                             r".*, 8192, got '%s'" % bad):
+            options.set("DJL_ATTN_PAGED_PARTITION", bad)
     # A shape without the tuned kernels (float32) runs the default under any configuration.
-    monkeypatch.delenv("DJL_ATTN_PAGED_PARTITION")
+    options.unset("DJL_ATTN_PAGED_PARTITION")
     args = decode_args(device, dtype=torch.float32, dim=80)
     expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
                                          args["block_tables"], args["context_lens"], 0.125)
     for name in CONFIGS:
-        monkeypatch.setenv("DJL_ATTN_PAGED_CONFIG", name)
+        options.set("DJL_ATTN_PAGED_CONFIG", name)
         assert_close(call_decode(args).cpu(), expected.cpu(), torch.float32)
+
+
+# check_indices=False / check_slots=False: the caller (Java's PagedKvCache, for a PagedBatch it
+# checked once for the step) vouches for the index values; the results are the same, and on a GPU
+# the calls make no device-to-host copy, so a decode step's per-layer calls can be captured in a
+# CUDA graph (capture fails on any synchronisation).
+def test_vouched_indices_give_the_same_results(device, variant):
+    args = decode_args(device, lens=(20, 9, 33))
+    checked = call_decode(args)
+    vouched = paged_attention(args["query"], args["key_cache"], args["value_cache"],
+                              args["block_tables"], args["context_lens"], args["scale"],
+                              args["max_context_len"], None, check_indices=False)
+    assert torch.equal(checked, vouched)
+    lens = [5, 17]
+    paged = Paged(lens, 8, 2, 64, torch.float16, device)
+    keys, values = random_kv(lens, 2, 64, torch.float16, device)
+    slots = torch.cat([paged.slots(s, torch.arange(n)) for s, n in enumerate(lens)]).to(device)
+    reshape_and_cache(torch.cat(keys), torch.cat(values), paged.key_cache, paged.value_cache,
+                      slots, check_slots=False)
+    for s, n in enumerate(lens):
+        got = reference.gather_paged(paged.key_cache, paged.block_tables[s].cpu(), n)
+        assert torch.equal(got, keys[s])
+    query = torch.randn(sum(lens), 4, 64, dtype=torch.float16, device=device)
+    cu = torch.tensor([0, 5, 22], dtype=torch.int32, device=device)
+    expected = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                             paged.context_lens, 0.125, 17, None)
+    got = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                        paged.context_lens, 0.125, 17, None, check_indices=False)
+    assert torch.equal(expected, got)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="host synchronisation is a GPU matter")
+def test_vouched_decode_step_has_no_host_synchronisation():
+    args = decode_args("cuda", lens=(40, 300, 7))
+    key = torch.randn(3, 2, 64, dtype=torch.float16, device="cuda")
+    # Rewrites position 39 of sequence 0 and 6 of sequence 2, skips sequence 1.
+    slots = args["block_tables"][[0, 2], [2, 0]].long() * 16 + torch.tensor([7, 6], device="cuda")
+    slots = torch.cat([slots[:1], torch.tensor([-1], device="cuda"), slots[1:]])
+
+    def step(check):
+        reshape_and_cache(key, key, args["key_cache"], args["value_cache"], slots,
+                          check_slots=check)
+        return paged_attention(args["query"], args["key_cache"], args["value_cache"],
+                               args["block_tables"], args["context_lens"], args["scale"],
+                               args["max_context_len"], None, check_indices=check)
+
+    expected = step(True)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step(False)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)

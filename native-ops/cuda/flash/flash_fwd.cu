@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/options.h"
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/flash_combine.h"
@@ -217,26 +218,23 @@ DeviceFacts device_facts(int device) {
   return facts;
 }
 
-// The kFwdConfigs index that DJL_ATTN_FLASH_CONFIG names, read on every call so that a tuning
-// run can switch between calls (getenv costs far less than a launch). "default": 0, the original
-// tiles. Unset or empty: kAutoConfig, the measured best per head dim (tuned_config). A name that
-// is not in the table is the caller's error, reported rather than ignored, so that a typo cannot
-// pass for a measurement of the configuration.
+// DJL_ATTN_FLASH_CONFIG: a kFwdConfigs tile configuration by name, for tuning runs; "default"
+// is index 0, the original tiles. Unset ("auto"): kAutoConfig, the measured best per head dim
+// (tuned_config). Read once at load (common/options.h; a name not in the table is reported there,
+// once, so that a typo cannot pass for a measurement) and switched in-process through
+// djl_attn_set_option.
 constexpr int kAutoConfig = -1;
 
-int requested_config() {
-  const char* name = std::getenv("DJL_ATTN_FLASH_CONFIG");
-  if (name == nullptr || name[0] == '\0') return kAutoConfig;
-  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
-    if (std::strcmp(name, fwd::kFwdConfigs[c].name) == 0) return c;
-  }
-  std::string known;
-  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
-    known += (c == 0 ? "" : ", ") + std::string(fwd::kFwdConfigs[c].name);
-  }
-  fail_invalid("flash_attention: DJL_ATTN_FLASH_CONFIG: expected one of ", known, ", got '", name,
-               "'");
+std::vector<std::string> config_choices() {
+  std::vector<std::string> names{"auto"};
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) names.push_back(fwd::kFwdConfigs[c].name);
+  return names;
 }
+
+Option kFlashConfig("DJL_ATTN_FLASH_CONFIG", config_choices(),
+                    "a tile configuration of the sm_80 flash kernel (tuning runs)");
+
+int requested_config() { return kFlashConfig.index() - 1; }  // "auto" (0) -> kAutoConfig
 
 int config_index(const char* name) {
   for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
@@ -302,20 +300,20 @@ void run_selected_config(int cfg, const FlashParams& p, cudaStream_t stream, int
   }
 }
 
-// DJL_ATTN_FLASH_DECODE: "auto" (or unset/empty) runs problems of at most 16 query rows per
-// (batch, head) after folding through the split-KV decode kernel where it applies; "on" does the
-// same but fails, with the reason, where such a problem cannot take it (so that tests see a
-// silent fallback); "off" keeps them on the tile kernel, for comparisons. Read on every call,
-// like DJL_ATTN_FLASH_CONFIG.
+// DJL_ATTN_FLASH_DECODE: "auto" (unset) runs problems of at most 16 query rows per (batch,
+// head) after folding through the split-KV decode kernel where it applies; "on" does the same but
+// fails, with the reason, where such a problem cannot take it (so that tests see a silent
+// fallback); "off" keeps them on the tile kernel, for comparisons. Read once at load, like
+// DJL_ATTN_FLASH_CONFIG.
 enum class DecodeMode { kAuto, kOn, kOff };
 
+Option kFlashDecode("DJL_ATTN_FLASH_DECODE", {"auto", "on", "off"},
+                    "the flash decode kernel: auto, forced (tests), or off (comparisons)");
+
 DecodeMode decode_mode() {
-  const char* env = std::getenv("DJL_ATTN_FLASH_DECODE");
-  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return DecodeMode::kAuto;
-  if (std::strcmp(env, "on") == 0) return DecodeMode::kOn;
-  if (std::strcmp(env, "off") == 0) return DecodeMode::kOff;
-  fail_invalid("flash_attention: DJL_ATTN_FLASH_DECODE: expected auto, on or off, got '", env,
-               "'");
+  if (kFlashDecode.is("on")) return DecodeMode::kOn;
+  if (kFlashDecode.is("off")) return DecodeMode::kOff;
+  return DecodeMode::kAuto;
 }
 
 // Why the decode kernel cannot take a problem of at most 16 rows, or null when it can.
@@ -334,16 +332,16 @@ const char* decode_refusal(const FlashParams& p, bool tensor_cores, int device) 
 // DJL_ATTN_FLASH_HOPPER: "auto" (or unset/empty) runs the shapes the Hopper kernel covers
 // through it on compute capability 9.0 (cuda/flash/hopper) where its grid fills the GPU; "on"
 // takes it for every covered shape, small grids too (for tests); "off" keeps the sm_80 kernel,
-// for comparisons. Read on every call, like DJL_ATTN_FLASH_CONFIG.
+// for comparisons. Read once at load, like DJL_ATTN_FLASH_CONFIG.
 enum class HopperMode { kAuto, kOn, kOff };
 
+Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
+                    "the Hopper flash kernel: auto, forced (tests), or off (comparisons)");
+
 HopperMode hopper_mode() {
-  const char* env = std::getenv("DJL_ATTN_FLASH_HOPPER");
-  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return HopperMode::kAuto;
-  if (std::strcmp(env, "on") == 0) return HopperMode::kOn;
-  if (std::strcmp(env, "off") == 0) return HopperMode::kOff;
-  fail_invalid("flash_attention: DJL_ATTN_FLASH_HOPPER: expected auto, on or off, got '", env,
-               "'");
+  if (kFlashHopper.is("on")) return HopperMode::kOn;
+  if (kFlashHopper.is("off")) return HopperMode::kOff;
+  return HopperMode::kAuto;
 }
 
 // Whether the Hopper kernel took this call. It does not split over the keys, so under "auto" a
@@ -394,7 +392,6 @@ void run_flash_attention_cuda(const FlashParams& params, void* stream_ptr, int d
   // Head dims that are not a multiple of 8 and unaligned views run on staged, padded copies
   // (flash_staged.h) rather than on the simple kernel; the staged call comes back here.
   const bool staged = !tensor_cores && capable && staging_applies(params);
-  // Checked before the fallbacks, so that a bad name fails on every path alike.
   int cfg = requested_config();
   const DecodeMode decode_sel = decode_mode();
   const HopperMode hopper_sel = hopper_mode();

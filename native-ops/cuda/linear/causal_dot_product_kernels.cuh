@@ -11,36 +11,12 @@
 
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/linear/causal_dot_product_shapes.h"
 #include "linear/linear_params.h"
 
 namespace djl_attn::linear {
 
 constexpr int kWarpSize = 32;
-
-// --- shapes, shared by the kernels and the host-side planning --------------------------------
-
-// per_thread: 128 threads; G threads share one output column, each owning 32 of its state rows,
-// so E up to 32 * G. Both choices keep the state at 32 registers per thread for every E.
-constexpr int kPerThreadThreads = 128;
-constexpr int kPerThreadRows = 32;
-constexpr int per_thread_groups(int64_t dim_qk) {
-  return dim_qk <= 32 ? 1 : dim_qk <= 64 ? 2 : dim_qk <= 128 ? 4 : 8;
-}
-constexpr int64_t per_thread_columns(int64_t dim_qk) {
-  return kPerThreadThreads / per_thread_groups(dim_qk);
-}
-
-// low_occupancy: each lane owns E_MAX / 32 state rows of the block's one column; each warp takes
-// kLowOccSteps consecutive time steps per iteration.
-constexpr int kLowOccSteps = 4;
-constexpr int low_occupancy_rows(int64_t dim_qk) {
-  return dim_qk <= 32 ? 1 : dim_qk <= 64 ? 2 : dim_qk <= 128 ? 4 : 8;
-}
-// With 8 rows a thread holds about 170 live registers (current and prefetched q/k, the partial
-// states): 256 threads is the most a block can then have.
-constexpr int low_occupancy_max_warps(int64_t dim_qk) {
-  return low_occupancy_rows(dim_qk) >= 8 ? 8 : 16;
-}
 
 // --- element conversion and packed loads -----------------------------------------------------
 

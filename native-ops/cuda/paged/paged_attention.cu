@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/options.h"
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/flash_decode.h"
@@ -39,49 +40,48 @@ constexpr int64_t kMaxGridYZ = 65535;
 
 enum class Variant { kAuto, kV1, kV2, kFlash };
 
-Variant requested_variant() {
-  const char* env = std::getenv("DJL_ATTN_PAGED_KERNEL");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Variant::kAuto;
-  if (std::strcmp(env, "v1") == 0) return Variant::kV1;
-  if (std::strcmp(env, "v2") == 0) return Variant::kV2;
-  if (std::strcmp(env, "flash") == 0) return Variant::kFlash;
-  fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_KERNEL: expected v1, v2, "
-               "flash or auto, got '", env, "'");
-}
+// The switches of the paged decode launcher, read once at load (common/options.h) and switched
+// in-process through djl_attn_set_option by tests and benchmarks.
+//
+// DJL_ATTN_PAGED_KERNEL forces a kernel: v1 (one pass per sequence), v2 (partitioned context plus
+// a reduce), flash (the tensor-core split-KV decode kernel); auto lets the launcher choose.
+Option kPagedKernel("DJL_ATTN_PAGED_KERNEL", {"auto", "v1", "v2", "flash"},
+                    "forces a paged_attention CUDA kernel (tests, benchmarks)");
 
-// DJL_ATTN_PAGED_CONFIG: how the decode kernel streams K/V (a tuning switch for benchmarks).
-// Read on every call, like DJL_ATTN_PAGED_KERNEL. The other configurations exist for
-// float16/bfloat16 caches with head dims 64 and 128; other shapes run the default whatever is
-// asked. Unset or empty: smem4 (each warp streams cache blocks through a cp.async ring in shared
-// memory), measured on an H200 at 2.63-2.93 TB/s against 2.48-2.78 for "default", the register
-// streaming kernel, at batch 32/128 and context 4k/16k (docs/benchmarks.md).
-kernels::KernelChoice requested_config() {
-  using kernels::KernelChoice;
-  const char* env = std::getenv("DJL_ATTN_PAGED_CONFIG");
-  if (env == nullptr || *env == '\0') return KernelChoice::kSmem4;
-  if (std::strcmp(env, "default") == 0) return KernelChoice::kDefault;
-  if (std::strcmp(env, "w8l2") == 0) return KernelChoice::kW8L2;
-  if (std::strcmp(env, "smem4") == 0) return KernelChoice::kSmem4;
-  if (std::strcmp(env, "smem8") == 0) return KernelChoice::kSmem8;
-  if (std::strcmp(env, "pf") == 0) return KernelChoice::kPf;
-  if (std::strcmp(env, "w8l2pf") == 0) return KernelChoice::kW8L2Pf;
-  fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_CONFIG: expected default, "
-               "w8l2, smem4, smem8, pf or w8l2pf, got '", env, "'");
-}
+// DJL_ATTN_PAGED_CONFIG: how the decode kernel streams K/V (a tuning switch for benchmarks). The
+// other configurations exist for float16/bfloat16 caches with head dims 64 and 128; other shapes
+// run the default whatever is asked. Unset: smem4 (each warp streams cache blocks through a
+// cp.async ring in shared memory), measured on an H200 at 2.63-2.93 TB/s against 2.48-2.78 for
+// "default", the register streaming kernel, at batch 32/128 and context 4k/16k
+// (docs/benchmarks.md).
+Option kPagedConfig("DJL_ATTN_PAGED_CONFIG",
+                    {"smem4", "default", "w8l2", "smem8", "pf", "w8l2pf"},
+                    "how the paged decode kernel streams K/V (benchmarks)");
 
 // DJL_ATTN_PAGED_PARTITION: v2's partition length in tokens before the launcher halves it for
-// small grids (default kPartitionSize); a tuning switch, a power of two in [64, 8192].
-int64_t requested_partition_size() {
-  const char* env = std::getenv("DJL_ATTN_PAGED_PARTITION");
-  if (env == nullptr || *env == '\0') return kPartitionSize;
-  char* end = nullptr;
-  const long value = std::strtol(env, &end, 10);
-  if (*end != '\0' || value < kMinPartitionSize || value > 8192 || (value & (value - 1)) != 0) {
-    fail_invalid("paged_attention: environment variable DJL_ATTN_PAGED_PARTITION: expected a "
-                 "power of two in [64, 8192], got '", env, "'");
-  }
-  return value;
+// small grids (default kPartitionSize = 512); a tuning switch.
+Option kPagedPartition("DJL_ATTN_PAGED_PARTITION",
+                       {"512", "64", "128", "256", "1024", "2048", "4096", "8192"},
+                       "v2's partition length in tokens (benchmarks)");
+
+Variant requested_variant() {
+  if (kPagedKernel.is("v1")) return Variant::kV1;
+  if (kPagedKernel.is("v2")) return Variant::kV2;
+  if (kPagedKernel.is("flash")) return Variant::kFlash;
+  return Variant::kAuto;
 }
+
+kernels::KernelChoice requested_config() {
+  using kernels::KernelChoice;
+  if (kPagedConfig.is("default")) return KernelChoice::kDefault;
+  if (kPagedConfig.is("w8l2")) return KernelChoice::kW8L2;
+  if (kPagedConfig.is("smem8")) return KernelChoice::kSmem8;
+  if (kPagedConfig.is("pf")) return KernelChoice::kPf;
+  if (kPagedConfig.is("w8l2pf")) return KernelChoice::kW8L2Pf;
+  return KernelChoice::kSmem4;
+}
+
+int64_t requested_partition_size() { return std::stoll(kPagedPartition.value()); }
 
 void check_aligned(const void* ptr, const char* what) {
   if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {

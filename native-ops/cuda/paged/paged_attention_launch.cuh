@@ -48,10 +48,12 @@ void launch_shape(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStr
 template <typename T, int kHeadDim, typename Config>
 void launch_block_size(const PagedAttentionParams& p, const LaunchPlan& plan,
                        cudaStream_t stream) {
+  // One kernel per block size of the one list (src/paged/paged_params.h).
   switch (p.block_size) {
-    case 8: return launch_shape<T, kHeadDim, 8, Config>(p, plan, stream);
-    case 16: return launch_shape<T, kHeadDim, 16, Config>(p, plan, stream);
-    case 32: return launch_shape<T, kHeadDim, 32, Config>(p, plan, stream);
+#define DJL_PAGED_BLOCK_CASE(b) \
+  case b: return launch_shape<T, kHeadDim, b, Config>(p, plan, stream);
+    DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
+#undef DJL_PAGED_BLOCK_CASE
     default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
   }
 }
@@ -79,12 +81,12 @@ void launch_head_dim(const PagedAttentionParams& p, const LaunchPlan& plan, cuda
 template <typename T>
 void launch_paged_attention(const PagedAttentionParams& p, const LaunchPlan& plan, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // One kernel per head dim of the one list (src/paged/paged_params.h).
   switch (p.head_dim) {
-    case 64: return launch_head_dim<T, 64>(p, plan, s);
-    case 80: return launch_head_dim<T, 80>(p, plan, s);
-    case 96: return launch_head_dim<T, 96>(p, plan, s);
-    case 128: return launch_head_dim<T, 128>(p, plan, s);
-    case 256: return launch_head_dim<T, 256>(p, plan, s);
+#define DJL_PAGED_HEAD_DIM_CASE(d) \
+  case d: return launch_head_dim<T, d>(p, plan, s);
+    DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_HEAD_DIM_CASE)
+#undef DJL_PAGED_HEAD_DIM_CASE
     default: fail_native("paged_attention: no CUDA kernel for head dim ", p.head_dim);
   }
 }

@@ -77,6 +77,18 @@ int32_t djl_attn_operator_arg_kinds(int32_t index, int32_t* kinds, int32_t capac
  */
 const char* djl_attn_supported_values(const char* key);
 
+/*
+ * The DJL_ATTN_* switches (docs/operators.md, "Switches"), read once from the environment when
+ * the library declaring each is loaded. djl_attn_set_option changes one in-process (tests and
+ * benchmarks): DJL_ATTN_OK, or DJL_ATTN_INVALID_ARGUMENT for an unknown name or a value not in its
+ * list, with the reason in this thread's last error; "" restores the default.
+ * djl_attn_get_option returns the current value (NULL for an unknown name);
+ * djl_attn_option_errors the environment values ignored at load, one line each ("" when none).
+ */
+int32_t djl_attn_set_option(const char* name, const char* value);
+const char* djl_attn_get_option(const char* name);
+const char* djl_attn_option_errors(void);
+
 /* This thread's last error message ("" when none). Valid until the thread's next call. */
 const char* djl_attn_last_error_message(void);
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "common/half.h"
+#include "common/options.h"
 #include "common/thread_pool.h"
 
 // The kernel is written once over GCC vector types of W floats and compiled three times: for
@@ -497,6 +498,11 @@ enum class Isa { kGeneric, kAvx2, kAvx512 };
 
 // The widest instruction set this CPU has, lowered by DJL_ATTN_CPU_ISA (generic, avx2 or
 // avx512; read on every call so that tests can cover each path in one process).
+// DJL_ATTN_CPU_ISA lowers the instruction set the CPU kernel uses below the best the CPU has,
+// so that tests run every path on one machine.
+Option kCpuIsa("DJL_ATTN_CPU_ISA", {"auto", "avx512", "avx2", "generic"},
+               "lowers the CPU flash kernel's instruction set (tests)");
+
 Isa select_isa() {
   __builtin_cpu_init();
   Isa best = Isa::kGeneric;
@@ -507,11 +513,8 @@ Isa select_isa() {
       best = Isa::kAvx512;
     }
   }
-  const char* forced = std::getenv("DJL_ATTN_CPU_ISA");
-  if (forced != nullptr) {
-    if (std::strcmp(forced, "generic") == 0) return Isa::kGeneric;
-    if (std::strcmp(forced, "avx2") == 0) return std::min(best, Isa::kAvx2);
-  }
+  if (kCpuIsa.is("generic")) return Isa::kGeneric;
+  if (kCpuIsa.is("avx2")) return std::min(best, Isa::kAvx2);
   return best;
 }
 

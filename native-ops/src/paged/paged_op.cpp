@@ -146,6 +146,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   Tensor key_cache = take_tensor(stack, 2);
   Tensor value_cache = take_tensor(stack, 3);
   Tensor slot_mapping = take_tensor(stack, 4);
+  const bool check_slots = read_bool(stack, 5);
 
   const ArgName kn{kCacheOp, "key"}, vn{kCacheOp, "value"}, sn{kCacheOp, "slot_mapping"};
   check_dim(key, kn, 3, "[T, Hkv, D]");
@@ -172,7 +173,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t slots = num_blocks * block_size;
   // Every slot is checked before anything is written: a bad call leaves the caches untouched.
-  if (check_values()) {
+  if (check_slots && check_values()) {
     std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
     copy_to_host(backend, {copy_into(slot_values, slot_mapping)});
     for (size_t t = 0; t < slot_values.size(); ++t) {
@@ -212,6 +213,7 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   const double scale = read_float(stack, 5);
   const int64_t max_context_len = read_int(stack, 6);
   std::optional<Tensor> alibi = take_optional_tensor(stack, 7);
+  const bool check_indices = read_bool(stack, 8);
 
   check_query(kDecodeOp, query, "[num_seqs, Hq, D]");
   check_caches(kDecodeOp, key_cache, value_cache, query, {kDecodeOp, "query"}, true);
@@ -234,7 +236,9 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  if (check_values()) {
+  // The values of the index tensors, unless the caller vouches for them (check_indices=False:
+  // the Java PagedBatch checked them once for the whole step) or already checked them.
+  if (check_indices && check_values()) {
     // One wait for both copies (the binding's only synchronisation).
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
@@ -285,6 +289,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   const double scale = read_float(stack, 6);
   const int64_t max_seqlen_q = read_int(stack, 7);
   std::optional<Tensor> alibi = take_optional_tensor(stack, 8);
+  const bool check_indices = read_bool(stack, 9);
 
   check_query(kPrefillOp, query, "[T, Hq, D]");
   check_caches(kPrefillOp, key_cache, value_cache, query, {kPrefillOp, "query"}, true);
@@ -310,7 +315,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  if (check_values()) {
+  if (check_indices && check_values()) {
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
     std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);

@@ -21,17 +21,23 @@ struct PagedBackend {
 };
 
 // reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,
-//                   Tensor slot_mapping) -> ()
+//                   Tensor slot_mapping, bool check_slots=True) -> ()
+//
+// check_slots / check_indices=False: the caller vouches for the index values (slots, block ids,
+// context lengths and offsets), which are then not copied to the host and checked (on CUDA that
+// copy is a synchronisation per call). The Java PagedKvCache passes False for a PagedBatch it
+// built and checked once for the step; every shape, dtype and device rule still applies.
 void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 // paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,
-//                 Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes)
-//     -> Tensor
+//                 Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes,
+//                 bool check_indices=True) -> Tensor
 void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 // paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,
 //                         Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens,
-//                         float scale, int max_seqlen_q, Tensor? alibi_slopes) -> Tensor
+//                         float scale, int max_seqlen_q, Tensor? alibi_slopes,
+//                         bool check_indices=True) -> Tensor
 void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 }  // namespace djl_attn::paged

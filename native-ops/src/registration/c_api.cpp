@@ -11,6 +11,7 @@
 #include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "common/thread_pool.h"
 #include "flash/flash_params.h"
 #include "linear/linear_params.h"
@@ -209,6 +210,32 @@ const char* djl_attn_supported_values(const char* key) {
     if (entry.first == key) return entry.second.c_str();
   }
   return nullptr;
+}
+
+int32_t djl_attn_set_option(const char* name, const char* value) {
+  djl_attn::clear_last_error();
+  try {
+    djl_attn::Option* option = djl_attn::find_option(name == nullptr ? "" : name);
+    if (option == nullptr) {
+      djl_attn::fail_invalid("djl_attn_set_option: no switch named '", name == nullptr ? "" : name,
+                             "' in the loaded libraries");
+    }
+    option->set(value == nullptr ? "" : value);
+    return DJL_ATTN_OK;
+  } catch (const std::exception& e) {
+    return status_of_last_error();
+  }
+}
+
+const char* djl_attn_get_option(const char* name) {
+  djl_attn::Option* option = djl_attn::find_option(name == nullptr ? "" : name);
+  return option == nullptr ? nullptr : option->value().c_str();
+}
+
+const char* djl_attn_option_errors(void) {
+  thread_local std::string errors;
+  errors = djl_attn::option_errors();
+  return errors.c_str();
 }
 
 int32_t djl_attn_operator_count(void) {

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/options.h"
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma.cuh"
@@ -653,17 +654,12 @@ void launch_one(const HopperArgs& args, cudaStream_t stream, int device) {
 }
 
 // DJL_ATTN_FLASH_HOPPER_SCHED: "pingpong" or "free" picks the consumers' GEMM scheduling for a
-// measurement (bench/hopper_check.sh, SCHEDS="pingpong free"); unset or empty: the default,
-// ping-pong, measured 1.00-1.19x free at D = 128 and equal at D = 64. Read on every call.
-bool ping_pong() {
-  constexpr bool kDefault = true;
-  const char* env = std::getenv("DJL_ATTN_FLASH_HOPPER_SCHED");
-  if (env == nullptr || env[0] == '\0') return kDefault;
-  if (std::strcmp(env, "pingpong") == 0) return true;
-  if (std::strcmp(env, "free") == 0) return false;
-  fail_invalid("flash_attention: DJL_ATTN_FLASH_HOPPER_SCHED: expected pingpong or free, got '",
-               env, "'");
-}
+// measurement (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured
+// 1.00-1.19x free at D = 128 and equal at D = 64. Read once at load (common/options.h).
+Option kHopperSched("DJL_ATTN_FLASH_HOPPER_SCHED", {"pingpong", "free"},
+                    "the Hopper kernel's GEMM scheduling (measurements)");
+
+bool ping_pong() { return kHopperSched.index() == 0; }
 
 template <typename T, int kHeadDim>
 void launch(HopperArgs& args, cudaStream_t stream, int device) {

@@ -14,6 +14,8 @@ import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
 import io.djlattention.jni.Operator;
 import io.djlattention.jni.OperatorCall;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
 import java.util.Arrays;
 import java.util.Objects;
 
@@ -562,6 +564,42 @@ public final class AttentionOps {
      */
     public static void reshapeAndCache(
             NDArray key, NDArray value, NDArray keyCache, NDArray valueCache, NDArray slotMapping) {
+        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true);
+    }
+
+    /**
+     * Writes one layer's new keys and values to the slots a {@link PagedBatch} of this cache
+     * holds ({@link #reshapeAndCache} on {@code cache}'s arrays of {@code layer}). The batch's
+     * slots were checked when the batch was built, so they are not copied back and checked again
+     * (on a GPU that copy is a synchronisation per call).
+     *
+     * @param key new keys {@code [T, Hkv, D]}, the cache's dtype, last dim contiguous
+     * @param value new values {@code [T, Hkv, D]}
+     * @param cache the cache
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed
+     * @throws IllegalArgumentException if the batch is not one of this cache's, or an argument
+     *     breaks a rule of {@code reshape_and_cache}
+     */
+    public static void reshapeAndCache(
+            NDArray key, NDArray value, PagedKvCache cache, int layer, PagedBatch batch) {
+        cache.checkBatch(batch);
+        reshapeAndCache(
+                key,
+                value,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                batch.getSlotMapping(),
+                false);
+    }
+
+    private static void reshapeAndCache(
+            NDArray key,
+            NDArray value,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray slotMapping,
+            boolean checkSlots) {
         PtNDArray ptKey = pytorchArray(key, "key");
         OperatorCall.of(Operator.RESHAPE_AND_CACHE)
                 .tensor(ptKey)
@@ -569,6 +607,7 @@ public final class AttentionOps {
                 .tensor(pytorchArray(keyCache, "keyCache"))
                 .tensor(pytorchArray(valueCache, "valueCache"))
                 .tensor(pytorchArray(slotMapping, "slotMapping"))
+                .boolArg(checkSlots)
                 .invoke(ptKey.getManager());
     }
 
@@ -601,6 +640,64 @@ public final class AttentionOps {
             float scale,
             int maxContextLen,
             NDArray alibiSlopes) {
+        return pagedAttention(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                contextLens,
+                scale,
+                maxContextLen,
+                alibiSlopes,
+                true);
+    }
+
+    /**
+     * {@link #pagedAttention} over one layer of a paged KV cache for a decode batch of that cache:
+     * the block tables and context lengths are the batch's, checked once when the batch was built
+     * (not copied back and checked again in every layer: on a GPU that copy is a synchronisation
+     * per call).
+     *
+     * @param query {@code [numSeqs, Hq, D]}, the cache's dtype and head dim, last dim contiguous
+     * @param cache the cache
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed
+     * @param scale the factor on {@code q·k}, usually {@code 1/sqrt(D)}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, or an argument
+     *     breaks a rule of {@code paged_attention}
+     */
+    public static NDArray pagedAttention(
+            NDArray query,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            float scale,
+            NDArray alibiSlopes) {
+        cache.checkBatch(batch);
+        return pagedAttention(
+                query,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                batch.getBlockTables(),
+                batch.getContextLens(),
+                scale,
+                batch.getMaxContextLen(),
+                alibiSlopes,
+                false);
+    }
+
+    private static NDArray pagedAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray contextLens,
+            float scale,
+            int maxContextLen,
+            NDArray alibiSlopes,
+            boolean checkIndices) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         return OperatorCall.of(Operator.PAGED_ATTENTION)
                 .tensor(ptQuery)
@@ -612,6 +709,7 @@ public final class AttentionOps {
                 .intArg(maxContextLen)
                 .optionalTensor(
                         alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
+                .boolArg(checkIndices)
                 .invoke(ptQuery.getManager())[0];
     }
 
@@ -645,6 +743,66 @@ public final class AttentionOps {
             float scale,
             int maxSeqlenQ,
             NDArray alibiSlopes) {
+        return pagedPrefillAttention(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                cuSeqlensQ,
+                contextLens,
+                scale,
+                maxSeqlenQ,
+                alibiSlopes,
+                true);
+    }
+
+    /**
+     * {@link #pagedPrefillAttention} over one layer of a paged KV cache for a batch of that cache:
+     * block tables, query offsets and context lengths are the batch's, checked once when the
+     * batch was built.
+     *
+     * @param query packed new tokens {@code [T, Hq, D]}, the cache's dtype and head dim
+     * @param cache the cache
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed
+     * @param scale the factor on {@code q·k}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, or an argument
+     *     breaks a rule of {@code paged_prefill_attention}
+     */
+    public static NDArray pagedPrefillAttention(
+            NDArray query,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            float scale,
+            NDArray alibiSlopes) {
+        cache.checkBatch(batch);
+        return pagedPrefillAttention(
+                query,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                batch.getBlockTables(),
+                batch.getCuSeqlensQ(),
+                batch.getContextLens(),
+                scale,
+                batch.getMaxQueryLen(),
+                alibiSlopes,
+                false);
+    }
+
+    private static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            float scale,
+            int maxSeqlenQ,
+            NDArray alibiSlopes,
+            boolean checkIndices) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
                 .tensor(ptQuery)
@@ -657,6 +815,7 @@ public final class AttentionOps {
                 .intArg(maxSeqlenQ)
                 .optionalTensor(
                         alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
+                .boolArg(checkIndices)
                 .invoke(ptQuery.getManager())[0];
     }
 

@@ -42,9 +42,11 @@ public final class PagedBatch implements AutoCloseable {
     private final int maxContextLen;
     private final int maxQueryLen;
     private final int numTokens;
+    private final BlockManager owner;
     private boolean closed;
 
     private PagedBatch(
+            BlockManager owner,
             long[] sequenceIds,
             int[] queryLens,
             int[] contextLensHost,
@@ -52,6 +54,7 @@ public final class PagedBatch implements AutoCloseable {
             NDArray contextLens,
             NDArray slotMapping,
             NDArray cuSeqlensQ) {
+        this.owner = owner;
         this.sequenceIds = sequenceIds;
         this.queryLens = queryLens;
         this.contextLensHost = contextLensHost;
@@ -116,8 +119,10 @@ public final class PagedBatch implements AutoCloseable {
             }
             cu[s + 1] = cu[s] + queryLens[s];
         }
+        checkIndices(tables, contexts, slots, maxBlocks, blocks);
         NDManager sub = manager;
         return new PagedBatch(
+                blocks,
                 sequenceIds.clone(),
                 queryLens.clone(),
                 contexts,
@@ -125,6 +130,55 @@ public final class PagedBatch implements AutoCloseable {
                 sub.create(contexts),
                 sub.create(slots),
                 sub.create(cu));
+    }
+
+    /**
+     * The rules of the paged operators on index values, checked here once per step on the host
+     * arrays (the per-layer operator calls of a batch of the cache then skip them, and on a GPU
+     * make no device-to-host copy): every block a sequence uses in {@code [0, numBlocks)}, every
+     * context within its table ({@code <= maxBlocks * blockSize}), every slot below {@code
+     * numBlocks * blockSize}. The block manager's bookkeeping guarantees them; a failure here is
+     * a bug in it, reported before any kernel could read out of bounds.
+     */
+    private static void checkIndices(
+            int[] tables, int[] contexts, long[] slots, int maxBlocks, BlockManager blocks) {
+        int numBlocks = blocks.getAllocator().getNumBlocks();
+        int blockSize = blocks.getBlockSize();
+        for (int s = 0; s < contexts.length; ++s) {
+            if (contexts[s] < 0 || contexts[s] > (long) maxBlocks * blockSize) {
+                throw new IllegalStateException(
+                        String.format(
+                                "PagedBatch: context length %d of sequence %d exceeds its %d"
+                                        + " blocks",
+                                contexts[s], s, maxBlocks));
+            }
+            int used = (contexts[s] + blockSize - 1) / blockSize;
+            for (int i = 0; i < used; ++i) {
+                int id = tables[s * maxBlocks + i];
+                if (id < 0 || id >= numBlocks) {
+                    throw new IllegalStateException(
+                            String.format(
+                                    "PagedBatch: block id %d of sequence %d outside [0, %d)",
+                                    id, s, numBlocks));
+                }
+            }
+        }
+        for (long slot : slots) {
+            if (slot >= (long) numBlocks * blockSize) {
+                throw new IllegalStateException(
+                        String.format(
+                                "PagedBatch: slot %d outside the cache's %d slots",
+                                slot, (long) numBlocks * blockSize));
+            }
+        }
+    }
+
+    boolean isOf(BlockManager blocks) {
+        return owner == blocks;
+    }
+
+    boolean isClosed() {
+        return closed;
     }
 
     /**

@@ -334,9 +334,28 @@ public final class PagedKvCache implements AutoCloseable {
      * @param batch the step's batch (its slot mapping)
      */
     public void write(int layer, NDArray key, NDArray value, PagedBatch batch) {
+        AttentionOps.reshapeAndCache(key, value, this, layer, batch);
+    }
+
+    /**
+     * Checks that a batch was prepared by this cache ({@link #prepare}) and is still open: its
+     * block tables, context lengths, query offsets and slots were then checked against this
+     * cache's blocks once, when it was built, and the per-layer paged operators need not check
+     * them again.
+     *
+     * @param batch the batch
+     * @throws IllegalArgumentException if the batch is another cache's or closed
+     * @throws IllegalStateException if this cache is closed
+     */
+    public void checkBatch(PagedBatch batch) {
         checkOpen();
-        AttentionOps.reshapeAndCache(
-                key, value, keyCaches[layer], valueCaches[layer], batch.getSlotMapping());
+        if (batch == null || !batch.isOf(blocks)) {
+            throw new IllegalArgumentException(
+                    "batch: expected a PagedBatch prepared by this cache (PagedKvCache.prepare)");
+        }
+        if (batch.isClosed()) {
+            throw new IllegalArgumentException("batch: the PagedBatch is closed");
+        }
     }
 
     /**
