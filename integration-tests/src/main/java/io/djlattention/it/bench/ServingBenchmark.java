@@ -120,10 +120,12 @@ public final class ServingBenchmark {
         table.append("Serving benchmark, ")
                 .append(Instant.now())
                 .append(", ")
+                .append(cpuModel())
+                .append(", ")
                 .append(Runtime.getRuntime().availableProcessors())
-                .append(" CPU threads, ")
-                .append(System.getProperty("os.arch"))
-                .append(", DJL PyTorch (CPU). Command: mvn -B -Pserve-bench -DskipTests")
+                .append(" CPU threads, device ")
+                .append(ai.djl.engine.Engine.getEngine("PyTorch").defaultDevice())
+                .append(". Command: mvn -B -Pserve-bench -DskipTests")
                 .append(" -Dserve.bench.args=\"")
                 .append(String.join(" ", args))
                 .append("\" verify\n\n");
@@ -281,6 +283,19 @@ public final class ServingBenchmark {
             out.perToken.addAll(gaps);
             out.tokens += tokens;
         }
+    }
+
+    private static String cpuModel() {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(java.nio.file.Paths.get("/proc/cpuinfo"))) {
+                if (line.startsWith("model name")) {
+                    return line.substring(line.indexOf(':') + 1).trim();
+                }
+            }
+        } catch (java.io.IOException e) {
+            // not Linux: the architecture below says enough
+        }
+        return System.getProperty("os.arch");
     }
 
     private static double pct(List<Double> values, int p) {

@@ -15,9 +15,13 @@ import io.djlattention.zoo.serving.OpenAiServer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.InputStream;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -27,6 +31,8 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Graceful shutdown: in-flight streams either finish (within the grace period) or end with a final
@@ -104,6 +110,59 @@ class ServingShutdownTest {
         for (Seen s : shutDownMidStream(Duration.ZERO, 500)) {
             assertEquals("abort", s.finish(), s.toString());
             assertTrue(s.error() && s.done() && s.tokens() < 500, s.toString());
+        }
+    }
+
+    /**
+     * The command as a user runs it: {@code serve --port 0} in a fresh JVM on the default models
+     * answers a completion and an embedding, and SIGTERM ends it gracefully with exit code 0.
+     */
+    @Test
+    void serveCommandAnswersAndExitsZeroOnSigterm() throws Exception {
+        String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
+        Process p =
+                new ProcessBuilder(
+                                java,
+                                "-cp",
+                                System.getProperty("java.class.path"),
+                                "io.djlattention.cli.Main",
+                                "serve",
+                                "--port",
+                                "0",
+                                "--io-threads",
+                                "1")
+                        .redirectErrorStream(true)
+                        .start();
+        try {
+            BufferedReader out =
+                    new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+            Matcher m = null;
+            StringBuilder log = new StringBuilder();
+            for (String line = out.readLine(); line != null; line = out.readLine()) {
+                log.append(line).append('\n');
+                m = Pattern.compile("^serving on http://127\\.0\\.0\\.1:(\\d+)").matcher(line);
+                if (m.find()) {
+                    break;
+                }
+                m = null;
+            }
+            assertTrue(m != null, "serve did not start:\n" + log);
+            ServingClient client = new ServingClient(Integer.parseInt(m.group(1)));
+            ServingClient.Completion c =
+                    client.complete("{\"prompt\": [1, 300, 400], \"max_tokens\": 4, \"temperature\": 0}");
+            assertEquals(200, c.status(), c.body());
+            assertEquals(4, c.tokenIds().length);
+            int[] status = new int[1];
+            List<float[]> e = client.embed(ServingModels.EMBEDDER, List.of("a test sentence"), status);
+            assertEquals(200, status[0]);
+            assertEquals(384, e.get(0).length);
+            p.destroy(); // SIGTERM
+            assertTrue(p.waitFor(30, TimeUnit.SECONDS), "serve did not stop on SIGTERM");
+            String rest = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertEquals(0, p.exitValue(), log + rest);
+            assertTrue(rest.contains("stopped"), rest);
+        } finally {
+            p.destroyForcibly();
         }
     }
 
