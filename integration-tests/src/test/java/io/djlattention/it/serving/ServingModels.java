@@ -3,20 +3,23 @@
  */
 package io.djlattention.it.serving;
 
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
 
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
+import io.djlattention.zoo.encoder.EncoderModels;
+import io.djlattention.zoo.encoder.MiniLm;
 import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.zoo.serving.EmbeddingModel;
 import io.djlattention.zoo.serving.EmbeddingService;
 import io.djlattention.zoo.serving.OpenAiServer;
 import io.djlattention.zoo.serving.ServedGenerator;
+import io.djlattention.zoo.serving.ZooEmbeddingModel;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
 
@@ -50,16 +53,30 @@ final class ServingModels {
         return decoder;
     }
 
-    /** The embedding model, shared: the servers get a view that does not close it. */
-    static synchronized EmbeddingModel embedder() {
+    /**
+     * The model zoo's built-in all-MiniLM-L6-v2, loaded once; each server gets a view that does
+     * not close it (and one server at a time calls it: the predictor is not thread-safe).
+     */
+    static synchronized EmbeddingModel embedder() throws Exception {
         if (embedder == null) {
-            embedder = new StubEmbedder();
+            ZooModel<String, float[]> model =
+                    EncoderModels.load(
+                            null,
+                            Criteria.builder()
+                                    .setTypes(String.class, float[].class)
+                                    .optEngine("PyTorch")
+                                    .build());
+            embedder =
+                    new ZooEmbeddingModel(
+                            model, HuggingFaceTokenizer.newInstance(MiniLm.tokenizerFile()), true);
         }
         EmbeddingModel shared = embedder;
         return new EmbeddingModel() {
             @Override
             public List<float[]> embed(List<String> texts) throws Exception {
-                return shared.embed(texts);
+                synchronized (shared) {
+                    return shared.embed(texts);
+                }
             }
 
             @Override
@@ -93,40 +110,12 @@ final class ServingModels {
                 OpenAiServer.builder()
                         .optPort(0)
                         .optIoThreads(2)
+                        // No EOS (stories260K's is 1): every request generates exactly
+                        // max_tokens, which the tests count on.
                         .optGenerator(new ServedGenerator(GENERATOR, e, null, -1))
                         .optEmbeddings(
                                 EMBEDDER, EmbeddingService.builder().setModel(embedder()).build());
         server.accept(sb);
         return sb.build().start();
-    }
-
-    /** A placeholder until the zoo's MiniLM is in: a fixed function of the text. */
-    private static final class StubEmbedder implements EmbeddingModel {
-        @Override
-        public List<float[]> embed(List<String> texts) {
-            List<float[]> out = new ArrayList<>();
-            for (String t : texts) {
-                java.util.Random r = new java.util.Random(t.hashCode());
-                float[] v = new float[384];
-                double n = 0;
-                for (int i = 0; i < v.length; ++i) {
-                    v[i] = (float) r.nextGaussian();
-                    n += v[i] * v[i];
-                }
-                for (int i = 0; i < v.length; ++i) {
-                    v[i] /= (float) Math.sqrt(n);
-                }
-                out.add(v);
-            }
-            return out;
-        }
-
-        @Override
-        public int countTokens(String text) {
-            return text.split("\\s+").length;
-        }
-
-        @Override
-        public void close() {}
     }
 }

@@ -3,6 +3,7 @@
  */
 package io.djlattention.it.serving;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -37,7 +38,8 @@ import java.util.regex.Pattern;
 /**
  * Graceful shutdown: in-flight streams either finish (within the grace period) or end with a final
  * {@code finish_reason: "abort"} event, an error event and {@code data: [DONE]}; the engine thread
- * ends and its cache is freed; the port stops accepting.
+ * ends and its cache is freed; the port stops accepting. And the {@code serve} command in a fresh
+ * JVM on the default models: it answers, and SIGTERM ends it with exit code 0.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ServingShutdownTest {
@@ -148,10 +150,13 @@ class ServingShutdownTest {
             }
             assertTrue(m != null, "serve did not start:\n" + log);
             ServingClient client = new ServingClient(Integer.parseInt(m.group(1)));
+            // llama2.c's own greedy continuation of this prompt (greedy_reference.json).
             ServingClient.Completion c =
-                    client.complete("{\"prompt\": [1, 300, 400], \"max_tokens\": 4, \"temperature\": 0}");
+                    client.complete(
+                            "{\"prompt\": [1, 300, 400, 500, 261, 7], \"max_tokens\": 6,"
+                                    + " \"temperature\": 0}");
             assertEquals(200, c.status(), c.body());
-            assertEquals(4, c.tokenIds().length);
+            assertArrayEquals(new int[] {466, 436, 344, 292, 466, 436}, c.tokenIds());
             int[] status = new int[1];
             List<float[]> e = client.embed(ServingModels.EMBEDDER, List.of("a test sentence"), status);
             assertEquals(200, status[0]);
