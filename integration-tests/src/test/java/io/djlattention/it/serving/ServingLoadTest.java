@@ -43,9 +43,10 @@ class ServingLoadTest {
     private static final int REQUESTS = 1024;
 
     /**
-     * Embeddings of a text inside a merged batch against the text alone: the fused path packs
-     * tokens without padding, so a text's rows see the same operations in any batch except for the
-     * GEMMs' blocking over the total token count; measured max |diff| on unit vectors TBD.
+     * Embeddings (L2-normalised, float32) of a text inside a merged batch against the text alone:
+     * the fused path packs tokens without padding, so a text's rows go through the same operations
+     * in any batch but for the GEMMs' blocking over the total token count. Measured max |diff|
+     * 1.3e-7 on this CPU; the bound leaves room for other GEMM kernels (AVX2 vs AVX-512).
      */
     private static final float EMBEDDING_BOUND = 1e-5f;
 
@@ -72,7 +73,7 @@ class ServingLoadTest {
         Random rnd = new Random(seed);
         String context = "seed " + seed;
         List<Requests.Spec> specs = Requests.specs(rnd, 128, 64, 24);
-        List<String> sentences = Requests.sentences(rnd, 96, 60);
+        List<String> sentences = Requests.sentences(rnd, 64, 40);
 
         // Solo references, one request at a time.
         List<int[]> solo = new ArrayList<>();
@@ -112,7 +113,7 @@ class ServingLoadTest {
                                             i < REQUESTS;
                                             i = next.getAndIncrement()) {
                                         try {
-                                            if (r.nextInt(10) < 4) {
+                                            if (r.nextInt(10) < 3) {
                                                 int n = 1 + r.nextInt(4);
                                                 List<Integer> which = new ArrayList<>();
                                                 List<String> texts = new ArrayList<>();

@@ -162,10 +162,13 @@ class ServingShutdownTest {
             assertEquals(200, status[0]);
             assertEquals(384, e.get(0).length);
             p.destroy(); // SIGTERM
+            StringBuilder rest = new StringBuilder();
+            for (String line = out.readLine(); line != null; line = out.readLine()) {
+                rest.append(line).append('\n'); // until the process closes its output
+            }
             assertTrue(p.waitFor(30, TimeUnit.SECONDS), "serve did not stop on SIGTERM");
-            String rest = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertEquals(0, p.exitValue(), log + rest);
-            assertTrue(rest.contains("stopped"), rest);
+            assertTrue(rest.toString().contains("stopped"), rest.toString());
         } finally {
             p.destroyForcibly();
         }
