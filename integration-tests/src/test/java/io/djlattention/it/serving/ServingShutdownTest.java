@@ -167,7 +167,7 @@ class ServingShutdownTest {
                 rest.append(line).append('\n'); // until the process closes its output
             }
             assertTrue(p.waitFor(30, TimeUnit.SECONDS), "serve did not stop on SIGTERM");
-            assertEquals(0, p.exitValue(), log + rest);
+            assertEquals(0, p.exitValue(), log.toString() + rest);
             assertTrue(rest.toString().contains("stopped"), rest.toString());
         } finally {
             p.destroyForcibly();
