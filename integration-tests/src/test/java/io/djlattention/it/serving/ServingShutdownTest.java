@@ -16,12 +16,11 @@ import io.djlattention.zoo.serving.OpenAiServer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.InputStream;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -122,6 +121,7 @@ class ServingShutdownTest {
     @Test
     void serveCommandAnswersAndExitsZeroOnSigterm() throws Exception {
         String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
+        Path log = Files.createTempFile("serve", ".log");
         Process p =
                 new ProcessBuilder(
                                 java,
@@ -134,21 +134,17 @@ class ServingShutdownTest {
                                 "--io-threads",
                                 "1")
                         .redirectErrorStream(true)
+                        .redirectOutput(log.toFile())
                         .start();
         try {
-            BufferedReader out =
-                    new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
-            Matcher m = null;
-            StringBuilder log = new StringBuilder();
-            for (String line = out.readLine(); line != null; line = out.readLine()) {
-                log.append(line).append('\n');
-                m = Pattern.compile("^serving on http://127\\.0\\.0\\.1:(\\d+)").matcher(line);
-                if (m.find()) {
-                    break;
-                }
-                m = null;
+            Pattern serving = Pattern.compile("(?m)^serving on http://127\\.0\\.0\\.1:(\\d+)");
+            Matcher m = serving.matcher("");
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+            while (!m.find() && p.isAlive() && System.nanoTime() < deadline) {
+                Thread.sleep(100);
+                m = serving.matcher(Files.readString(log));
             }
-            assertTrue(m != null, "serve did not start:\n" + log);
+            assertTrue(m.find(0), "serve did not start:\n" + Files.readString(log));
             ServingClient client = new ServingClient(Integer.parseInt(m.group(1)));
             // llama2.c's own greedy continuation of this prompt (greedy_reference.json).
             ServingClient.Completion c =
@@ -162,15 +158,13 @@ class ServingShutdownTest {
             assertEquals(200, status[0]);
             assertEquals(384, e.get(0).length);
             p.destroy(); // SIGTERM
-            StringBuilder rest = new StringBuilder();
-            for (String line = out.readLine(); line != null; line = out.readLine()) {
-                rest.append(line).append('\n'); // until the process closes its output
-            }
             assertTrue(p.waitFor(30, TimeUnit.SECONDS), "serve did not stop on SIGTERM");
-            assertEquals(0, p.exitValue(), log.toString() + rest);
-            assertTrue(rest.toString().contains("stopped"), rest.toString());
+            String output = Files.readString(log);
+            assertEquals(0, p.exitValue(), output);
+            assertTrue(output.contains("stopped"), output);
         } finally {
             p.destroyForcibly();
+            Files.deleteIfExists(log);
         }
     }
 

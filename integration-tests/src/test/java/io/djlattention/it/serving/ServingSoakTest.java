@@ -84,7 +84,7 @@ class ServingSoakTest {
                                     for (int i = next.getAndIncrement();
                                             i < requests;
                                             i = next.getAndIncrement()) {
-                                        if (r.nextInt(5) == 0) {
+                                        if (r.nextInt(8) == 0) {
                                             client.embed(
                                                     ServingModels.EMBEDDER,
                                                     List.of(texts.get(r.nextInt(texts.size()))),
