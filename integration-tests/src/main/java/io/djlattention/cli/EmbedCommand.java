@@ -247,10 +247,11 @@ public final class EmbedCommand implements Callable<Integer> {
                         Locale.ROOT,
                         "Parity with ONNX Runtime %s (same ONNX file), cosine per sentence:%n",
                         ai.onnxruntime.OrtEnvironment.getEnvironment().getVersion());
-                new Table("sentences", "min cosine", "at sentence", "bound", "result")
+                new Table("sentences", "min cosine", "1 - min cosine", "at sentence", "bound", "result")
                         .row(
                                 sentences.size(),
-                                fmt(worst, 7),
+                                fmt(worst, 8),
+                                String.format(Locale.ROOT, "%.2e", 1 - worst),
                                 worstIndex + " (" + tokens(tokenizer, sentences.get(worstIndex)) + " tokens)",
                                 bound,
                                 parity ? "pass" : "FAIL")

@@ -10,6 +10,7 @@ import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
 
 import io.djlattention.zoo.decoder.DecoderModels;
+import io.djlattention.zoo.decoder.HfDecoderLoader;
 import io.djlattention.zoo.decoder.Llama2cLoader;
 import io.djlattention.zoo.encoder.EncoderModels;
 import io.djlattention.zoo.hf.HfCheckpoint;
@@ -29,7 +30,8 @@ import java.util.stream.Stream;
  * {@code config.json}:
  *
  * <ul>
- *   <li>{@code BertModel}, {@code BertForMaskedLM}: encoder;
+ *   <li>{@code BertModel}, {@code BertForMaskedLM} (or no {@code architectures} and {@code
+ *       model_type} {@code bert}): encoder;
  *   <li>{@code LlamaForCausalLM}, {@code GPT2LMHeadModel}: decoder;
  *   <li>anything else: {@link MalformedModelException} naming {@code config.json} and the
  *       architecture.
@@ -43,8 +45,7 @@ public final class CheckpointLoader {
     public static final List<String> ENCODER_ARCHITECTURES =
             List.of("BertModel", "BertForMaskedLM");
     /** The {@code architectures} entries that load as decoders. */
-    public static final List<String> DECODER_ARCHITECTURES =
-            List.of("LlamaForCausalLM", "GPT2LMHeadModel");
+    public static final List<String> DECODER_ARCHITECTURES = HfDecoderLoader.ARCHITECTURES;
 
     /** The families a checkpoint can belong to. */
     public enum Family {
@@ -137,7 +138,9 @@ public final class CheckpointLoader {
         }
         HfCheckpoint hf = HfCheckpoint.open(checkpoint);
         String arch = hf.getArchitecture();
-        if (ENCODER_ARCHITECTURES.contains(arch)) {
+        // Without architectures, HfCheckpoint falls back on model_type; the BERT loader accepts
+        // model_type "bert" too.
+        if (ENCODER_ARCHITECTURES.contains(arch) || "bert".equals(arch)) {
             return Family.ENCODER;
         }
         if (DECODER_ARCHITECTURES.contains(arch)) {

@@ -85,6 +85,25 @@ class ZooRoutingTest {
     }
 
     @Test
+    void familyComesFromArchitecturesOrModelType() throws Exception {
+        String[][] cases = {
+            {"{\"architectures\": [\"BertModel\"]}", "ENCODER"},
+            {"{\"architectures\": [\"BertForMaskedLM\"]}", "ENCODER"},
+            {"{\"model_type\": \"bert\"}", "ENCODER"},
+            {"{\"architectures\": [\"LlamaForCausalLM\"]}", "DECODER"},
+            {"{\"architectures\": [\"GPT2LMHeadModel\"]}", "DECODER"},
+        };
+        for (int i = 0; i < cases.length; ++i) {
+            Path dir = Files.createDirectory(tmp.resolve("family" + i));
+            write(dir.resolve("config.json"), cases[i][0]);
+            assertEquals(
+                    CheckpointLoader.Family.valueOf(cases[i][1]),
+                    CheckpointLoader.familyOf(dir),
+                    cases[i][0]);
+        }
+    }
+
+    @Test
     void missingConfigJsonIsNamed() throws IOException {
         Path dir = Files.createDirectory(tmp.resolve("no-config"));
         write(dir.resolve("tokenizer.json"), "{}");
