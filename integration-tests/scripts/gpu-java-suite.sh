@@ -126,7 +126,9 @@ echo "MiniLM ONNX file on the class path: $minilm"
 echo "native build ($ARCHS): $status_build in ${build_s}s ($(ls "$build"/*.so 2>/dev/null | xargs -n1 basename | paste -sd' ' -))"
 if [ "$status_tests" != "not run" ]; then
   echo "JUnit (djl.attn.test.device=${TEST_DEVICE:-gpu}): $status_tests in ${tests_s}s ($tests_line)"
-  grep -E "✘" "$OUT/junit.log" | head -40
+  # Each failure, one line: test and cause.
+  sed -n '/^Failures (/,$p' "$OUT/junit.log" | grep -E '^  JUnit|^    =>' \
+    | sed -E 's/^  JUnit [A-Za-z]+://; s/^    => /      /' | head -60
 else
   echo "JUnit: not run"
 fi
