@@ -90,6 +90,26 @@ if [ "$status_build" = OK ]; then
     | sed -E 's/^[^0-9]*([0-9]+) tests ([a-z]+).*/\2 \1/' | paste -sd, -)
 fi
 
+# 2b. The jar route of the README's "GPU" section: no DJL_ATTN_LIBRARY_PATH; libdjl_attn.so from
+# the djl-attention-native jar, libdjl_attn_cuda.so from a linux-x86_64-cu classifier jar (made
+# here from the CMake build, as the Maven build makes it where nvcc is found). The loader must
+# find libtorch_cuda in the process and load the CUDA library from the class path.
+status_jar="not run"
+if [ "$status_build" = OK ]; then
+  jar_dir=/tmp/gpu-java-suite-cujar
+  rm -rf "$jar_dir" && mkdir -p "$jar_dir/io/djlattention/jni/linux-x86_64"
+  cp "$build/libdjl_attn_cuda.so" "$jar_dir/io/djlattention/jni/linux-x86_64/"
+  (cd "$jar_dir" && python3 -m zipfile -c "$jar_dir.jar" io)
+  env -u DJL_ATTN_LIBRARY_PATH "${java_run[@]}" "${props[@]}" -cp "$classpath:$jar_dir.jar" \
+    org.junit.platform.console.ConsoleLauncher execute \
+    --select-class io.djlattention.it.FlashAttentionParityTest \
+    --select-class io.djlattention.it.paged.PagedAttentionParityTest \
+    --details=summary --disable-banner >"$OUT/junit-jar-route.log" 2>&1
+  rc=$?
+  status_jar="$([ $rc -eq 0 ] && echo OK || echo FAIL) ($(grep -E "tests (successful|failed)" \
+    "$OUT/junit-jar-route.log" | sed -E 's/^[^0-9]*([0-9]+) tests ([a-z]+).*/\2 \1/' | paste -sd, -))"
+fi
+
 # 3. Benchmarks (docs/benchmarks.md, "Java on the GPU").
 want() { [ "$BENCH" = all ] || [[ ",$BENCH," == *",$1,"* ]]; }
 bench_main() { # name, main class, args...
@@ -132,6 +152,7 @@ if [ "$status_tests" != "not run" ]; then
 else
   echo "JUnit: not run"
 fi
+echo "jar route (classifier jar on the class path, no DJL_ATTN_LIBRARY_PATH): $status_jar"
 for name in "${bench_ran[@]}"; do
   echo
   echo "-- $name"
