@@ -110,6 +110,25 @@ if [ "$status_build" = OK ]; then
     "$OUT/junit-jar-route.log" | sed -E 's/^[^0-9]*([0-9]+) tests ([a-z]+).*/\2 \1/' | paste -sd, -))"
 fi
 
+# 2c. A build without the CUDA library on a CUDA libtorch: a GPU array must fail with the
+# loader's message naming the fix (not a dispatcher error, not a crash).
+status_nocuda="not run"
+if [ "$status_build" = OK ]; then
+  cpu_only=/tmp/gpu-java-suite-cpuonly
+  rm -rf "$cpu_only" && mkdir -p "$cpu_only" && cp "$build/libdjl_attn.so" "$cpu_only/"
+  DJL_ATTN_LIBRARY_PATH=$cpu_only "${java_run[@]}" "${props[@]}" -cp "$classpath" \
+    org.junit.platform.console.ConsoleLauncher execute \
+    --select-method io.djlattention.it.FlashAttentionParityTest#customScaleIsApplied \
+    --details=summary --disable-banner >"$OUT/junit-no-cuda.log" 2>&1
+  if grep -q "a CUDA array was passed but djl-attention's CUDA operators are not loaded" \
+       "$OUT/junit-no-cuda.log"; then
+    status_nocuda="OK (EngineException: $(grep -o -m1 "no libdjl_attn_cuda.so was found[^.]*" \
+      "$OUT/junit-no-cuda.log"))"
+  else
+    status_nocuda="FAIL (see junit-no-cuda.log)"; tail -20 "$OUT/junit-no-cuda.log"
+  fi
+fi
+
 # 3. Benchmarks (docs/benchmarks.md, "Java on the GPU").
 want() { [ "$BENCH" = all ] || [[ ",$BENCH," == *",$1,"* ]]; }
 bench_main() { # name, main class, args...
@@ -153,6 +172,7 @@ else
   echo "JUnit: not run"
 fi
 echo "jar route (classifier jar on the class path, no DJL_ATTN_LIBRARY_PATH): $status_jar"
+echo "GPU array without the CUDA library: $status_nocuda"
 for name in "${bench_ran[@]}"; do
   echo
   echo "-- $name"
