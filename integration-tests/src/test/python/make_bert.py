@@ -23,6 +23,9 @@ import sys
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertForMaskedLM, BertModel
+from transformers.utils import logging as hf_logging
+
+hf_logging.disable_progress_bar()
 
 MAX_POSITIONS = 64
 

@@ -233,6 +233,43 @@ class BertEncoderReferenceTest {
         }
     }
 
+    /**
+     * dtype float16 (GEMMs and attention in float16, norms and pooling in float32) runs on the CPU
+     * kernels too: measured max |diff| 5.3e-3 (fused) and 6.4e-3 (stock) against the float64
+     * hidden states; the bound leaves room for other CPUs' GEMM blocking.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"fused", "stock"})
+    void float16Compute(String attention) throws Exception {
+        List<String> sentences = BertReference.sentences();
+        JsonArray states = BertReference.json().getAsJsonArray("last_hidden_state");
+        JsonArray mean = BertReference.json().getAsJsonArray("embeddings_mean");
+        try (ZooModel<String, float[]> model = load(attention, Map.of("dtype", "float16"));
+                Predictor<String, float[]> predictor = model.newPredictor();
+                NDManager manager = model.getNDManager().newSubManager()) {
+            assertEquals("float16", model.getProperty("dtype"));
+            BertEncoder encoder = (BertEncoder) model.getBlock();
+            NDList batch =
+                    ((SentenceEmbeddingTranslator) model.getTranslator())
+                            .encode(manager, sentences);
+            NDArray hidden = encoder.lastHiddenState(batch.get(0), batch.get(1), batch.get(2));
+            assertEquals(ai.djl.ndarray.types.DataType.FLOAT16, hidden.getDataType());
+            List<float[]> embeddings = predictor.batchPredict(sentences);
+            for (int i = 0; i < sentences.size(); ++i) {
+                int len = BertReference.ids(i).length;
+                assertClose(
+                        doubles(states.get(i)),
+                        hidden.get(new NDIndex(i + ", 0:" + len))
+                                .toType(ai.djl.ndarray.types.DataType.FLOAT32, false)
+                                .toFloatArray(),
+                        0.02,
+                        attention + " float16 row " + i);
+                double cos = cosine(doubles(mean.get(i)), embeddings.get(i));
+                assertTrue(cos >= 0.9999, attention + " float16 sentence " + i + ": " + cos);
+            }
+        }
+    }
+
     /** float16- and bfloat16-saved copies load as float32 and match their own references. */
     @ParameterizedTest
     @ValueSource(strings = {"bert-fp16", "bert-bf16"})

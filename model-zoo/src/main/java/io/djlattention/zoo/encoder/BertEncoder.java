@@ -84,8 +84,8 @@ import java.util.Objects;
  * cls.predictions.bias [V]} (the decoder weight is the word embedding, or {@code
  * cls.predictions.decoder.weight} when the configuration unties it). They are float32; {@link
  * Builder#optComputeDataType optComputeDataType(FLOAT16)} runs the GEMMs and attention in float16
- * from float16 copies made once, with float32 LayerNorm statistics and parameters (GPU; the CPU
- * loader refuses float16, see {@link EncoderModels}).
+ * from float16 copies made once, with float32 LayerNorm statistics and parameters (meant for GPUs;
+ * the CPU runs it too, slower than float32, see {@link EncoderModels}).
  *
  * <p>Derived arrays (the concatenated Q/K/V weight, float16 copies) are made when the weights are
  * set or loaded; the block does not train ({@code forward} with {@code training} fails). The
