@@ -6,7 +6,7 @@
 Writes, offline and deterministically:
   DIR/bert/       a random BertModel (hidden 60, 5 heads of dim 12, 3 layers, intermediate 100,
                   max positions 64) saved by save_pretrained, with a WordPiece tokenizer.json
-                  trained here by the tokenizers library on a built-in corpus
+                  made here with the tokenizers library from a built-in corpus
   DIR/bert-mlm/   a random BertForMaskedLM of the same sizes (decoder tied to the word embeddings)
   DIR/bert-fp16/  DIR/bert saved in float16; DIR/bert-bf16/ the same in bfloat16
   DIR/reference.json  what transformers computes (attn_implementation="eager", float64):
@@ -21,7 +21,7 @@ import shutil
 import sys
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, BertModel
 from transformers.utils import logging as hf_logging
 
@@ -69,24 +69,38 @@ FILL_MASK = [
 
 
 def build_tokenizer():
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(
+    """A BERT WordPiece tokenizer over a vocabulary built here from the corpus, deterministically
+    (the tokenizers library's WordPiece trainer numbers its vocabulary in hash-map order): the
+    special tokens, every character alone and as a "##" continuation, a few common suffixes, and
+    the corpus's most frequent words; other words split into pieces."""
+    normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
     )
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=300,
-        min_frequency=1,
-        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-        continuing_subword_prefix="##",
+    pre = pre_tokenizers.BertPreTokenizer()
+    counts = {}
+    for line in CORPUS:
+        for word, _ in pre.pre_tokenize_str(normalizer.normalize_str(line)):
+            counts[word] = counts.get(word, 0) + 1
+    chars = sorted({c for word in counts for c in word})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += chars + ["##" + c for c in chars]
+    vocab += ["##ing", "##ed", "##er", "##ly", "##es", "##tion", "##s"]
+    words = sorted((w for w in counts if len(w) > 1), key=lambda w: (-counts[w], w))
+    vocab += [w for w in words[:120] if w not in vocab]
+    tok = Tokenizer(
+        models.WordPiece(
+            vocab={t: i for i, t in enumerate(vocab)},
+            unk_token="[UNK]",
+            max_input_chars_per_word=100,
+        )
     )
-    tok.train_from_iterator(CORPUS, trainer=trainer)
-    cls_id = tok.token_to_id("[CLS]")
-    sep_id = tok.token_to_id("[SEP]")
+    tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
     )
     tok.decoder = decoders.WordPiece(prefix="##")
     return tok
