@@ -87,15 +87,16 @@ public final class PagedDecodeBenchmark {
             System.out.println(
                     "| batch | context | stock tok/s | flash (contiguous) tok/s"
                             + " | paged tok/s | paged / stock | paged ms/step"
-                            + " | paged arrays/step |");
-            System.out.println("| --- | --- | --- | --- | --- | --- | --- | --- |");
+                            + " | paged arrays/step | paged prepare / forward / read ms |");
+            System.out.println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
             for (int context : contexts) {
                 for (int batch : batches) {
                     double[] tps = measure(decoder, manager, batch, context);
                     System.out.printf(
-                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx | %.3f | %d |%n",
+                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx | %.3f | %d"
+                                    + " | %.3f / %.3f / %.3f |%n",
                             batch, context, tps[0], tps[1], tps[2], tps[2] / tps[0],
-                            1e3 * batch / tps[2], (int) tps[3]);
+                            1e3 * batch / tps[2], (int) tps[3], tps[4], tps[5], tps[6]);
                 }
             }
         }
@@ -119,16 +120,23 @@ public final class PagedDecodeBenchmark {
                                 decoder, m, batch, context, Decoder.ContiguousAttention.FLASH);
                 Paged paged = new Paged(decoder, m, batch, context)) {
             long[][] times = new long[3][WARMUP + STEPS];
+            long[][] phases = new long[3][WARMUP + STEPS];
             for (int step = 0; step < WARMUP + STEPS; ++step) {
                 times[0][step] = stock.step();
                 times[1][step] = flash.step();
                 times[2][step] = paged.step();
+                for (int p = 0; p < 3; ++p) {
+                    phases[p][step] = paged.phaseNs[p];
+                }
             }
-            double[] tps = new double[4];
+            double[] tps = new double[7];
             for (int i = 0; i < 3; ++i) {
                 tps[i] = batch / (median(times[i]) / 1e9);
             }
             tps[3] = paged.arraysPerStep;
+            for (int p = 0; p < 3; ++p) {
+                tps[4 + p] = median(phases[p]) / 1e6;
+            }
             return tps;
         }
     }
@@ -206,6 +214,8 @@ public final class PagedDecodeBenchmark {
         private int len;
         /** Arrays left in the step's manager after a step: a lower bound of its operator calls. */
         int arraysPerStep;
+        /** The last step's prepare, forward and read-back nanoseconds. */
+        final long[] phaseNs = new long[3];
 
         Paged(Decoder decoder, NDManager manager, int batch, int context) {
             this.decoder = decoder;
@@ -239,6 +249,7 @@ public final class PagedDecodeBenchmark {
                 long[] positions = new long[ids.length];
                 Arrays.fill(positions, len);
                 try (PagedBatch b = cache.prepare(ids, ones, stepManager)) {
+                    long prepared = System.nanoTime();
                     NDArray logits =
                             decoder.forwardPaged(
                                     cache,
@@ -250,7 +261,15 @@ public final class PagedDecodeBenchmark {
                                                     decoder.getConfig().getVocabSize())),
                                     stepManager.create(positions),
                                     Decoder.PrefillAttention.PAGED);
+                    long forwarded = System.nanoTime();
                     logits.argMax(-1).toLongArray();
+                    long read = System.nanoTime();
+                    // Where a step's wall time goes: the cache's Java side and its uploads, the
+                    // forward's host time (issuing operators, and any waits inside), and the
+                    // final read, which waits for whatever the GPU still has queued.
+                    phaseNs[0] = prepared - start;
+                    phaseNs[1] = forwarded - prepared;
+                    phaseNs[2] = read - forwarded;
                 }
                 arraysPerStep = ((BaseNDManager) stepManager).getManagedArrays().size();
             }
