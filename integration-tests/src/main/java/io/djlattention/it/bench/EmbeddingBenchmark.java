@@ -9,9 +9,12 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
 
+import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtSession;
 
 import com.google.gson.JsonArray;
+import com.google.protobuf.CodedOutputStream;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
@@ -20,6 +23,11 @@ import io.djlattention.it.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.BertEncoder;
 import io.djlattention.zoo.encoder.MiniLm;
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.ZoneOffset;
@@ -53,8 +61,10 @@ import java.util.function.Supplier;
  * ids, {@code [SEP]}; no padding). The four run round-robin within each repetition, so load from
  * other processes hits them alike; each timing starts from Java {@code long[][]} token ids (array
  * creation, forward, pooling, copy back to Java). The table gives median milliseconds per batch,
- * sentences per second, fused's speed-up over stock and over ORT with equal threads, and the
- * smallest cosine between fused's and ORT's embeddings (a parity check on the timed inputs).
+ * sentences per second, fused's speed-up over stock and over ORT with equal threads (at one thread
+ * also as a ratio of the calling thread's CPU time, which then holds all the work and is not
+ * inflated by time slicing on a busy machine), and the smallest cosine between fused's and ORT's
+ * embeddings (a parity check on the timed inputs).
  *
  * <p>Usage: {@code EmbeddingBenchmark [--threads 2,1] [--batches 1,32] [--lengths 16,128,512]
  * [--warmup 2] [--runs 7] [--min-seconds 3] [--quick] [--out file.md] [--profile dir]}: each
@@ -63,10 +73,12 @@ import java.util.function.Supplier;
  * has been timed for {@code min-seconds}. {@code --quick}: batch 32, length 128, 2 threads, 1
  * warm-up, 5 runs, no minimum time. {@code --profile dir} then profiles one cell (the first
  * thread count, the last batch, the first length): the fused path under libtorch's profiler and
- * ONNX Runtime under its own, and prints the time per operator of each. Through Maven: {@code mvn -B -Pembed-bench -DskipTests verify}
- * (arguments in the property {@code embed.bench.args}). On a machine shared with other jobs,
- * {@code OMP_WAIT_POLICY=PASSIVE} keeps libtorch's OpenMP threads from spinning against the load
- * (docs/benchmarks.md); ONNX Runtime spins by default in both of its configurations.
+ * ONNX Runtime under its own, and prints the time per operator of each, then times MiniLM's four
+ * GEMM shapes alone on one thread (libtorch {@code mm} against ONNX Runtime's MatMul). Through
+ * Maven: {@code mvn -B -Pembed-bench -DskipTests verify} (arguments in the property {@code
+ * embed.bench.args}). On a machine shared with other jobs, {@code OMP_WAIT_POLICY=PASSIVE} keeps
+ * libtorch's OpenMP threads from spinning against the load (docs/benchmarks.md); ONNX Runtime
+ * spins by default in both of its configurations.
  */
 public final class EmbeddingBenchmark {
 
@@ -168,11 +180,11 @@ public final class EmbeddingBenchmark {
         table.append(
                 "| threads | batch | tokens | fused ms | stock ms | ORT default ms | ORT = threads"
                         + " ms | fused sent/s | stock sent/s | ORT default sent/s | ORT = threads"
-                        + " sent/s | fused / stock | fused / ORT = threads | min cos fused vs"
-                        + " ORT |\n");
+                        + " sent/s | fused / stock | fused / ORT = threads | same, CPU time (1"
+                        + " thread) | min cos fused vs ORT |\n");
         table.append(
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-                        + " --- |\n");
+                        + " --- | --- |\n");
         System.out.print(table);
 
         try (NDManager manager = NDManager.newBaseManager();
@@ -270,7 +282,165 @@ public final class EmbeddingBenchmark {
                         dir));
         sb.append(opTable("fused (libtorch profiler, self time)", torchOps, runs));
         sb.append(opTable("ONNX Runtime, equal threads (kernel time by op type)", ortOps, runs));
+        sb.append(gemmTable(batch * length));
         return sb.toString();
+    }
+
+    /**
+     * The GEMMs alone: libtorch's {@code mm} (the weight an {@code [out, in]} array used
+     * transposed, as a linear layer does) against ONNX Runtime's MatMul on a one-node graph, at
+     * MiniLM's shapes, one thread, timed by the calling thread's CPU time (with one thread both
+     * run on it, so a busy machine does not distort the comparison).
+     */
+    private static String gemmTable(int rows) throws Exception {
+        int[][] shapes = {{384, 1152}, {384, 384}, {384, 1536}, {1536, 384}};
+        String[] names = {"Q/K/V (fused)", "attention output", "FFN up", "FFN down"};
+        int threadsBefore = JniUtils.getNumThreads();
+        JniUtils.setNumThreads(1);
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        OrtEnvironment env = OrtEnvironment.getEnvironment();
+        Random random = new Random(3);
+        StringBuilder sb = new StringBuilder();
+        sb.append(
+                String.format(
+                        Locale.ROOT,
+                        "GEMMs alone, %d rows, 1 thread, median caller-thread CPU ms of 5:%n%n"
+                                + "| GEMM | in x out | libtorch mm ms | GFLOP/s | ORT MatMul ms |"
+                                + " GFLOP/s | libtorch / ORT |%n| --- | --- | --- | --- | --- |"
+                                + " --- | --- |%n",
+                        rows));
+        try (NDManager manager = NDManager.newBaseManager()) {
+            for (int i = 0; i < shapes.length; ++i) {
+                int in = shapes[i][0];
+                int out = shapes[i][1];
+                float[] x = new float[rows * in];
+                float[] w = new float[in * out];
+                for (int j = 0; j < x.length; ++j) {
+                    x[j] = (float) random.nextGaussian();
+                }
+                for (int j = 0; j < w.length; ++j) {
+                    w[j] = (float) random.nextGaussian();
+                }
+                NDArray xa = manager.create(x, new Shape(rows, in));
+                // [out, in] storage used through a transposed view: what Linear.linear runs.
+                NDArray wa =
+                        manager.create(w, new Shape(in, out)).transpose().duplicate().transpose();
+                List<Double> torch = new ArrayList<>();
+                List<Double> ort = new ArrayList<>();
+                try (OrtSession.SessionOptions options = new OrtSession.SessionOptions()) {
+                    options.setIntraOpNumThreads(1);
+                    try (OrtSession session =
+                                    env.createSession(matMulModel(rows, in, out, w), options);
+                            OnnxTensor xt =
+                                    OnnxTensor.createTensor(
+                                            env, FloatBuffer.wrap(x), new long[] {rows, in})) {
+                        for (int it = 0; it < 7; ++it) {
+                            long c0 = mx.getCurrentThreadCpuTime();
+                            xa.matMul(wa).close();
+                            long c1 = mx.getCurrentThreadCpuTime();
+                            session.run(Map.of("X", xt)).close();
+                            long c2 = mx.getCurrentThreadCpuTime();
+                            if (it >= 2) {
+                                torch.add((c1 - c0) / 1e6);
+                                ort.add((c2 - c1) / 1e6);
+                            }
+                        }
+                    }
+                }
+                double t = median(torch);
+                double o = median(ort);
+                double gflop = 2.0 * rows * in * out / 1e9;
+                sb.append(
+                        String.format(
+                                Locale.ROOT,
+                                "| %s | %d x %d | %.1f | %.0f | %.1f | %.0f | %.2fx |%n",
+                                names[i],
+                                in,
+                                out,
+                                t,
+                                gflop / (t / 1e3),
+                                o,
+                                gflop / (o / 1e3),
+                                t / o));
+            }
+        } finally {
+            JniUtils.setNumThreads(threadsBefore);
+        }
+        return sb.append('\n').toString();
+    }
+
+    /** A one-node ONNX model {@code Y = MatMul(X [rows, in], W [in, out])}, W an initializer. */
+    private static byte[] matMulModel(int rows, int in, int out, float[] w)
+            throws java.io.IOException {
+        ByteBuffer raw = ByteBuffer.allocate(4 * w.length).order(ByteOrder.LITTLE_ENDIAN);
+        raw.asFloatBuffer().put(w);
+        byte[] weight =
+                proto(
+                        o -> {
+                            o.writeInt64(1, in); // dims
+                            o.writeInt64(1, out);
+                            o.writeInt32(2, 1); // FLOAT
+                            o.writeString(8, "W");
+                            o.writeByteArray(9, raw.array());
+                        });
+        byte[] node =
+                proto(
+                        o -> {
+                            o.writeString(1, "X");
+                            o.writeString(1, "W");
+                            o.writeString(2, "Y");
+                            o.writeString(4, "MatMul");
+                        });
+        byte[] graph =
+                proto(
+                        o -> {
+                            o.writeByteArray(1, node);
+                            o.writeString(2, "gemm");
+                            o.writeByteArray(5, weight);
+                            o.writeByteArray(11, valueInfo("X", rows, in));
+                            o.writeByteArray(12, valueInfo("Y", rows, out));
+                        });
+        return proto(
+                o -> {
+                    o.writeInt64(1, 8); // ir_version
+                    o.writeByteArray(8, proto(op -> op.writeInt64(2, 13))); // opset 13
+                    o.writeByteArray(7, graph);
+                });
+    }
+
+    /** A float32 ValueInfoProto of a fixed shape. */
+    private static byte[] valueInfo(String name, long... dims) throws java.io.IOException {
+        byte[] shape =
+                proto(
+                        o -> {
+                            for (long d : dims) {
+                                o.writeByteArray(1, proto(dim -> dim.writeInt64(1, d)));
+                            }
+                        });
+        byte[] tensor =
+                proto(
+                        o -> {
+                            o.writeInt32(1, 1); // elem_type FLOAT
+                            o.writeByteArray(2, shape);
+                        });
+        byte[] type = proto(o -> o.writeByteArray(1, tensor));
+        return proto(
+                o -> {
+                    o.writeString(1, name);
+                    o.writeByteArray(2, type);
+                });
+    }
+
+    private interface ProtoWriter {
+        void write(CodedOutputStream out) throws java.io.IOException;
+    }
+
+    private static byte[] proto(ProtoWriter writer) throws java.io.IOException {
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        CodedOutputStream out = CodedOutputStream.newInstance(bytes);
+        writer.write(out);
+        out.flush();
+        return bytes.toByteArray();
     }
 
     private static String opTable(String title, Map<String, Double> microsByOp, int runs) {
@@ -394,18 +564,24 @@ public final class EmbeddingBenchmark {
         impls.put("ortEqual", () -> ortEqual.embed(ids, mask));
 
         Map<String, List<Double>> times = new LinkedHashMap<>();
+        Map<String, List<Double>> cpuTimes = new LinkedHashMap<>();
         Map<String, float[][]> last = new LinkedHashMap<>();
         for (String name : impls.keySet()) {
             times.put(name, new ArrayList<>());
+            cpuTimes.put(name, new ArrayList<>());
         }
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long minNanos = (long) (minSeconds * 1e9);
         for (int round = 0; ; ++round) {
             for (Map.Entry<String, Supplier<float[][]>> e : impls.entrySet()) {
+                long cpuStart = mx.getCurrentThreadCpuTime();
                 long start = System.nanoTime();
                 float[][] result = e.getValue().get();
                 long nanos = System.nanoTime() - start;
+                long cpuNanos = mx.getCurrentThreadCpuTime() - cpuStart;
                 if (round >= warmup) {
                     times.get(e.getKey()).add(nanos / 1e6);
+                    cpuTimes.get(e.getKey()).add(cpuNanos / 1e6);
                 }
                 last.put(e.getKey(), result);
             }
@@ -418,10 +594,20 @@ public final class EmbeddingBenchmark {
         double ortDef = median(times.get("ortDefault"));
         double ortEq = median(times.get("ortEqual"));
         double minCos = minCosine(last.get("fused"), last.get("ortEqual"));
+        // With one thread, libtorch (OpenMP and MKL at 1 thread) and ONNX Runtime (intra-op
+        // pool of 1) run everything on the calling thread, so its CPU time is the work done,
+        // which time slicing on a busy machine does not inflate as it does wall-clock time.
+        String cpuRatio =
+                threads == 1
+                        ? String.format(
+                                Locale.ROOT,
+                                "%.2fx",
+                                median(cpuTimes.get("ortEqual")) / median(cpuTimes.get("fused")))
+                        : "-";
         return String.format(
                 Locale.ROOT,
                 "| %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.2fx |"
-                        + " %.2fx | %.7f |%n",
+                        + " %.2fx | %s | %.7f |%n",
                 threads,
                 batch,
                 length,
@@ -435,6 +621,7 @@ public final class EmbeddingBenchmark {
                 batch / (ortEq / 1e3),
                 stock / fused,
                 ortEq / fused,
+                cpuRatio,
                 minCos);
     }
 

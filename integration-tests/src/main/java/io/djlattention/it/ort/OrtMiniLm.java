@@ -244,7 +244,10 @@ public final class OrtMiniLm implements AutoCloseable {
             throw new IllegalArgumentException("ids: expected rows of at least 1 token, got 0");
         }
         for (int b = 0; b < ids.length; ++b) {
-            if (ids[b] == null || ids[b].length != seq || mask[b] == null || mask[b].length != seq) {
+            if (ids[b] == null
+                    || ids[b].length != seq
+                    || mask[b] == null
+                    || mask[b].length != seq) {
                 throw new IllegalArgumentException(
                         "ids and mask: expected rectangular [" + ids.length + "][" + seq
                                 + "] arrays, row " + b + " differs");

@@ -69,8 +69,9 @@ class MiniLmWeightsTest {
             for (NDArray a : w.values()) {
                 assertEquals(DataType.FLOAT32, a.getDataType(), a.getName());
             }
-            assertEquals(new Shape(1536, H), w.get("encoder.layer.5.intermediate.dense.weight").getShape());
-            assertEquals(new Shape(H, 1536), w.get("encoder.layer.5.output.dense.weight").getShape());
+            String last = "encoder.layer.5.";
+            assertEquals(new Shape(1536, H), w.get(last + "intermediate.dense.weight").getShape());
+            assertEquals(new Shape(H, 1536), w.get(last + "output.dense.weight").getShape());
             Reference ref = new Reference(w);
             double worst = 0;
             for (int b = 0; b < ids.length; ++b) {

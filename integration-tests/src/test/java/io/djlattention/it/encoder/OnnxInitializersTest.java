@@ -69,7 +69,8 @@ class OnnxInitializersTest {
         assertEquals(List.of("x", "w"), matMul.getInputs());
         assertEquals(List.of("y"), matMul.getOutputs());
         assertEquals("Relu", onnx.getNodes().get(1).getOpType());
-        assertEquals(List.of("w", "p", "u", "ids", "s"), List.copyOf(onnx.getInitializers().keySet()));
+        assertEquals(
+                List.of("w", "p", "u", "ids", "s"), List.copyOf(onnx.getInitializers().keySet()));
         assertEquals(new Shape(3, 5), onnx.require("w").getShape());
         assertArrayEquals(raw, toArray(onnx.require("w").floats()));
         assertArrayEquals(packed, toArray(onnx.require("p").floats()));
@@ -93,7 +94,8 @@ class OnnxInitializersTest {
         // An INT64 tensor is listed and refused, by name, when its data is asked for.
         assertEquals(7, onnx.require("ids").getDataType());
         IOException e = assertThrows(IOException.class, () -> onnx.require("ids").floats());
-        assertTrue(e.getMessage().contains("ids") && e.getMessage().contains("FLOAT"), e.getMessage());
+        assertTrue(
+                e.getMessage().contains("ids") && e.getMessage().contains("FLOAT"), e.getMessage());
         IOException missing = assertThrows(IOException.class, () -> onnx.require("nope"));
         assertTrue(missing.getMessage().contains(file.toString()), missing.getMessage());
     }
@@ -136,7 +138,8 @@ class OnnxInitializersTest {
         Path empty = write("empty.onnx", new byte[0]);
         IOException e = assertThrows(IOException.class, () -> OnnxInitializers.read(empty));
         assertTrue(e.getMessage().contains("no graph"), e.getMessage());
-        Path text = write("text.onnx", "not a model at all\n".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        byte[] notAModel = "not a model\n".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        Path text = write("text.onnx", notAModel);
         assertThrows(IOException.class, () -> OnnxInitializers.read(text));
     }
 

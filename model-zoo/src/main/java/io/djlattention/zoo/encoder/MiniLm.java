@@ -97,9 +97,10 @@ public final class MiniLm {
      *   <li>for each layer {@code i} in 0..5, under {@code encoder.layer.i.}: {@code
      *       attention.self.{query,key,value}.weight} [384, 384] ([out, in]) and {@code .bias}
      *       [384], {@code attention.output.dense.{weight,bias}} [384, 384] / [384], {@code
-     *       attention.output.LayerNorm.{weight,bias}} [384], {@code intermediate.dense.{weight,bias}}
-     *       [1536, 384] / [1536], {@code output.dense.{weight,bias}} [384, 1536] / [384], {@code
-     *       output.LayerNorm.{weight,bias}} [384].
+     *       attention.output.LayerNorm.{weight,bias}} [384], {@code
+     *       intermediate.dense.{weight,bias}} [1536, 384] / [1536], {@code
+     *       output.dense.{weight,bias}} [384, 1536] / [384], {@code output.LayerNorm.{weight,bias}}
+     *       [384].
      * </ul>
      *
      * @param manager the manager the arrays attach to
@@ -265,7 +266,10 @@ public final class MiniLm {
         }
         URLConnection connection = url.openConnection();
         long size = connection.getContentLengthLong();
-        Path dir = Utils.getCacheDir().resolve("djl-attention").resolve("all-minilm-l6-v2-" + version());
+        Path dir =
+                Utils.getCacheDir()
+                        .resolve("djl-attention")
+                        .resolve("all-minilm-l6-v2-" + version());
         Path target = dir.resolve(resource);
         if (Files.isRegularFile(target) && (size < 0 || Files.size(target) == size)) {
             return target;

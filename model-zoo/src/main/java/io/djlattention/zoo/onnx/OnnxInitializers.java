@@ -94,7 +94,8 @@ public final class OnnxInitializers {
             long size = ch.size();
             if (size >= Integer.MAX_VALUE) {
                 throw new IOException(
-                        file + ": " + size + " bytes; ONNX files of 2 GiB or more are not supported");
+                        file + ": " + size
+                                + " bytes; ONNX files of 2 GiB or more are not supported");
             }
             // The mapping outlives the channel; tensors are views of it.
             map = ch.map(FileChannel.MapMode.READ_ONLY, 0, size);
@@ -120,7 +121,8 @@ public final class OnnxInitializers {
             }
         } catch (com.google.protobuf.InvalidProtocolBufferException e) {
             throw new IOException(
-                    file + ": malformed ONNX model (truncated or not a protobuf): " + e.getMessage(),
+                    file + ": malformed ONNX model (truncated or not a protobuf): "
+                            + e.getMessage(),
                     e);
         }
         if (!sawGraph) {
@@ -276,7 +278,8 @@ public final class OnnxInitializers {
             } else if (field == TENSOR_RAW_DATA && wire == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
                 rawLength = in.readRawVarint32();
                 if (rawLength < 0) {
-                    throw new IOException(file + ": malformed ONNX model: negative raw_data length");
+                    throw new IOException(
+                            file + ": malformed ONNX model: negative raw_data length");
                 }
                 rawOffset = in.getTotalBytesRead();
                 in.skipRawBytes(rawLength); // throws if the file ends inside the data
@@ -332,7 +335,8 @@ public final class OnnxInitializers {
                 bytes.position(rawOffset).limit(rawOffset + rawLength);
                 data = bytes.slice().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
             } else {
-                data = FloatBuffer.wrap(floatData == null ? new float[0] : floatData, 0, floatCount);
+                float[] values = floatData == null ? new float[0] : floatData;
+                data = FloatBuffer.wrap(values, 0, floatCount);
             }
         }
         return new Tensor(file, name, shape, dataType, data);
@@ -357,7 +361,10 @@ public final class OnnxInitializers {
         if (data == null) {
             return new float[Math.max(needed, 16)];
         }
-        return needed <= data.length ? data : Arrays.copyOf(data, Math.max(needed, 2 * data.length));
+        if (needed <= data.length) {
+            return data;
+        }
+        return Arrays.copyOf(data, Math.max(needed, 2 * data.length));
     }
 
     /** A graph node: its name, operator and the names of its inputs and outputs. */
@@ -376,7 +383,8 @@ public final class OnnxInitializers {
         }
 
         /**
-         * Returns the node's name (for example {@code /encoder/layer.0/attention/self/query/MatMul}).
+         * Returns the node's name (for example {@code
+         * /encoder/layer.0/attention/self/query/MatMul}).
          *
          * @return the name; empty if the file gives none
          */
