@@ -172,8 +172,8 @@ public final class Main implements Callable<Integer> {
                             r.fusedPerSecond() / r.ortPerSecond()),
                     String.format(
                             Locale.ROOT,
-                            "min cosine %.7f vs ONNX Runtime: %s",
-                            r.minCosine(),
+                            "1 - min cosine %.1e vs ONNX Runtime: %s",
+                            1 - r.minCosine(),
                             r.parity() ? "pass" : "FAIL"));
         } else {
             summary.row("embed", "exit " + embedCode, "-", "-");

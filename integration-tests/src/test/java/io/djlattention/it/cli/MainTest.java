@@ -78,6 +78,35 @@ class MainTest {
     }
 
     @Test
+    void embedReportsNeighboursParityAndThroughput() throws IOException {
+        Path file = tmp.resolve("sentences.txt");
+        Files.writeString(
+                file,
+                "A cat sleeps on the sofa.\n\nThe stock market fell sharply.\nA kitten naps in the sun.\n");
+        Run r =
+                run(
+                        "embed",
+                        "--sentences=" + file,
+                        "--query=A sleeping cat",
+                        "--top=2",
+                        "--batch-size=2",
+                        "--seconds=0.05",
+                        "--threads=2",
+                        "--device=cpu");
+        assertEquals(0, r.code(), r.all());
+        assertTrue(r.out().contains("Embedded 3 sentences: 3 x 384 floats"), r.out());
+        // The two sentences about cats are the query's nearest neighbours, in either order.
+        String table =
+                r.out().substring(r.out().indexOf("Nearest neighbours"), r.out().indexOf("Parity"));
+        assertTrue(table.contains("A cat sleeps on the sofa."), table);
+        assertTrue(table.contains("A kitten naps in the sun."), table);
+        assertTrue(r.out().contains("| pass   |"), r.out());
+        for (String engine : new String[] {"fused DJL", "stock DJL ops", "ONNX Runtime"}) {
+            assertTrue(r.out().contains("| " + engine), engine + " missing from:\n" + r.out());
+        }
+    }
+
+    @Test
     void generateLoadsAHuggingFaceCheckpoint() {
         Path llama = HfFixtures.dir("decoders").resolve("llama");
         Run r =
