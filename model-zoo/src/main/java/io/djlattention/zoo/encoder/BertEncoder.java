@@ -1108,7 +1108,7 @@ public final class BertEncoder extends AbstractBlock {
             b.mask = toLongs(attentionMask, "attentionMask");
             check(b.ids, config.getVocabSize(), "inputIds", "vocab_size");
             check(b.types, config.getTypeVocabSize(), "tokenTypeIds", "type_vocab_size");
-            check(b.mask, 2, "attentionMask", "0 or 1, bound");
+            check(b.mask, 2, "attentionMask", "1 = token, 0 = padding");
             b.cuSeqlens = new int[b.batch + 1];
             b.rowOf = new int[b.ids.length];
             Arrays.fill(b.rowOf, -1);
