@@ -132,6 +132,12 @@ public final class ServeCommand implements Callable<Integer> {
             description = "Netty I/O threads; 0 = the processors, at least 2 (default: ${DEFAULT-VALUE}).")
     int ioThreads;
 
+    /**
+     * Serves until SIGTERM or SIGINT, then shuts down gracefully.
+     *
+     * @return 0 after a graceful shutdown
+     * @throws Exception if a model cannot be loaded or the port cannot be bound
+     */
     @Override
     public Integer call() throws Exception {
         OpenAiServer server = startServer();

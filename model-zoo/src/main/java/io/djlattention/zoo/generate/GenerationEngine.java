@@ -338,6 +338,9 @@ public final class GenerationEngine implements AutoCloseable {
         } catch (RuntimeException | Error e) {
             LOG.log(Level.SEVERE, "generation engine thread failed", e);
         } finally {
+            synchronized (admission) {
+                accepting = false; // also when the loop died: later submits fail at once
+            }
             cancelAll();
             for (Runnable c = commands.poll(); c != null; c = commands.poll()) {
                 c.run(); // submits still queued: admitted, then cancelled below
