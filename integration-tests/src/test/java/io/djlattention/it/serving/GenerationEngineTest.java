@@ -37,7 +37,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * before the result completes), stop token ids, top-p, per-request seeds, a failing listener,
  * bounded admission (and its 429 over HTTP).
  */
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class GenerationEngineTest {
 
     private static GenerationEngine engine(int maxBatch, int maxQueue) throws Exception {
@@ -200,7 +200,7 @@ class GenerationEngineTest {
             int refused = 0;
             for (int i = 0; i < 20; ++i) {
                 try {
-                    accepted.add(e.submit(prompt, GenerationConfig.greedy(100), null));
+                    accepted.add(e.submit(prompt, GenerationConfig.greedy(40), null));
                 } catch (RejectedExecutionException ex) {
                     ++refused;
                 }
@@ -209,7 +209,7 @@ class GenerationEngineTest {
             assertTrue(accepted.size() <= 4 && refused >= 16, accepted.size() + " accepted");
             assertEquals(refused, e.getMetrics().rejected());
             for (GenerationEngine.Handle h : accepted) {
-                assertEquals(100, h.getResult().get().generated().length);
+                assertEquals(40, h.getResult().get().generated().length);
             }
             assertThrows(
                     IllegalArgumentException.class,
@@ -218,7 +218,7 @@ class GenerationEngineTest {
         try (OpenAiServer server =
                 ServingModels.start(e -> e.optMaxBatchSize(1).optMaxQueue(1), s -> {})) {
             ServingClient client = new ServingClient(server.getPort());
-            String body = new Requests.Spec(new int[] {5, 6, 7}, 200, 0, 1, 0).json(false);
+            String body = new Requests.Spec(new int[] {5, 6, 7}, 100, 0, 1, 0).json(false);
             ExecutorService pool = Executors.newFixedThreadPool(8);
             AtomicInteger tooMany = new AtomicInteger();
             AtomicInteger ok = new AtomicInteger();

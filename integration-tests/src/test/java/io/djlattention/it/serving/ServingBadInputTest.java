@@ -38,7 +38,7 @@ import java.util.stream.Stream;
  * the server keeps serving afterwards.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class ServingBadInputTest {
 
     private static final String C = "/v1/completions";

@@ -34,7 +34,7 @@ import java.util.concurrent.TimeUnit;
  * request completes with its solo output).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@Timeout(value = 90, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class ServingFaultTest {
 
     /** Prompts starting with these ids fail in their forward pass (the test hook). */

@@ -67,7 +67,7 @@ class ServingLoadTest {
     }
 
     @Test
-    @Timeout(value = 150, unit = TimeUnit.SECONDS)
+    @Timeout(value = 300, unit = TimeUnit.SECONDS)
     void concurrentMixedLoadMatchesSoloRuns() throws Exception {
         long seed = System.nanoTime();
         Random rnd = new Random(seed);
@@ -212,7 +212,7 @@ class ServingLoadTest {
     }
 
     @Test
-    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    @Timeout(value = 180, unit = TimeUnit.SECONDS)
     void hangingUpMidStreamCancelsAndFreesAtOnce() throws Exception {
         Map<String, Double> before = waitForIdle(client);
         int[] prompt = new Random().ints(8, 0, 512).toArray();

@@ -40,7 +40,7 @@ import java.util.regex.Pattern;
  * ends and its cache is freed; the port stops accepting. And the {@code serve} command in a fresh
  * JVM on the default models: it answers, and SIGTERM ends it with exit code 0.
  */
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class ServingShutdownTest {
 
     private static final int STREAMS = 4;

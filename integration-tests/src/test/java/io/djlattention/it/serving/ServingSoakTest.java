@@ -49,7 +49,7 @@ class ServingSoakTest {
     private static final long BOUND_KIB = 64 * 1024;
 
     @Test
-    @Timeout(value = 150, unit = TimeUnit.SECONDS)
+    @Timeout(value = 300, unit = TimeUnit.SECONDS)
     void tenThousandShortRequestsKeepNativeMemoryBounded() throws Exception {
         try (OpenAiServer server = ServingModels.start(e -> {}, s -> {})) {
             ServingClient client = new ServingClient(server.getPort());

@@ -39,7 +39,7 @@ import java.util.concurrent.TimeUnit;
  * text before it and ends the generation.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class ServingTextTest {
 
     private ZooModel<int[], int[]> model;
