@@ -31,8 +31,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * 64 concurrent clients over loopback, more than 1,000 requests mixing embeddings and completions,
- * streaming and not, with random prompt lengths: every completion equals the same request run
- * alone (token for token: greedy ones and seeded sampled ones), every embedding equals the one of
+ * streaming and not, with random prompt lengths: every (greedy) completion equals the same request
+ * run alone, token for token, every embedding equals the one of
  * its text embedded alone, a tenth of the streaming clients hang up midway, and at the end every
  * KV block is free again.
  */
