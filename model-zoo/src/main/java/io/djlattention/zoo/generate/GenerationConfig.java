@@ -6,8 +6,10 @@ package io.djlattention.zoo.generate;
 /**
  * How one request generates: stopping (max new tokens, EOS, further stop token ids) and token
  * choice (greedy, or sampling with temperature, top-k and top-p from a per-request seeded
- * generator, so that a request samples the same tokens alone or in any batch). Stop strings are a
- * text-layer matter (they need a tokenizer) and live with the caller (see the serving package).
+ * generator, so that a request samples the same tokens alone or in any batch, up to float32
+ * rounding of the logits: a draw within rounding of the boundary between two tokens can flip).
+ * Stop strings are a text-layer matter (they need a tokenizer) and live with the caller (see the
+ * serving package).
  */
 public final class GenerationConfig {
 
