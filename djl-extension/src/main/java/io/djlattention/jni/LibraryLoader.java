@@ -52,6 +52,8 @@ public final class LibraryLoader {
     private static final Logger logger = LoggerFactory.getLogger(LibraryLoader.class);
     private static final String CPU_LIBRARY = "libdjl_attn.so";
     private static final String CUDA_LIBRARY = "libdjl_attn_cuda.so";
+    /** How djl_attn_call reports a dispatcher failure (no kernel for the tensors' device). */
+    static final String NO_KERNEL = "no kernel for these tensors' device";
 
     private static volatile boolean loaded;
     private static volatile boolean cudaLoaded;
@@ -121,9 +123,15 @@ public final class LibraryLoader {
      * @return the message to throw with
      */
     public static String describeFailure(String operator, String nativeMessage) {
-        if (cudaLoaded
-                || nativeMessage == null
-                || !nativeMessage.contains("'CUDA' backend")) {
+        if (cudaLoaded || nativeMessage == null) {
+            return nativeMessage;
+        }
+        // PyTorch's own text names the backend; the bridge's (which keeps PyTorch's text off the
+        // message) says only that no kernel exists for the tensors' device, which with a CUDA
+        // libtorch and no CUDA operators loaded means GPU arrays.
+        boolean cudaBackend = nativeMessage.contains("'CUDA' backend");
+        boolean noKernel = torchHasCuda && nativeMessage.contains(NO_KERNEL);
+        if (!cudaBackend && !noKernel) {
             return nativeMessage;
         }
         String why =
@@ -139,7 +147,7 @@ public final class LibraryLoader {
                 + ". Add the dependency io.djlattention:djl-attention-native with classifier"
                 + " linux-x86_64-cu, or set " + LIBRARY_PATH_PROPERTY + " / " + LIBRARY_PATH_ENV
                 + " to a directory holding " + CUDA_LIBRARY + " (see the README, \"GPU\")."
-                + " Dispatcher: " + firstLine(nativeMessage);
+                + " Native message: " + firstLine(nativeMessage);
     }
 
     /**

@@ -103,6 +103,20 @@ class LibraryLoaderTest {
             assertTrue(message.contains(LibraryLoader.LIBRARY_PATH_ENV), message);
             assertFalse(message.contains("more lines"), message);
         }
+        // The bridge's own wording of a dispatcher failure: rewritten only when the loaded
+        // libtorch has CUDA (then GPU arrays are the only way to get it without the CUDA library).
+        String bridge =
+                "djl_attn::flash_attention failed in PyTorch's dispatcher ("
+                        + LibraryLoader.NO_KERNEL
+                        + "); PyTorch logged the reason to stderr";
+        String rewritten = LibraryLoader.describeFailure("flash_attention", bridge);
+        boolean torchCuda =
+                Boolean.TRUE.equals(LibraryLoader.libtorchCudaMapped(Path.of("/proc/self/maps")));
+        if (LibraryLoader.isCudaLoaded() || !torchCuda) {
+            assertEquals(bridge, rewritten);
+        } else {
+            assertTrue(rewritten.contains("linux-x86_64-cu"), rewritten);
+        }
         String invalid = "q: expected 4 dims [B, Sq, Hq, D], got 3";
         assertEquals(invalid, LibraryLoader.describeFailure("flash_attention", invalid));
     }
