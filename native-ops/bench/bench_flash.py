@@ -245,7 +245,10 @@ def compiled_configs():
 def config_rows(device, log, wanted):
     """TFLOP/s of every configuration in `wanted` that is compiled for the cell's head dim, and
     of SDPA flash, on one set of inputs per cell; maxdiff against the default's output."""
-    configs = [(n, dims) for n, dims in compiled_configs() if n == "default" or n in wanted]
+    # Only what this build compiled: all of kFwdConfigs in a DJL_ATTN_TUNING build.
+    built = set(switches.values(CONFIG_ENV))
+    configs = [(n, dims) for n, dims in compiled_configs()
+               if n in built and (n == "default" or n in wanted)]
     flash_backend = dict(BACKENDS).get("flash")
     saved = switches.get(CONFIG_ENV)
     rows = []

@@ -263,12 +263,17 @@ def main():
         configs = []
     else:
         configs = args.configs.split(",")
-    clear_config()
     started = time.time()
     if not torch.cuda.is_available():
         sys.exit("bench_paged.py needs a GPU")
     torch.ops.load_library(find_lib("libdjl_attn.so"))
     torch.ops.load_library(find_lib("libdjl_attn_cuda.so"))
+    # The switches exist once the libraries are loaded; the tuning configurations only in a
+    # DJL_ATTN_TUNING build ("all" means the ones this build has).
+    built = switches.values("DJL_ATTN_PAGED_CONFIG")
+    if args.configs == "all":
+        configs = [c for c in configs if c.split("/")[0] in built]
+    clear_config()
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
     device_line = "%s, %d SMs, torch %s" % (props.name, props.multi_processor_count, torch.__version__)

@@ -6,10 +6,11 @@ import pathlib
 
 import torch
 
+# Switches are read when the libraries load (docs/operators.md, "Switches").
+os.environ["DJL_ATTN_FLASH_HOPPER"] = "on"
 lib = pathlib.Path(os.environ["DJL_ATTN_LIB_DIR"])
 torch.ops.load_library(str(lib / "libdjl_attn.so"))
 torch.ops.load_library(str(lib / "libdjl_attn_cuda.so"))
-os.environ["DJL_ATTN_FLASH_HOPPER"] = "on"
 for dim in (128, 64):
     heads = 2048 // dim
     q, k, v = (torch.randn(4, 4096, heads, dim, dtype=torch.bfloat16, device="cuda") for _ in range(3))

@@ -41,6 +41,15 @@ class _Switches:
         if lib.djl_attn_set_option(name.encode(), str(value).encode()) != 0:
             raise ValueError(lib.djl_attn_last_error_message().decode())
 
+    def values(self, name):
+        """The values the switch takes in this build (the tuning ones only in a DJL_ATTN_TUNING
+        build), the default first; [] for an unknown switch."""
+        lib = self._l()
+        lib.djl_attn_option_values.restype = ctypes.c_char_p
+        lib.djl_attn_option_values.argtypes = [ctypes.c_char_p]
+        value = lib.djl_attn_option_values(name.encode())
+        return [] if value is None else value.decode().split(",")
+
     def pop(self, name, default=None):
         value = self.get(name, default)
         self[name] = ""

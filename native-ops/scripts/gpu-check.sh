@@ -7,6 +7,8 @@
 # Environment:
 #   OUT        where logs and benchmark tables go (default /tmp/gpu-check)
 #   ARCHS      CMAKE_CUDA_ARCHITECTURES (default: 80-real;90, as shipped)
+#   TUNING     ON to compile the CUDA tuning variants too (DJL_ATTN_TUNING; default OFF, as
+#              shipped), for bench_flash.py --configs and bench_paged.py's configuration table
 #   BENCH      which benchmarks to run: a glob over bench/bench_*.py names (default: all),
 #              or "none"
 #   PYTHON     the interpreter holding torch (default python3)
@@ -14,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 ARCHS=${ARCHS:-80-real;90}
+TUNING=${TUNING:-OFF}
 BENCH=${BENCH:-*}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
@@ -35,7 +38,7 @@ status_build=FAIL status_tests=FAIL
 start=$(date +%s)
 generator=$(command -v ninja >/dev/null && echo "-G Ninja" || true)
 if cmake -S . -B build $generator -DCMAKE_BUILD_TYPE=Release -DDJL_ATTN_CUDA=ON \
-     "-DCMAKE_CUDA_ARCHITECTURES=$ARCHS" >"$OUT/build.log" 2>&1 &&
+     "-DCMAKE_CUDA_ARCHITECTURES=$ARCHS" "-DDJL_ATTN_TUNING=$TUNING" >"$OUT/build.log" 2>&1 &&
    cmake --build build --parallel "$(nproc)" >>"$OUT/build.log" 2>&1; then
   status_build=OK
 else
@@ -65,7 +68,8 @@ fi
 echo
 echo "================ gpu-check summary ================"
 cat "$OUT/device.txt"
-echo "build ($ARCHS): $status_build in ${build_s}s"
+echo "build ($ARCHS, tuning $TUNING): $status_build in ${build_s}s"
+[ -f build/libdjl_attn_cuda.so ] && echo "libdjl_attn_cuda.so: $(stat -c %s build/libdjl_attn_cuda.so) bytes"
 echo "pytest: $status_tests ($tests_line)"
 for name in "${bench_ran[@]}"; do
   echo

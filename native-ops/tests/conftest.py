@@ -79,6 +79,16 @@ def get_option(name):
     return None if value is None else value.decode()
 
 
+def option_values(name):
+    """The values a switch takes in this build, the default first; None when no loaded library
+    declares it. The tuning variants are there only in a DJL_ATTN_TUNING build."""
+    lib = _options_lib()
+    lib.djl_attn_option_values.restype = ctypes.c_char_p
+    lib.djl_attn_option_values.argtypes = [ctypes.c_char_p]
+    value = lib.djl_attn_option_values(name.encode())
+    return None if value is None else value.decode().split(",")
+
+
 def set_option(name, value):
     """Sets a switch in-process (they are read from the environment once, at load); raises
     ValueError with the library's message for an unknown name or value."""

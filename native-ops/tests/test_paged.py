@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import reference
-from conftest import get_option, supported_ints
+from conftest import get_option, option_values, supported_ints
 from reference import assert_close
 
 reshape_and_cache = torch.ops.djl_attn.reshape_and_cache
@@ -34,7 +34,8 @@ FLASH_MAX_GROUP = 16
 # register ones with the next cache block prefetched into L2. The non-default ones exist for
 # float16/bfloat16 and head dims 64 and 128 only. Unset, the launcher picks smem4 where it
 # exists (tests without this fixture run that choice).
-CONFIGS = ["default", "w8l2", "smem4", "smem8", "pf", "w8l2pf"]
+# The configurations this build has (the tuning ones only in a DJL_ATTN_TUNING build).
+CONFIGS = option_values("DJL_ATTN_PAGED_CONFIG") if torch.cuda.is_available() else ["default"]
 TUNED_DTYPES = [torch.float16, torch.bfloat16]
 TUNED_HEAD_DIMS = [64, 128]
 
@@ -632,8 +633,8 @@ def test_validation_kernel_config(device, options):
     if device != "cuda":
         pytest.skip("DJL_ATTN_PAGED_CONFIG and DJL_ATTN_PAGED_PARTITION choose CUDA kernels")
     args = decode_args(device)
-    with pytest.raises(ValueError, match=r"DJL_ATTN_PAGED_CONFIG: expected one of smem4, "
-                                         r"default, w8l2, smem8, pf, w8l2pf, got 'fast'"):
+    with pytest.raises(ValueError, match=r"DJL_ATTN_PAGED_CONFIG: expected one of "
+                                         + ", ".join(CONFIGS) + r", got 'fast'"):
         options.set("DJL_ATTN_PAGED_CONFIG", "fast")
     for bad in ("32", "100", "16384", "1k"):
         with pytest.raises(ValueError, match=r"DJL_ATTN_PAGED_PARTITION: expected one of 512, 64, "

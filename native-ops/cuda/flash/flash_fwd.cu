@@ -225,22 +225,28 @@ DeviceFacts device_facts(int device) {
 // djl_attn_set_option.
 constexpr int kAutoConfig = -1;
 
+// The configurations this build compiled (all of kFwdConfigs in a DJL_ATTN_TUNING build; the
+// default tiles and the two measured defaults otherwise), in kFwdConfigs order.
 std::vector<std::string> config_choices() {
   std::vector<std::string> names{"auto"};
-  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) names.push_back(fwd::kFwdConfigs[c].name);
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    if (fwd::config_compiled(c, 64) || fwd::config_compiled(c, 128)) {
+      names.push_back(fwd::kFwdConfigs[c].name);
+    }
+  }
   return names;
 }
 
 Option kFlashConfig("DJL_ATTN_FLASH_CONFIG", config_choices(),
                     "a tile configuration of the sm_80 flash kernel (tuning runs)");
 
-int requested_config() { return kFlashConfig.index() - 1; }  // "auto" (0) -> kAutoConfig
-
-int config_index(const char* name) {
+// The kFwdConfigs index of the switch's value, or kAutoConfig.
+int requested_config() {
+  if (kFlashConfig.index() == 0) return kAutoConfig;
   for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
-    if (std::strcmp(name, fwd::kFwdConfigs[c].name) == 0) return c;
+    if (kFlashConfig.value() == fwd::kFwdConfigs[c].name) return c;
   }
-  fail_native("flash_attention: no tile configuration named ", name);
+  return kAutoConfig;
 }
 
 // What runs when no configuration is asked for. Measured on an H200 (docs/benchmarks.md, S = 2k
@@ -249,10 +255,8 @@ int config_index(const char* name) {
 // (geomean; 0.97-1.08x SDPA flash against 0.94-1.03x), at D = 64 the same variant on 128x128
 // tiles 1.040x (0.93-1.02x against 0.90-0.95x). Other head dims keep the default tiles.
 int tuned_config(int padded_head_dim) {
-  static const int d64 = config_index("m128n128w4s2for");
-  static const int d128 = config_index("m128n64w4s2for");
-  if (padded_head_dim == 64) return d64;
-  if (padded_head_dim == 128) return d128;
+  if (padded_head_dim == 64) return fwd::kTunedD64;
+  if (padded_head_dim == 128) return fwd::kTunedD128;
   return 0;
 }
 

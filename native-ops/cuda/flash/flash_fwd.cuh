@@ -71,9 +71,33 @@ inline constexpr FwdConfig kFwdConfigs[] = {
 };
 constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(kFwdConfigs[0]));
 
+// The configurations that run by default (tuned_config in flash_fwd.cu): the measured best at
+// D = 64 and D = 128. The shipped build (DJL_ATTN_TUNING off) compiles these and the default
+// tiles only; the others are tuning variants for bench_flash.py --configs.
+inline constexpr int kTunedD64 = 20;   // m128n128w4s2for
+inline constexpr int kTunedD128 = 18;  // m128n64w4s2for
+
+constexpr bool same_name(const char* a, const char* b) {
+  return *a == *b && (*a == '\0' || same_name(a + 1, b + 1));
+}
+static_assert(same_name(kFwdConfigs[kTunedD64].name, "m128n128w4s2for") &&
+                  same_name(kFwdConfigs[kTunedD128].name, "m128n64w4s2for"),
+              "the default configurations' indices follow kFwdConfigs");
+
+#if defined(DJL_ATTN_TUNING)
+inline constexpr bool kTuningBuild = true;
+#else
+inline constexpr bool kTuningBuild = false;
+#endif
+
 // Whether configuration `cfg` has an instantiation for `head_dim` (the default has all).
 constexpr bool config_compiled(int cfg, int head_dim) {
-  return cfg == 0 || (head_dim == 64 && (kFwdConfigs[cfg].head_dims & kCfgD64) != 0) ||
+  if (cfg == 0) return true;
+  if (!kTuningBuild && !(cfg == kTunedD64 && head_dim == 64) &&
+      !(cfg == kTunedD128 && head_dim == 128)) {
+    return false;
+  }
+  return (head_dim == 64 && (kFwdConfigs[cfg].head_dims & kCfgD64) != 0) ||
          (head_dim == 128 && (kFwdConfigs[cfg].head_dims & kCfgD128) != 0);
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "common/options.h"
 #include "common/tensor.h"
@@ -54,8 +56,17 @@ Option kPagedKernel("DJL_ATTN_PAGED_KERNEL", {"auto", "v1", "v2", "flash"},
 // cp.async ring in shared memory), measured on an H200 at 2.63-2.93 TB/s against 2.48-2.78 for
 // "default", the register streaming kernel, at batch 32/128 and context 4k/16k
 // (docs/benchmarks.md).
-Option kPagedConfig("DJL_ATTN_PAGED_CONFIG",
-                    {"smem4", "default", "w8l2", "smem8", "pf", "w8l2pf"},
+// The tuning variants beyond smem4 and the register default are compiled in DJL_ATTN_TUNING
+// builds only (paged_attention_launch.cuh).
+std::vector<std::string> paged_config_choices() {
+#if defined(DJL_ATTN_TUNING)
+  return {"smem4", "default", "w8l2", "smem8", "pf", "w8l2pf"};
+#else
+  return {"smem4", "default"};
+#endif
+}
+
+Option kPagedConfig("DJL_ATTN_PAGED_CONFIG", paged_config_choices(),
                     "how the paged decode kernel streams K/V (benchmarks)");
 
 // DJL_ATTN_PAGED_PARTITION: v2's partition length in tokens before the launcher halves it for

@@ -58,21 +58,25 @@ void launch_block_size(const PagedAttentionParams& p, const LaunchPlan& plan,
   }
 }
 
-// The tuning configurations exist for float16/bfloat16 and head dims 64 and 128 only (build
-// time); every other shape runs the default configuration whatever was asked for.
+// smem4 (the default where it exists) and the tuning configurations exist for float16/bfloat16
+// and head dims 64 and 128 only; every other shape runs the register default configuration
+// whatever was asked for.
 template <typename T, int kHeadDim>
 void launch_head_dim(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float> && (kHeadDim == 64 || kHeadDim == 128)) {
     switch (plan.config) {
-      case KernelChoice::kW8L2: return launch_block_size<T, kHeadDim, ConfigW8L2>(p, plan, stream);
       case KernelChoice::kSmem4:
         return launch_block_size<T, kHeadDim, ConfigSmem4>(p, plan, stream);
+#if defined(DJL_ATTN_TUNING)
+      // Tuning variants (bench_paged.py --configs): DJL_ATTN_TUNING builds only.
+      case KernelChoice::kW8L2: return launch_block_size<T, kHeadDim, ConfigW8L2>(p, plan, stream);
       case KernelChoice::kSmem8:
         return launch_block_size<T, kHeadDim, ConfigSmem8>(p, plan, stream);
       case KernelChoice::kPf: return launch_block_size<T, kHeadDim, ConfigPf>(p, plan, stream);
       case KernelChoice::kW8L2Pf:
         return launch_block_size<T, kHeadDim, ConfigW8L2Pf>(p, plan, stream);
-      case KernelChoice::kDefault: break;
+#endif
+      default: break;
     }
   }
   return launch_block_size<T, kHeadDim, DefaultConfig>(p, plan, stream);

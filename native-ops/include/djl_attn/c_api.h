@@ -88,6 +88,8 @@ const char* djl_attn_supported_values(const char* key);
 int32_t djl_attn_set_option(const char* name, const char* value);
 const char* djl_attn_get_option(const char* name);
 const char* djl_attn_option_errors(void);
+/* The values a switch takes, comma-separated, the default first (NULL for an unknown name). */
+const char* djl_attn_option_values(const char* name);
 
 /* This thread's last error message ("" when none). Valid until the thread's next call. */
 const char* djl_attn_last_error_message(void);

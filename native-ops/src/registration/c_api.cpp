@@ -232,6 +232,15 @@ const char* djl_attn_get_option(const char* name) {
   return option == nullptr ? nullptr : option->value().c_str();
 }
 
+const char* djl_attn_option_values(const char* name) {
+  djl_attn::Option* option = djl_attn::find_option(name == nullptr ? "" : name);
+  if (option == nullptr) return nullptr;
+  thread_local std::string values;
+  values.clear();
+  for (const std::string& v : option->values()) values += (values.empty() ? "" : ",") + v;
+  return values.c_str();
+}
+
 const char* djl_attn_option_errors(void) {
   thread_local std::string errors;
   errors = djl_attn::option_errors();
