@@ -172,6 +172,7 @@ int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_
                                                    : djl_attn::CallMode::kFull);
     if (shim::torch().call_dispatcher(qualified.c_str(), "", stack.data()) != 0) {
       if (djl_attn::last_error_kind() == ErrorKind::kNone) {
+        // LibraryLoader (Java) recognises "no kernel for these tensors' device" in this text.
         djl_attn::record_error(ErrorKind::kNative,
                                qualified + " failed in PyTorch's dispatcher (no kernel for these "
                                            "tensors' device); PyTorch logged the reason to stderr");
