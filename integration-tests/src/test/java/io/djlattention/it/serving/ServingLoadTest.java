@@ -8,6 +8,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.training.ParameterStore;
+
+import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.serving.OpenAiServer;
 
 import org.junit.jupiter.api.AfterAll;
@@ -99,6 +107,7 @@ class ServingLoadTest {
         AtomicInteger hungUp = new AtomicInteger();
         AtomicInteger embedded = new AtomicInteger();
         Queue<String> failures = new ConcurrentLinkedQueue<>();
+        Queue<Divergence> divergences = new ConcurrentLinkedQueue<>();
         float[] worst = new float[1];
         ExecutorService pool = Executors.newFixedThreadPool(CLIENTS);
         try {
@@ -166,21 +175,18 @@ class ServingLoadTest {
                                                 if (!Arrays.equals(
                                                         Arrays.copyOf(want, got.tokenIds().length),
                                                         got.tokenIds())) {
-                                                    failures.add("spec " + s + ": prefix differs before hanging up");
+                                                    divergences.add(
+                                                            new Divergence(
+                                                                    s, true, want, got.tokenIds()));
                                                 }
                                                 continue;
                                             }
                                             if (got.status() != 200) {
                                                 failures.add("spec " + s + ": status " + got.status() + " " + got.body());
                                             } else if (!Arrays.equals(want, got.tokenIds())) {
-                                                failures.add(
-                                                        "spec "
-                                                                + s
-                                                                + (stream ? " (streamed)" : "")
-                                                                + ": expected "
-                                                                + Arrays.toString(want)
-                                                                + ", got "
-                                                                + Arrays.toString(got.tokenIds()));
+                                                divergences.add(
+                                                        new Divergence(
+                                                                s, stream, want, got.tokenIds()));
                                             }
                                             completions.incrementAndGet();
                                             if (stream) {
@@ -199,16 +205,99 @@ class ServingLoadTest {
         } finally {
             pool.shutdownNow();
         }
+        // Batched and solo runs may round the logits differently (the GEMMs block over the batch):
+        // a greedy run may leave the solo run only where the solo run's own top two logits are a
+        // float32 tie. Anything else is a real difference.
+        int ties = 0;
+        for (Divergence d : divergences) {
+            String unexplained = d.explain(specs.get(d.spec()).prompt());
+            if (unexplained == null) {
+                ++ties;
+            } else {
+                failures.add(unexplained);
+            }
+        }
         assertTrue(failures.isEmpty(), context + ": " + failures.size() + " failures, first " + failures.peek());
+        assertTrue(
+                ties <= completions.get() / 20,
+                context + ": " + ties + " of " + completions.get() + " completions left the solo"
+                        + " run at a float32 tie: more than rounding explains");
         assertTrue(embedded.get() > 0 && completions.get() > 0 && streamed.get() > 0, context);
         assertEquals(REQUESTS, embedded.get() + completions.get() + hungUp.get(), context);
         System.out.printf(
                 "serving load: %d completions (%d streamed), %d embeddings, %d hang-ups; worst"
-                        + " embedding diff %.3g%n",
-                completions.get(), streamed.get(), embedded.get(), hungUp.get(), worst[0]);
+                        + " embedding diff %.3g; %d completions left the solo run at a float32"
+                        + " tie%n",
+                completions.get(), streamed.get(), embedded.get(), hungUp.get(), worst[0], ties);
         Map<String, Double> after = waitForIdle(client);
         assertEquals(totalBlocks, after.get("djl_attn_kv_blocks_free"), context + ": blocks leaked");
         assertEquals(0.0, after.get("djl_attn_running_sequences"), context);
+    }
+
+    /**
+     * The largest gap between the top logit and the batched run's choice that float32 rounding of
+     * a batched step explains: logits of stories260K reach about 15 and the batched GEMMs sum in
+     * another order than the solo ones (measured differences up to ~1e-5).
+     */
+    private static final float TIE = 1e-3f;
+
+    /** A completion whose tokens differ from its solo run. */
+    private record Divergence(int spec, boolean stream, int[] want, int[] got) {
+
+        /**
+         * Returns null when the first differing token is a float32 tie of the solo run's own
+         * logits (recomputed on the stock contiguous path, alone), else why it is not.
+         */
+        String explain(int[] prompt) throws Exception {
+            int t = 0;
+            while (t < Math.min(want.length, got.length) && want[t] == got[t]) {
+                ++t;
+            }
+            String what =
+                    "spec " + spec + (stream ? " (streamed)" : "") + ": expected "
+                            + Arrays.toString(want) + ", got " + Arrays.toString(got);
+            if (t == Math.min(want.length, got.length)) {
+                return what + " (lengths differ)";
+            }
+            int[] ids = Arrays.copyOf(prompt, prompt.length + t);
+            System.arraycopy(want, 0, ids, prompt.length, t);
+            float[] logits = lastLogits(ids);
+            float best = Float.NEGATIVE_INFINITY;
+            for (float v : logits) {
+                best = Math.max(best, v);
+            }
+            float gap = best - logits[got[t]];
+            return gap <= TIE
+                    ? null
+                    : what + " (token " + t + ": the batched choice is " + gap
+                            + " below the top logit, no float32 tie)";
+        }
+    }
+
+    /** The stock contiguous path's logits after a sequence, computed alone. */
+    private static float[] lastLogits(int[] ids) throws Exception {
+        Decoder decoder = ServingModels.stories();
+        try (NDManager manager = NDManager.newBaseManager()) {
+            long[] tokens = new long[ids.length];
+            long[] positions = new long[ids.length];
+            long[] mask = new long[ids.length];
+            for (int i = 0; i < ids.length; ++i) {
+                tokens[i] = ids[i];
+                positions[i] = i;
+                mask[i] = 1;
+            }
+            Shape shape = new Shape(1, ids.length);
+            NDList out =
+                    decoder.forward(
+                            new ParameterStore(manager, false),
+                            new NDList(
+                                    manager.create(tokens, shape),
+                                    manager.create(positions, shape),
+                                    manager.create(mask, shape)),
+                            false);
+            NDArray logits = out.get(0);
+            return logits.get(0, ids.length - 1).toType(DataType.FLOAT32, false).toFloatArray();
+        }
     }
 
     @Test
