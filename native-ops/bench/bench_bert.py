@@ -36,6 +36,9 @@ import torch.nn.functional as F
 
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
 HIDDEN, HEADS, INTERMEDIATE, EPS = 768, 12, 3072, 1e-12
+# Layer sizes by model (--model): BERT-base, and all-MiniLM-L6-v2 (the model zoo's default
+# embedding model: hidden 384, 12 heads of 32, FFN 1536).
+MODELS = {"bert-base": (768, 12, 3072), "minilm": (384, 12, 1536)}
 BN_EPS = 1e-5  # DJL BatchNorm's default
 
 
@@ -250,7 +253,11 @@ def main():
     parser.add_argument("--configs", default=None,
                         help="comma-separated BATCHxSEQ (default 32x128,8x512; cpu 8x128,2x512)")
     parser.add_argument("--reps", type=int, default=None, help="timed runs per measurement")
+    parser.add_argument("--model", choices=sorted(MODELS), default="bert-base",
+                        help="layer sizes (default bert-base; minilm = all-MiniLM-L6-v2)")
     args = parser.parse_args()
+    global HIDDEN, HEADS, INTERMEDIATE
+    HIDDEN, HEADS, INTERMEDIATE = MODELS[args.model]
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_bert: --device cuda but torch sees no GPU")
     load_libraries(args.device)
@@ -312,7 +319,8 @@ def main():
                                            sync[0], sync[1], " / ".join(graph)), flush=True)
 
     lines = [
-        "### BERT-base layer: fused djl_attn sequence vs stock DJL's eager ops",
+        "### %s layer: fused djl_attn sequence vs stock DJL's eager ops"
+        % {"bert-base": "BERT-base", "minilm": "all-MiniLM-L6-v2"}[args.model],
         "",
         "%s, %s, torch %s, %s. hidden %d, %d heads, intermediate %d; no padding: the fused sequence passes no kv_lens, as "
         "FusedBertBlock does for full rows (\"layer, kv_lens\": lengths passed and validated). "
@@ -321,10 +329,11 @@ def main():
         "runs this one, so a sequence of many small ops can still be host-bound); one call alone: "
         "each call waited for (launch latency included); CUDA graph: the sequence captured once "
         "and replayed 10 times per sample (GPU work only). `python3 bench/bench_bert.py --device %s --dtype %s "
-        "--configs %s --reps %d`" % (
+        "--model %s --configs %s --reps %d`" % (
             dev, str(dtype).replace("torch.", ""), torch.__version__,
             datetime.date.today().isoformat(), HIDDEN, HEADS, INTERMEDIATE, reps, args.device,
-            str(dtype).replace("torch.", ""), ",".join("%dx%d" % c for c in configs), reps),
+            str(dtype).replace("torch.", ""), args.model, ",".join("%dx%d" % c for c in configs),
+            reps),
         "",
         "| part | batch | S | eager ms | fused ms | speed-up | fused tokens/s | one call alone: eager / fused ms | CUDA graph: eager / fused ms, speed-up | max abs diff (layer) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
