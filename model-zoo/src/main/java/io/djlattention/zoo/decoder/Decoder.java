@@ -61,8 +61,9 @@ import java.util.Random;
  * [4C, C], bias}}, {@code ln_f.{weight,bias}} (GPT-2's Conv1D stores {@code [in, out]}), so a
  * Hugging Face checkpoint's tensors load by name through {@link #setWeights}.
  *
- * <p>The paged kernels take head dims 64, 80, 96, 128 and 256; a model with another head dim
- * (stories260K has 8) stores K/V zero-padded to the next supported one ({@link #getCacheHeadDim}):
+ * <p>The paged kernels take the head dims {@link PagedKvCache#supportedHeadDims()} lists (the
+ * native library's one list); a model with another head dim (stories260K has 8) stores K/V
+ * zero-padded to the next supported one ({@link #getCacheHeadDim}):
  * zeros add nothing to {@code q·k} and the padded output columns are dropped.
  */
 public final class Decoder extends AbstractBlock {
@@ -83,7 +84,6 @@ public final class Decoder extends AbstractBlock {
         PAGED
     }
 
-    private static final int[] PAGED_HEAD_DIMS = {64, 80, 96, 128, 256};
     private static final float MASKED = -1e30f;
 
     private final DecoderConfig config;
@@ -299,19 +299,13 @@ public final class Decoder extends AbstractBlock {
 
     /**
      * Returns the head dim the paged cache stores: the model's if the paged kernels support it,
-     * else the next supported one (zero padding).
+     * else the next supported one (zero padding; {@link PagedKvCache#paddedHeadDim}).
      *
      * @return the cache head dim
+     * @throws IllegalArgumentException if the head dim is above every supported one
      */
     public int getCacheHeadDim() {
-        int d = config.getHeadDim();
-        for (int supported : PAGED_HEAD_DIMS) {
-            if (supported >= d) {
-                return supported;
-            }
-        }
-        throw new IllegalStateException(
-                "head dim " + d + " is larger than the paged kernels support (256)");
+        return PagedKvCache.paddedHeadDim(config.getHeadDim());
     }
 
     /**
@@ -504,28 +498,11 @@ public final class Decoder extends AbstractBlock {
             } else {
                 NDArray q = padHeadDim(qkv[0], cacheDim);
                 if (decode) {
-                    attn =
-                            AttentionOps.pagedAttention(
-                                    q,
-                                    cache.getKeyCache(l),
-                                    cache.getValueCache(l),
-                                    batch.getBlockTables(),
-                                    batch.getContextLens(),
-                                    scale,
-                                    batch.getMaxContextLen(),
-                                    null);
+                    // The batch's tables were checked once when it was built: no per-layer
+                    // device-to-host copy of them (a synchronisation per layer on a GPU).
+                    attn = AttentionOps.pagedAttention(q, cache, l, batch, scale, null);
                 } else {
-                    attn =
-                            AttentionOps.pagedPrefillAttention(
-                                    q,
-                                    cache.getKeyCache(l),
-                                    cache.getValueCache(l),
-                                    batch.getBlockTables(),
-                                    batch.getCuSeqlensQ(),
-                                    batch.getContextLens(),
-                                    scale,
-                                    batch.getMaxQueryLen(),
-                                    null);
+                    attn = AttentionOps.pagedPrefillAttention(q, cache, l, batch, scale, null);
                 }
                 if (cacheDim != dim) {
                     attn = attn.get(new NDIndex("..., :{}", dim));
