@@ -70,16 +70,16 @@ public final class BertBenchmark {
                     runs = 3;
                     break;
                 case "--layers":
-                    layerCounts = ints(args[++i]);
+                    layerCounts = BenchSupport.ints(args[++i], "--layers");
                     break;
                 case "--batches":
-                    batches = ints(args[++i]);
+                    batches = BenchSupport.ints(args[++i], "--batches");
                     break;
                 case "--seqs":
-                    seqs = ints(args[++i]);
+                    seqs = BenchSupport.ints(args[++i], "--seqs");
                     break;
                 case "--encoder-batches":
-                    encoderBatches = ints(args[++i]);
+                    encoderBatches = BenchSupport.ints(args[++i], "--encoder-batches");
                     break;
                 case "--warmup":
                     warmup = Integer.parseInt(args[++i]);
@@ -105,7 +105,7 @@ public final class BertBenchmark {
                         engine.getVersion(),
                         engine.defaultDevice(),
                         Runtime.getRuntime().availableProcessors(),
-                        cpuModel(),
+                        BenchSupport.cpuModel(),
                         warmup,
                         runs);
         StringBuilder table = new StringBuilder(header);
@@ -171,9 +171,9 @@ public final class BertBenchmark {
                     fusedCpu.add(f[1]);
                 }
             }
-            double stockMs = median(stockTimes);
-            double fusedMs = median(fusedTimes);
-            double cpuRatio = median(stockCpu) / median(fusedCpu);
+            double stockMs = BenchSupport.median(stockTimes);
+            double fusedMs = BenchSupport.median(fusedTimes);
+            double cpuRatio = BenchSupport.median(stockCpu) / BenchSupport.median(fusedCpu);
             long valid = Arrays.stream(lens).asLongStream().sum();
             return String.format(
                     Locale.ROOT,
@@ -290,28 +290,5 @@ public final class BertBenchmark {
             }
             return max / Math.max(scale, Float.MIN_NORMAL);
         }
-    }
-
-    private static double median(List<Double> values) {
-        double[] sorted = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        int n = sorted.length;
-        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    }
-
-    private static int[] ints(String list) {
-        return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
-    }
-
-    private static String cpuModel() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) {
-                    return line.substring(line.indexOf(':') + 1).trim();
-                }
-            }
-        } catch (java.io.IOException | RuntimeException e) {
-            // not Linux: the table then names no model
-        }
-        return "unknown CPU model";
     }
 }

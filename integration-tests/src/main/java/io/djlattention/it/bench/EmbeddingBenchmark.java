@@ -114,13 +114,13 @@ public final class EmbeddingBenchmark {
                     minSeconds = 0;
                     break;
                 case "--threads":
-                    threads = ints(args[++i], "--threads");
+                    threads = BenchSupport.ints(args[++i], "--threads");
                     break;
                 case "--batches":
-                    batches = ints(args[++i], "--batches");
+                    batches = BenchSupport.ints(args[++i], "--batches");
                     break;
                 case "--lengths":
-                    lengths = ints(args[++i], "--lengths");
+                    lengths = BenchSupport.ints(args[++i], "--lengths");
                     break;
                 case "--warmup":
                     warmup = Integer.parseInt(args[++i]);
@@ -166,7 +166,7 @@ public final class EmbeddingBenchmark {
                                 + " (and >= %.0f s per implementation); OMP_WAIT_POLICY=%s%n%n",
                         ZonedDateTime.now(ZoneOffset.UTC)
                                 .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")),
-                        cpuModel(),
+                        BenchSupport.cpuModel(),
                         Runtime.getRuntime().availableProcessors(),
                         System.getProperty("os.arch"),
                         engine.getEngineName(),
@@ -347,8 +347,8 @@ public final class EmbeddingBenchmark {
                         }
                     }
                 }
-                double t = median(torch);
-                double o = median(ort);
+                double t = BenchSupport.median(torch);
+                double o = BenchSupport.median(ort);
                 double gflop = 2.0 * rows * in * out / 1e9;
                 sb.append(
                         String.format(
@@ -589,10 +589,10 @@ public final class EmbeddingBenchmark {
                 break;
             }
         }
-        double fused = median(times.get("fused"));
-        double stock = median(times.get("stock"));
-        double ortDef = median(times.get("ortDefault"));
-        double ortEq = median(times.get("ortEqual"));
+        double fused = BenchSupport.median(times.get("fused"));
+        double stock = BenchSupport.median(times.get("stock"));
+        double ortDef = BenchSupport.median(times.get("ortDefault"));
+        double ortEq = BenchSupport.median(times.get("ortEqual"));
         double minCos = minCosine(last.get("fused"), last.get("ortEqual"));
         // With one thread, libtorch (OpenMP and MKL at 1 thread) and ONNX Runtime (intra-op
         // pool of 1) run everything on the calling thread, so its CPU time is the work done,
@@ -602,7 +602,7 @@ public final class EmbeddingBenchmark {
                         ? String.format(
                                 Locale.ROOT,
                                 "%.2fx",
-                                median(cpuTimes.get("ortEqual")) / median(cpuTimes.get("fused")))
+                                BenchSupport.median(cpuTimes.get("ortEqual")) / BenchSupport.median(cpuTimes.get("fused")))
                         : "-";
         return String.format(
                 Locale.ROOT,
@@ -703,21 +703,6 @@ public final class EmbeddingBenchmark {
         return min;
     }
 
-    private static double median(List<Double> values) {
-        double[] sorted = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        int n = sorted.length;
-        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    }
-
-    private static int[] ints(String list, String option) {
-        try {
-            return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(
-                    option + ": expected comma-separated integers, got " + list, e);
-        }
-    }
-
     private static String command(String[] args) {
         String joined = String.join(" ", args);
         if (System.getProperty("embed.bench.maven") != null) {
@@ -729,18 +714,5 @@ public final class EmbeddingBenchmark {
                 + EmbeddingBenchmark.class.getName()
                 + (joined.isEmpty() ? "" : " " + joined)
                 + "`";
-    }
-
-    private static String cpuModel() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) {
-                    return line.substring(line.indexOf(':') + 1).trim();
-                }
-            }
-        } catch (java.io.IOException | RuntimeException e) {
-            // not Linux: the table then names no model
-        }
-        return "unknown CPU model";
     }
 }

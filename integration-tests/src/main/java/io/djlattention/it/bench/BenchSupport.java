@@ -1,0 +1,62 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it.bench;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.List;
+
+/** Helpers the CPU benchmark mains share: medians, option lists, the CPU's name for the table. */
+final class BenchSupport {
+
+    private BenchSupport() {}
+
+    /**
+     * Returns the median of some values (the mean of the middle two for an even count).
+     *
+     * @param values at least one value
+     * @return the median
+     */
+    static double median(List<Double> values) {
+        double[] sorted = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+        int n = sorted.length;
+        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    }
+
+    /**
+     * Parses a comma-separated list of integers given to an option.
+     *
+     * @param list the list, e.g. {@code 1,32}
+     * @param option the option's name, for the error
+     * @return the integers
+     * @throws IllegalArgumentException naming the option if an element is not an integer
+     */
+    static int[] ints(String list, String option) {
+        try {
+            return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(
+                    option + ": expected comma-separated integers, got " + list, e);
+        }
+    }
+
+    /**
+     * Returns the CPU's model name from {@code /proc/cpuinfo}.
+     *
+     * @return the model name, or {@code unknown CPU model} off Linux
+     */
+    static String cpuModel() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
+                if (line.startsWith("model name")) {
+                    return line.substring(line.indexOf(':') + 1).trim();
+                }
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            // not Linux: the table then names no model
+        }
+        return "unknown CPU model";
+    }
+}
