@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <mutex>
 
 #include "shim/torch_shim.h"
 
@@ -57,6 +58,24 @@ int multiprocessor_count(int device) {
     counts[device].store(count);
   }
   return count;
+}
+
+const DeviceFacts& device_facts(int device) {
+  static std::array<DeviceFacts, 64> facts{};
+  static std::array<std::once_flag, 64> once;
+  if (device < 0 || device >= static_cast<int>(facts.size())) {
+    fail_native("CUDA device index ", device, " out of the supported range [0, 64)");
+  }
+  std::call_once(once[device], [device] {
+    int sms = 0, smem = 0, major = 0, minor = 0;
+    DJL_ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    DJL_ATTN_CUDA_CHECK(
+        cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    DJL_ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    DJL_ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    facts[device] = {sms, smem, major, minor};
+  });
+  return facts[device];
 }
 
 void copy_to_host(void* dst, const void* src, size_t bytes) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "common/error.h"
+#include "cuda/common/device_facts.h"
 
 namespace djl_attn::cuda {
 
@@ -53,6 +54,10 @@ cudaStream_t current_stream(int device);
 
 // Number of streaming multiprocessors of `device`, read once per device.
 int multiprocessor_count(int device);
+
+// The facts the launchers' plans read (SM count, opt-in shared memory, compute capability),
+// queried once per device and cached.
+const DeviceFacts& device_facts(int device);
 
 // Copies device memory to the host on the current stream of the pointer's device, and waits.
 void copy_to_host(void* dst, const void* src, size_t bytes);

@@ -60,13 +60,6 @@ void run_typed(const CausalDotProductParams& p, const LinearPlan& plan, cudaStre
   }
 }
 
-int64_t smem_optin(int device) {
-  int bytes = 0;
-  DJL_ATTN_CUDA_CHECK(
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return bytes;
-}
-
 // DJL_ATTN_LINEAR_KERNEL forces a variant (tests, benchmarks); read once at load
 // (common/options.h), switched in-process through djl_attn_set_option.
 Option kLinearKernel("DJL_ATTN_LINEAR_KERNEL", {"auto", "per_thread", "low_occupancy", "chunked"},
@@ -76,10 +69,6 @@ LinearVariant requested_variant() {
   return parse_linear_variant(kLinearKernel.value().c_str(), "DJL_ATTN_LINEAR_KERNEL");
 }
 
-LinearDeviceFacts device_facts(int device) {
-  return {cuda::multiprocessor_count(device), smem_optin(device)};
-}
-
 }  // namespace
 
 void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* stream, int device) {
@@ -87,7 +76,7 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
   const LinearPlan plan =
       plan_causal_dot_product(params.batch * params.heads, params.seqlen, params.dim_qk,
                               params.dim_v, element_size, requested_variant(),
-                              device_facts(device));
+                              cuda::device_facts(device));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (params.dtype) {
     case ElementType::kFloat32: return run_typed<float>(params, plan, s);
@@ -99,7 +88,7 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
 std::string causal_dot_product_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                     int64_t dim_v, int64_t element_size, int device) {
   return describe(plan_causal_dot_product(batch_heads, seqlen, dim_qk, dim_v, element_size,
-                                          requested_variant(), device_facts(device)));
+                                          requested_variant(), cuda::device_facts(device)));
 }
 
 }  // namespace djl_attn::linear

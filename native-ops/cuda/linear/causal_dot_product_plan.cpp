@@ -22,7 +22,7 @@ constexpr int64_t kChunkedSmallGridMinDim = 64;
 
 LinearPlan plan_causal_dot_product(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                    int64_t dim_v, int64_t element_size, LinearVariant requested,
-                                   const LinearDeviceFacts& device) {
+                                   const cuda::DeviceFacts& device) {
   LinearPlan plan{requested, 0};
   // The tensor-core kernel takes float16/bfloat16 with E <= 128; other requests for it run the
   // per-thread kernel.

@@ -1,6 +1,6 @@
 // The plan of the causal_dot_product CUDA launcher: which kernel variant (and how many warps per
 // block) runs a problem on a GPU. A pure function of the problem and of the device's facts, so it
-// compiles without nvcc and its tests (tests/test_plans.py, through libdjl_attn_plans.so) run
+// compiles without nvcc and its tests (tests/test_plans_<family>.py, through libdjl_attn_plans.so) run
 // without a GPU.
 //
 // Variants:
@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/common/device_facts.h"
+
 namespace djl_attn::linear {
 
 enum class LinearVariant { kAuto, kPerThread, kLowOccupancy, kChunked };
@@ -29,18 +31,13 @@ struct LinearPlan {
   int warps;              // low_occupancy only: warps per block
 };
 
-// What the plan needs to know of the GPU.
-struct LinearDeviceFacts {
-  int sm_count;            // streaming multiprocessors
-  int64_t smem_optin;      // opt-in shared memory per block, bytes
-};
 
 // The problem: B*H independent heads, length L, feature dims E (q, k) and M (v), element size
 // (4 for float32, 2 for float16/bfloat16). `requested` is kAuto, or a variant to force (tests and
 // benchmarks).
 LinearPlan plan_causal_dot_product(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                    int64_t dim_v, int64_t element_size, LinearVariant requested,
-                                   const LinearDeviceFacts& device);
+                                   const cuda::DeviceFacts& device);
 
 // "per_thread", "low_occupancy/8w" or "chunked".
 std::string describe(const LinearPlan& plan);

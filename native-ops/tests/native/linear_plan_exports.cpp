@@ -1,22 +1,15 @@
 // libdjl_attn_plans.so: C entry points to the pure plan functions of the CUDA launchers, for the
-// plan tests (tests/test_plans.py, through ctypes). Built with the CPU library, without nvcc, and
-// never packaged: the shipped libraries export no test-only symbol.
+// plan tests (tests/test_plans_*.py, through ctypes), one file per kernel family. Built with the
+// CPU library, without nvcc, and never packaged: the shipped libraries export no test-only symbol.
 
 #include <cstdint>
 #include <exception>
 #include <string>
 
 #include "cuda/linear/causal_dot_product_plan.h"
+#include "tests/native/plan_exports.h"
 
-namespace {
-
-const char* keep(std::string value) {
-  static thread_local std::string result;
-  result = std::move(value);
-  return result.c_str();
-}
-
-}  // namespace
+using djl_attn::plan_exports::keep;
 
 // The causal_dot_product variant for a GPU with `sm_count` SMs and `smem_optin` bytes of opt-in
 // shared memory per block; `requested` is a DJL_ATTN_LINEAR_KERNEL value. "error: ..." on failure.
@@ -30,7 +23,7 @@ extern "C" const char* djl_attn_test_causal_dot_product_plan(int64_t batch_heads
   try {
     const LinearVariant variant = parse_linear_variant(requested, "requested");
     return keep(describe(plan_causal_dot_product(batch_heads, seqlen, dim_qk, dim_v, element_size,
-                                                 variant, {sm_count, smem_optin})));
+                                                 variant, {sm_count, smem_optin, 9, 0})));
   } catch (const std::exception& e) {
     return keep(std::string("error: ") + e.what());
   }

@@ -1,22 +1,14 @@
-"""The plans of the CUDA launchers: pure functions of a problem and of a GPU's facts (SM count,
-opt-in shared memory per block), compiled into libdjl_attn_plans.so without nvcc, so they are
-tested on any machine. The expectations are the plans the benchmark tables in docs/benchmarks.md
-were measured with (an H200: 132 SMs, 227 KiB of opt-in shared memory per block), and the
-limits that decide between them on smaller parts."""
+"""The plans of the causal_dot_product CUDA launcher: pure functions of a problem and of a GPU's
+facts, tested on any machine (tests/plans.py). The expectations are the plans the benchmark tables
+in docs/benchmarks.md were measured with (an H200: 132 SMs, 227 KiB of opt-in shared memory per
+block), and the limits that decide between them on smaller parts."""
 
 import ctypes
 
 import pytest
 
-from conftest import _find
+from plans import ADA, H200, lib
 
-H200 = (132, 227 * 1024)
-ADA = (84, 99 * 1024)  # sm_86/sm_89: 99 KiB of opt-in shared memory per block
-
-path = _find("libdjl_attn_plans.so")
-if path is None:
-    raise RuntimeError("libdjl_attn_plans.so not found: build native-ops first (it needs no nvcc)")
-lib = ctypes.CDLL(str(path))
 _linear = lib.djl_attn_test_causal_dot_product_plan
 _linear.restype = ctypes.c_char_p
 _linear.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32,
@@ -24,7 +16,7 @@ _linear.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_int32, ctypes.c_char_p, ctyp
 
 
 def linear_plan(batch_heads, seqlen, dim, element_size, gpu, requested="auto", dim_v=None):
-    sms, smem = gpu
+    sms, smem = gpu[0], gpu[1]
     dim_v = dim if dim_v is None else dim_v
     return _linear(batch_heads, seqlen, dim, dim_v, element_size, requested.encode(), sms,
                    smem).decode()
@@ -60,7 +52,7 @@ def test_linear_plan_rules():
     assert linear_plan(1, 4096, 64, 2, H200) == "low_occupancy/16w"
     assert linear_plan(2000, 4096, 64, 4, H200) == "per_thread"
     assert linear_plan(1, 4096, 256, 4, H200) == "low_occupancy/8w"
-    assert linear_plan(100, 4096, 32, 4, (132, 227 * 1024)) == "low_occupancy/4w"
+    assert linear_plan(100, 4096, 32, 4, H200) == "low_occupancy/4w"
 
 
 def test_linear_plan_respects_shared_memory():
