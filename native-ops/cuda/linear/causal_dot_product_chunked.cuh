@@ -23,11 +23,15 @@
 // base plus a compile-time offset, which spares the registers a swizzle's addresses would take.
 #pragma once
 
+#include "cuda/common/cp_async.cuh"
 #include "cuda/common/mma.cuh"
 
 
 namespace djl_attn::linear {
 
+using cuda::ptx::cp_async_16;
+using cuda::ptx::cp_async_commit;
+using cuda::ptx::cp_async_wait;
 using cuda::ptx::ldmatrix_x4;
 using cuda::ptx::ldmatrix_x4_trans;
 using cuda::ptx::mma_16816;
@@ -45,15 +49,6 @@ __device__ __forceinline__ int padded(int row, int seg) {
   return (row * (Segs + 1) + seg) * 8;
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
 
 // d += a b, m16n8k8 on tf32 operands (float32 bit patterns), float32 accumulation.
 __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -130,7 +125,7 @@ __global__ void __launch_bounds__(kChunkThreads, chunked_min_blocks(EMax))
   // element-wise loads (zeros past `count`) and a plain shared-memory store.
   auto load_segment = [&](T* dst, const T* src, int count) {
     if (vectorised && count == 8) {
-      cp_async16(smem_addr(dst), src);
+      cp_async_16(smem_addr(dst), src);
     } else {
       Pack<T, 8> pack;
 #pragma unroll
@@ -209,7 +204,7 @@ __global__ void __launch_bounds__(kChunkThreads, chunked_min_blocks(EMax))
     const int stage = static_cast<int>(ci & 1);
     const int64_t t0 = ci * kChunk;
     const bool more = ci + 1 < chunks;
-    cp_async_wait_all();
+    cp_async_wait<0>();
     // This chunk's q, k, v (and the state written at the end of the last one) are visible, and
     // every warp is done with the other stage.
     __syncthreads();
