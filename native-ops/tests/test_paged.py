@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import reference
-from conftest import get_option, option_values, supported_ints
+from conftest import option_values, supported_ints
 from reference import assert_close
 
 reshape_and_cache = torch.ops.djl_attn.reshape_and_cache
@@ -21,14 +21,12 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HEAD_DIMS = supported_ints("paged.head_dims")
 BLOCK_SIZES = supported_ints("paged.block_sizes")
 HEAD_DIM_LIST = r"\{" + ", ".join(str(d) for d in HEAD_DIMS) + r"\}"
-# "auto" lets the launcher choose; v1 (one pass per sequence), v2 (partitioned context plus
-# a reduce kernel) and flash (the tensor-core split-KV decode kernel, cuda/flash/flash_decode.h)
-# force one CUDA kernel. The CPU has one kernel.
+# "auto" lets the launcher's plan choose; v1 (one pass per sequence), v2 (partitioned context
+# plus a reduce kernel) and flash (the tensor-core split-KV decode kernel,
+# cuda/flash/flash_decode.h) force one CUDA kernel. A forced flash runs what auto would choose
+# between v1 and v2 where the flash kernel does not apply (float32, ALiBi, head dims other than
+# 64/128/256, groups above 16: tests/test_plans_paged.py). The CPU has one kernel.
 VARIANTS = ["auto", "v1", "v2", "flash"]
-# What the flash kernel runs (flash_unsupported in cuda/paged/paged_attention.cu).
-FLASH_DTYPES = [torch.float16, torch.bfloat16]
-FLASH_HEAD_DIMS = [64, 128, 256]
-FLASH_MAX_GROUP = 16
 # CUDA kernel configurations (DJL_ATTN_PAGED_CONFIG, cuda/paged/paged_attention_launch.cuh):
 # the default, 8 warps with 2 + 2 loads per lane, two cp.async shared-memory rings, and the
 # register ones with the next cache block prefetched into L2. The non-default ones exist for
@@ -60,38 +58,6 @@ def config(request, device, options):
     if device == "cuda":
         options.set("DJL_ATTN_PAGED_CONFIG", request.param)
     return request.param
-
-
-def flash_forced():
-    return get_option("DJL_ATTN_PAGED_KERNEL") == "flash"
-
-
-def flash_unsupported(dtype, dim, heads_q, heads_kv, alibi):
-    """Why DJL_ATTN_PAGED_KERNEL=flash must refuse the shape, or None when it runs it."""
-    if dtype not in FLASH_DTYPES:
-        return "float16/bfloat16 caches only"
-    if dim not in FLASH_HEAD_DIMS:
-        return "head dims 64, 128 and 256 only"
-    if alibi:
-        return "no alibi_slopes"
-    if heads_q // heads_kv > FLASH_MAX_GROUP:
-        return "at most 16 query heads per kv head"
-    return None
-
-
-def skip_if_flash_refuses(call, dtype, dim, heads_q, heads_kv, alibi):
-    """Under DJL_ATTN_PAGED_KERNEL=flash, a shape the kernel does not run must fail with the
-    reason (checked here), and the test then has nothing more to check on it."""
-    if not flash_forced():
-        return
-    why = flash_unsupported(dtype, dim, heads_q, heads_kv, alibi)
-    if why is None:
-        return
-    with pytest.raises(ValueError, match="DJL_ATTN_PAGED_KERNEL=flash: the tensor-core decode "
-                                         "kernel needs " + why):
-        call()
-    pytest.skip("the flash kernel refuses %s, D = %d, %d:%d heads%s (%s); checked the error"
-                % (dtype, dim, heads_q, heads_kv, ", ALiBi" if alibi else "", why))
 
 
 def skip_untuned(config, dtype, dim):
@@ -162,12 +128,8 @@ def check_decode(context_lens, block_size, heads_q, heads_kv, dim, dtype, device
     scale = 1.0 / math.sqrt(dim) if scale is None else scale
     max_len = max(context_lens + [0]) if max_context_len is None else max_context_len
 
-    def call():
-        return paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
-                               paged.context_lens, scale, max_len, slopes)
-
-    skip_if_flash_refuses(call, dtype, dim, heads_q, heads_kv, alibi)
-    out = call()
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, scale, max_len, slopes)
     expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
                                          paged.block_tables, paged.context_lens, scale, slopes)
     assert out.dtype == dtype and out.shape == query.shape
@@ -257,19 +219,15 @@ def test_decode_strided_query(device, variant, dtype):
     query = fused[:, :4]
     assert not query.is_contiguous()
 
-    def call():
-        return paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
-                               paged.context_lens, 0.125, 50, None)
-
-    skip_if_flash_refuses(call, dtype, 64, 4, 2, False)
-    out = call()
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 0.125, 50, None)
     expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
                                          paged.block_tables, paged.context_lens, 0.125)
     assert_close(out.cpu(), expected.cpu(), dtype)
 
 
 # Groups at the flash kernel's limit (16 query heads of one kv head fill its m16 tile), past it
-# (32: the flash variant refuses, auto falls back to v1/v2), and a plain MHA group of 1, with
+# (32: auto and a forced flash run v1/v2), and a plain MHA group of 1, with
 # contexts around its 64-key tiles and a long one that it splits over the SMs.
 @pytest.mark.parametrize("heads_q,heads_kv", [(16, 1), (32, 2), (32, 1), (4, 4)])
 @pytest.mark.parametrize("dtype", TUNED_DTYPES)
@@ -294,6 +252,86 @@ def test_context_zero_gives_zero(device, variant, config):
     out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
                           paged.context_lens, 1.0, 0, None)
     assert torch.equal(out.cpu(), torch.zeros(2, 4, 64, dtype=torch.float16))
+
+
+def unaligned_copy(cache):
+    """The same values in a contiguous view that starts one element past the (aligned) start of
+    its storage: a cache carved out of a larger buffer, not 16-byte aligned."""
+    flat = torch.empty(cache.numel() + 1, dtype=cache.dtype, device=cache.device)
+    view = flat[1:].view(cache.shape)
+    view.copy_(cache)
+    assert view.data_ptr() % 16 != 0 and view.is_contiguous()
+    return view
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_unaligned_caches(device, variant, dtype):
+    # Caches that are not 16-byte aligned run on every backend and kernel request (on CUDA the
+    # warp-per-row kernel of paged_prefill_attention reads them), with the same results, ALiBi
+    # and GQA included; so do reshape_and_cache and paged_prefill_attention.
+    lens = [1, 40, 77]
+    paged = Paged(lens, 16, 2, 80, dtype, device)
+    paged.key_cache = unaligned_copy(paged.key_cache)
+    paged.value_cache = unaligned_copy(paged.value_cache)
+    keys, values = random_kv(lens, 2, 80, dtype, device)
+    paged.fill(keys, values)
+    for s, n in enumerate(lens):
+        assert torch.equal(reference.gather_paged(paged.key_cache, paged.block_tables[s].cpu(), n),
+                           keys[s])
+    query = torch.randn(len(lens), 6, 80, dtype=dtype, device=device)
+    slopes = torch.rand(6, device=device)
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 0.1, 77, slopes)
+    expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
+                                         paged.block_tables, paged.context_lens, 0.1, slopes)
+    assert_close(out.cpu(), expected.cpu(), dtype)
+    cu = torch.tensor([0, 1, 11, 14], dtype=torch.int32, device=device)
+    rows = torch.randn(14, 6, 80, dtype=dtype, device=device)
+    out = paged_prefill(rows, paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                        paged.context_lens, 0.1, 10, slopes)
+    expected = reference.paged_prefill_attention(rows, paged.key_cache, paged.value_cache,
+                                                 paged.block_tables, cu, paged.context_lens, 0.1,
+                                                 slopes)
+    assert_close(out.cpu(), expected.cpu(), dtype)
+
+
+def one_token_cache(dtype, device, heads_kv=1, dim=64):
+    """A cache of one block whose first token has a known value row: every query that attends
+    to that token alone gets exactly that row back."""
+    key_cache = torch.randn(1, 8, heads_kv, dim, dtype=dtype, device=device)
+    value_cache = torch.randn(1, 8, heads_kv, dim, dtype=dtype, device=device)
+    return key_cache, value_cache
+
+
+def test_decode_more_sequences_than_a_cuda_grid_holds(device, variant):
+    # 70000 sequences (CUDA puts at most 65535 in a grid's y): each of one token, all in the same
+    # block, so each output row is that token's value row.
+    num_seqs = 70000
+    key_cache, value_cache = one_token_cache(torch.float16, device)
+    tables = torch.zeros(num_seqs, 1, dtype=torch.int32, device=device)
+    lens = torch.ones(num_seqs, dtype=torch.int32, device=device)
+    query = torch.randn(num_seqs, 2, 64, dtype=torch.float16, device=device)
+    out = paged_attention(query, key_cache, value_cache, tables, lens, 0.125, 1, None)
+    assert_close(out.cpu(), value_cache[0, 0].cpu().double().expand(num_seqs, 2, 64),
+                 torch.float16)
+
+
+def test_prefill_more_heads_and_sequences_than_a_cuda_grid_holds(device):
+    # 70000 query heads, then 70000 sequences of one row (CUDA's grid y and z hold 65535 each).
+    key_cache, value_cache = one_token_cache(torch.float32, device)
+    many = 70000
+    one = torch.ones(1, dtype=torch.int32, device=device)
+    query = torch.randn(1, many, 64, device=device)
+    out = paged_prefill(query, key_cache, value_cache, torch.zeros(1, 1, dtype=torch.int32,
+                        device=device), torch.tensor([0, 1], dtype=torch.int32, device=device),
+                        one, 0.125, 1, None)
+    assert_close(out.cpu(), value_cache[0, 0].cpu().double().expand(1, many, 64), torch.float32)
+    query = torch.randn(many, 1, 64, device=device)
+    out = paged_prefill(query, key_cache, value_cache,
+                        torch.zeros(many, 1, dtype=torch.int32, device=device),
+                        torch.arange(many + 1, dtype=torch.int32, device=device),
+                        torch.ones(many, dtype=torch.int32, device=device), 0.125, 1, None)
+    assert_close(out.cpu(), value_cache[0, 0].cpu().double().expand(many, 1, 64), torch.float32)
 
 
 # ---- reshape_and_cache ----------------------------------------------------------------------
@@ -601,14 +639,11 @@ def test_validation_kernel_choice(device, options):
         options.set("DJL_ATTN_PAGED_KERNEL", "v3")
     expected = reference.paged_attention(args["query"], args["key_cache"], args["value_cache"],
                                          args["block_tables"], args["context_lens"], 0.125)
-    # v2 has at most 8192 partitions of 512 tokens.
-    options.set("DJL_ATTN_PAGED_KERNEL", "v2")
-    args["max_context_len"] = 1 << 23
-    expect_error(r"DJL_ATTN_PAGED_KERNEL=v2: max_context_len 8388608 needs more than 8192 "
-                 r"partitions", call_decode, args)
-    # A large max_context_len with short contexts is fine for v2 below that, for v1 (its state
-    # is per thread block, not per token) and for auto at any size.
-    for variant, max_len in (("v2", 1 << 20), ("v1", 1 << 23), ("auto", 1 << 23)):
+    # A large max_context_len with short contexts is fine for every kernel: v2 has at most 8192
+    # partitions, so past 2^22 tokens it takes longer ones than 512; v1's state is per thread
+    # block, not per token.
+    for variant, max_len in (("v2", 1 << 20), ("v2", 1 << 23), ("v2", 1 << 30), ("v1", 1 << 23),
+                             ("auto", 1 << 23), ("flash", 1 << 23)):
         options.set("DJL_ATTN_PAGED_KERNEL", variant)
         args["max_context_len"] = max_len
         assert_close(call_decode(args).cpu(), expected.cpu(), torch.float16)

@@ -28,6 +28,10 @@
 
 #include <cstdint>
 
+#include "cuda/common/convert.cuh"
+#include "cuda/common/cp_async.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/paged/paged_plan.h"
 #include "paged/paged_params.h"
 
 namespace djl_attn::paged::kernels {
@@ -35,9 +39,6 @@ namespace djl_attn::paged::kernels {
 constexpr int kWarpSize = 32;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
-// Tokens per v2 partition (the launcher may halve it, down to 64): a multiple of every block
-// size and of kWarps cache blocks of the largest size, so a partition's warps share evenly.
-constexpr int kPartitionSize = 512;
 
 // 16 bytes of T unpacked to float32.
 template <typename T>
@@ -73,20 +74,12 @@ __device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& raw, float* o
   }
 }
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+using cuda::from_float;
+using cuda::to_float;
+using cuda::ptx::cp_async_16;
+using cuda::ptx::cp_async_commit;
+using cuda::ptx::cp_async_wait;
+using cuda::ptx::smem_addr;
 
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
@@ -122,8 +115,6 @@ __device__ __forceinline__ float block_sum(float x, float* red) {
 // The smallest power of two >= both a (a power of two) and b.
 constexpr int pow2_at_least(int a, int b) { return a >= b ? a : pow2_at_least(2 * a, b); }
 
-// Query heads of one kv head's GQA group that a thread block serves from one read of K/V.
-constexpr int kHeadTile = 4;
 // K vectors (and as many V vectors) a lane loads before it uses the first. With 4, every
 // instantiation fits 168 registers without spills (ptxas, sm_90), so 3 blocks (12 warps) stay
 // resident per SM: 12 x 32 lanes x 8 x 16 bytes = 48 KiB in flight per SM. 8 loads needed up to
@@ -132,13 +123,14 @@ constexpr int kLoadsPerChunk = 4;
 // Resident thread blocks per SM the register budget is held to (65536 / (3 x 128) = 170).
 constexpr int kMinBlocksPerSm = 3;
 
-// How the decode kernel trades occupancy against loads in flight (DJL_ATTN_PAGED_CONFIG, see
-// paged_attention.cu). kStages 0: K/V go straight from global memory to registers, kLoads K and
-// kLoads V vectors per lane in flight. kStages > 0: each warp streams its chunks through a ring
-// of kStages chunks in shared memory with cp.async, kStages - 1 chunks ahead of the one it
-// computes on, so bytes in flight cost shared memory instead of registers. kPrefetch (register
-// configurations only): at the start of each cache block, prefetch the warp's next cache block
-// into L2, so that its loads later wait on L2 rather than on DRAM, at no register cost.
+// How the decode kernel trades occupancy against loads in flight (DJL_ATTN_PAGED_CONFIG,
+// StreamConfig in paged_plan.h). kStages 0: K/V go straight from global memory to registers,
+// kLoads K and kLoads V vectors per lane in flight. kStages > 0: each warp streams its chunks
+// through a ring of kStages chunks in shared memory with cp.async, kStages - 1 chunks ahead of
+// the one it computes on, so bytes in flight cost shared memory instead of registers. kPrefetch
+// (register configurations only): at the start of each cache block, prefetch the warp's next
+// cache block into L2, so that its loads later wait on L2 rather than on DRAM, at no register
+// cost.
 template <int kWarps_, int kLoads_, int kMinBlocks_, int kStages_, bool kPrefetch_ = false>
 struct KernelConfig {
   static constexpr int kWarps = kWarps_;
@@ -194,33 +186,8 @@ __device__ __forceinline__ float rescale(float m_old, float m_new) {
   return m_old == -INFINITY ? 0.f : __expf(m_old - m_new);
 }
 
-// 16 bytes global -> shared without passing through registers (sm_80+); the issuing lane is the
-// only one that reads them back, so cp.async.wait_group is the only synchronisation needed.
-__device__ __forceinline__ void copy_async16(uint4* smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
-#else
-  *smem = load_vec(gmem);
-#endif
-}
-
-__device__ __forceinline__ void copy_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ void prefetch_l2(const void* gmem) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gmem));
-}
-
-// Waits until at most `kPending` of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void copy_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
 }
 
 // Floats of the end-of-kernel merge area: per warp and tile head, the accumulator row, then
@@ -356,10 +323,12 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
           for (int j = 0; j < kRowVecs; ++j) {
             const int v = row_lane + j * kLanesPerRow;
             if (Traits::kFullRows || v < kVecs) {
-              copy_async16(k_ring + (c * kRowVecs + j) * kWarpSize,
-                           k_block + t * token_stride + v * kVecElems);
-              copy_async16(v_ring + (c * kRowVecs + j) * kWarpSize,
-                           v_block + t * token_stride + v * kVecElems);
+              // The issuing lane is the only one that reads these bytes back, so the wait
+              // below is the only synchronisation they need.
+              cp_async_16(smem_addr(k_ring + (c * kRowVecs + j) * kWarpSize),
+                          k_block + t * token_stride + v * kVecElems);
+              cp_async_16(smem_addr(v_ring + (c * kRowVecs + j) * kWarpSize),
+                          v_block + t * token_stride + v * kVecElems);
             }
           }
         }
@@ -371,7 +340,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
       }
     }
     // Always a group, empty past the end, so that the consumer's wait count stays fixed.
-    copy_async_commit();
+    cp_async_commit();
     prod_stage = prod_stage + 1 == kStages ? 0 : prod_stage + 1;
   };
   if constexpr (kStages > 0) {
@@ -429,7 +398,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
       if constexpr (kStages > 0) {
         produce();
         // All but the kStages - 1 newest groups are done: this chunk's is.
-        copy_async_wait<kStages - 1>();
+        cp_async_wait<kStages - 1>();
         k_ring = ring + ((warp * kStages + cons_stage) * 2) * kChunkVecs * kWarpSize + lane;
         v_ring = k_ring + kChunkVecs * kWarpSize;
         cons_stage = cons_stage + 1 == kStages ? 0 : cons_stage + 1;
@@ -537,7 +506,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   if constexpr (kStages > 0) {
     // The producer's last groups are empty, but the ring's memory becomes the merge area below:
     // every warp must be done with it first.
-    copy_async_wait<0>();
+    cp_async_wait<0>();
     __syncthreads();
   }
 
@@ -649,20 +618,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The kernel configurations DJL_ATTN_PAGED_CONFIG names (paged_attention_launch.cuh).
-enum class KernelChoice { kDefault, kW8L2, kSmem4, kSmem8, kPf, kW8L2Pf };
-
-// How one call runs: v1 (partition_size 0) or v2, and v2's workspace.
-struct LaunchPlan {
-  KernelChoice config;
-  int partition_size;
-  int partitions;  // grid z: 1 for v1
-  int head_tiles;  // tiles of kHeadTile query heads per kv head: ceil(Hq / Hkv / kHeadTile)
-  PartitionWorkspace ws;
-};
-
-// Launches for one dtype; defined in paged_attention_<dtype>.cu. Throws on a launch error.
+// Launches v1 or v2 as `plan` says (paged_plan.h) for the sequences of `p` (at most
+// plan.seqs_per_launch), v2 writing its partitions to `ws`; defined in paged_attention_<dtype>.cu.
+// Throws on a launch error.
 template <typename T>
-void launch_paged_attention(const PagedAttentionParams& p, const LaunchPlan& plan, void* stream);
+void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
+                            const PartitionWorkspace& ws, void* stream);
 
 }  // namespace djl_attn::paged::kernels

@@ -1,5 +1,6 @@
 // Compile-time dispatch of the paged decode kernels over head dim, block size and kernel
 // configuration, included by one .cu file per dtype so that nvcc builds the dtypes in parallel.
+// It runs the plan (paged_plan.h) it is given: every choice was made there.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,8 +12,8 @@
 
 namespace djl_attn::paged::kernels {
 
-// The configurations DJL_ATTN_PAGED_CONFIG selects (KernelConfig<warps, loads, min blocks per
-// SM, ring stages>); see docs/design/paged-cuda.md for what each is meant to test.
+// The configurations StreamConfig names (KernelConfig<warps, loads, min blocks per SM, ring
+// stages>); see docs/design/paged-cuda.md for what each is meant to test.
 using ConfigW8L2 = KernelConfig<8, 2, 2, 0>;   // 16 warps/SM, 2 K + 2 V loads per lane
 using ConfigSmem4 = KernelConfig<4, 4, 3, 4>;  // 12 warps/SM, 3 chunks ahead in shared memory
 using ConfigSmem8 = KernelConfig<8, 2, 2, 4>;  // 16 warps/SM, 3 half chunks ahead in shared memory
@@ -20,7 +21,8 @@ using ConfigPf = KernelConfig<4, 4, 3, 0, true>;   // the default + next cache b
 using ConfigW8L2Pf = KernelConfig<8, 2, 2, 0, true>;  // w8l2 + next cache block into L2
 
 template <typename T, int kHeadDim, int kBlockSize, typename Config>
-void launch_shape(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
+void launch_shape(const PagedAttentionParams& p, const DecodePlan& plan,
+                  const PartitionWorkspace& ws, cudaStream_t stream) {
   // Grid x: the tiles of one kv head side by side, so that tiles sharing K/V (a group larger
   // than kHeadTile) run at the same time and share it through L2.
   const dim3 grid(static_cast<unsigned>(p.heads_kv * plan.head_tiles),
@@ -33,62 +35,71 @@ void launch_shape(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStr
     DJL_ATTN_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
-  kernel<<<grid, Config::kThreads, smem, stream>>>(p, plan.partition_size, plan.head_tiles,
-                                                   plan.ws);
+  kernel<<<grid, Config::kThreads, smem, stream>>>(p, plan.partition_size, plan.head_tiles, ws);
   DJL_ATTN_CUDA_CHECK_LAUNCH("paged_attention_kernel");
   if (plan.partition_size > 0) {
     const dim3 reduce_grid(static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.num_seqs));
     paged_attention_reduce_kernel<T>
-        <<<reduce_grid, kThreads, plan.ws.max_partitions * sizeof(float), stream>>>(
-            p, plan.partition_size, plan.ws);
+        <<<reduce_grid, kThreads, ws.max_partitions * sizeof(float), stream>>>(
+            p, plan.partition_size, ws);
     DJL_ATTN_CUDA_CHECK_LAUNCH("paged_attention_reduce_kernel");
   }
 }
 
 template <typename T, int kHeadDim, typename Config>
-void launch_block_size(const PagedAttentionParams& p, const LaunchPlan& plan,
-                       cudaStream_t stream) {
+void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
+                       const PartitionWorkspace& ws, cudaStream_t stream) {
   // One kernel per block size of the one list (src/paged/paged_params.h).
   switch (p.block_size) {
 #define DJL_PAGED_BLOCK_CASE(b) \
-  case b: return launch_shape<T, kHeadDim, b, Config>(p, plan, stream);
+  case b: return launch_shape<T, kHeadDim, b, Config>(p, plan, ws, stream);
     DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
 #undef DJL_PAGED_BLOCK_CASE
     default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
   }
 }
 
-// smem4 (the default where it exists) and the tuning configurations exist for float16/bfloat16
-// and head dims 64 and 128 only; every other shape runs the register default configuration
-// whatever was asked for.
+// smem4 and the tuning configurations exist where has_stream_configs (paged_plan.h) says so;
+// elsewhere the plan asks for the register default only.
 template <typename T, int kHeadDim>
-void launch_head_dim(const PagedAttentionParams& p, const LaunchPlan& plan, cudaStream_t stream) {
-  if constexpr (!std::is_same_v<T, float> && (kHeadDim == 64 || kHeadDim == 128)) {
+void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
+                     const PartitionWorkspace& ws, cudaStream_t stream) {
+  constexpr ElementType kDtype = std::is_same_v<T, float> ? ElementType::kFloat32
+                                                          : ElementType::kFloat16;
+  if constexpr (has_stream_configs(kDtype, kHeadDim)) {
     switch (plan.config) {
-      case KernelChoice::kSmem4:
-        return launch_block_size<T, kHeadDim, ConfigSmem4>(p, plan, stream);
+      case StreamConfig::kDefault: break;
+      case StreamConfig::kSmem4:
+        return launch_block_size<T, kHeadDim, ConfigSmem4>(p, plan, ws, stream);
 #if defined(DJL_ATTN_TUNING)
       // Tuning variants (bench_paged.py --configs): DJL_ATTN_TUNING builds only.
-      case KernelChoice::kW8L2: return launch_block_size<T, kHeadDim, ConfigW8L2>(p, plan, stream);
-      case KernelChoice::kSmem8:
-        return launch_block_size<T, kHeadDim, ConfigSmem8>(p, plan, stream);
-      case KernelChoice::kPf: return launch_block_size<T, kHeadDim, ConfigPf>(p, plan, stream);
-      case KernelChoice::kW8L2Pf:
-        return launch_block_size<T, kHeadDim, ConfigW8L2Pf>(p, plan, stream);
+      case StreamConfig::kW8L2:
+        return launch_block_size<T, kHeadDim, ConfigW8L2>(p, plan, ws, stream);
+      case StreamConfig::kSmem8:
+        return launch_block_size<T, kHeadDim, ConfigSmem8>(p, plan, ws, stream);
+      case StreamConfig::kPf: return launch_block_size<T, kHeadDim, ConfigPf>(p, plan, ws, stream);
+      case StreamConfig::kW8L2Pf:
+        return launch_block_size<T, kHeadDim, ConfigW8L2Pf>(p, plan, ws, stream);
 #endif
-      default: break;
+      default:
+        fail_native("paged_attention: configuration ", static_cast<int>(plan.config),
+                    " is not compiled in this build");
     }
+  } else if (plan.config != StreamConfig::kDefault) {
+    fail_native("paged_attention: no kernel of configuration ", static_cast<int>(plan.config),
+                " for head dim ", kHeadDim);
   }
-  return launch_block_size<T, kHeadDim, DefaultConfig>(p, plan, stream);
+  return launch_block_size<T, kHeadDim, DefaultConfig>(p, plan, ws, stream);
 }
 
 template <typename T>
-void launch_paged_attention(const PagedAttentionParams& p, const LaunchPlan& plan, void* stream) {
+void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
+                            const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // One kernel per head dim of the one list (src/paged/paged_params.h).
   switch (p.head_dim) {
 #define DJL_PAGED_HEAD_DIM_CASE(d) \
-  case d: return launch_head_dim<T, d>(p, plan, s);
+  case d: return launch_head_dim<T, d>(p, plan, ws, s);
     DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_HEAD_DIM_CASE)
 #undef DJL_PAGED_HEAD_DIM_CASE
     default: fail_native("paged_attention: no CUDA kernel for head dim ", p.head_dim);

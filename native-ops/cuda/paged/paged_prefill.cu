@@ -1,7 +1,8 @@
 // paged_prefill_attention on CUDA: a simple, correct kernel. One warp per (query row, head):
 // lane l holds head-dim elements l, l + 32, ...; keys are streamed one at a time through the
 // block table with an online softmax. It reads each key once per query row, so it is for
-// chunked prefill of moderate chunks, not tuned.
+// chunked prefill of moderate chunks, not tuned. Its element loads need no alignment, so
+// paged_attention runs it too (one row per sequence) on caches its vector kernels cannot read.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -10,6 +11,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
+#include "cuda/paged/paged_plan.h"
 
 namespace djl_attn::paged {
 namespace {
@@ -19,20 +21,13 @@ using kernels::to_float;
 using kernels::warp_sum;
 
 constexpr int kWarpSize = 32;
-constexpr int kWarpsPerBlock = 4;
 constexpr int kSlots = 256 / kWarpSize;  // the largest supported head dim over a warp
 
-// Grid (ceil(max_seqlen_q / 4), Hq, num_seqs).
+// One query row of one head, by one warp (every lane calls it with the same arguments).
 template <typename T>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
-    paged_prefill_kernel(PagedPrefillParams p) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  const int64_t head = blockIdx.y;
-  const int64_t seq = blockIdx.z;
-  const int64_t chunk_begin = p.cu_seqlens_q[seq];
-  const int64_t chunk = p.cu_seqlens_q[seq + 1] - chunk_begin;
-  if (row >= chunk) return;  // whole warps leave together: shuffles stay full-mask
+__device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t seq,
+                                           int64_t head, int64_t chunk_begin, int64_t chunk,
+                                           int64_t row, int lane) {
   const int64_t context = p.context_lens[seq];
   // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
   const int64_t position = context - chunk + row;
@@ -86,36 +81,47 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   }
 }
 
+// Grid (row blocks of kPrefillWarps rows, heads, sequences), each dimension striding over what
+// the grid does not cover (plan_paged_prefill keeps it within CUDA's limits). Without
+// cu_seqlens_q every sequence has one query row, query row `seq` (paged_attention's decode).
 template <typename T>
-void launch(const PagedPrefillParams& p, cudaStream_t stream) {
-  constexpr int64_t kMaxGridYZ = 65535;
-  if (p.heads_q > kMaxGridYZ || p.num_seqs > kMaxGridYZ) {
-    fail_invalid("paged_prefill_attention: expected at most ", kMaxGridYZ,
-                 " query heads and sequences per call on CUDA, got ", p.heads_q, " and ",
-                 p.num_seqs);
+__global__ void __launch_bounds__(kPrefillWarps * kWarpSize)
+    paged_prefill_kernel(PagedPrefillParams p) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  for (int64_t seq = blockIdx.z; seq < p.num_seqs; seq += gridDim.z) {
+    const int64_t chunk_begin = p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[seq] : seq;
+    const int64_t chunk = p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[seq + 1] - chunk_begin : 1;
+    for (int64_t head = blockIdx.y; head < p.heads_q; head += gridDim.y) {
+      // Whole warps take or skip a row together: shuffles stay full-mask.
+      for (int64_t row = static_cast<int64_t>(blockIdx.x) * kPrefillWarps + warp; row < chunk;
+           row += static_cast<int64_t>(gridDim.x) * kPrefillWarps) {
+        attend_row<T>(p, seq, head, chunk_begin, chunk, row, lane);
+      }
+    }
   }
-  const int64_t row_blocks = (p.max_seqlen_q + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  if (row_blocks == 0) return;
-  if (row_blocks > 0x7fffffffLL) {
-    fail_invalid("paged_prefill_attention: max_seqlen_q: expected at most 2^33, got ",
-                 p.max_seqlen_q);
-  }
-  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.heads_q),
-                  static_cast<unsigned>(p.num_seqs));
-  paged_prefill_kernel<T><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+}
+
+template <typename T>
+void launch(const PagedPrefillParams& p, const PrefillPlan& plan, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
+                  static_cast<unsigned>(plan.grid_z));
+  paged_prefill_kernel<T><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
   DJL_ATTN_CUDA_CHECK_LAUNCH("paged_prefill_kernel");
 }
 
 }  // namespace
 
 void run_paged_prefill_cuda(const PagedPrefillParams& p) {
+  const PrefillPlan plan = plan_paged_prefill(p);
+  if (plan.grid_x == 0) return;  // no query rows
   const int device = cuda::device_of(p.query);
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::current_stream(device);
   switch (p.dtype) {
-    case ElementType::kFloat32: return launch<float>(p, stream);
-    case ElementType::kFloat16: return launch<__half>(p, stream);
-    case ElementType::kBFloat16: return launch<__nv_bfloat16>(p, stream);
+    case ElementType::kFloat32: return launch<float>(p, plan, stream);
+    case ElementType::kFloat16: return launch<__half>(p, plan, stream);
+    case ElementType::kBFloat16: return launch<__nv_bfloat16>(p, plan, stream);
   }
 }
 

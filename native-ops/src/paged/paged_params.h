@@ -109,7 +109,8 @@ struct PagedPrefillParams {
   const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous
   const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous
   const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
-  const int32_t* cu_seqlens_q;  // [num_seqs + 1], contiguous
+  const int32_t* cu_seqlens_q;  // [num_seqs + 1], contiguous; null (CUDA's paged_attention on
+                                // unaligned caches only): one query row per sequence, row s
   const int32_t* context_lens;  // [num_seqs], contiguous
   const float* alibi_slopes;  // [Hq] float32, or null
   void* out;                  // [T, Hq, D], contiguous, dtype of query

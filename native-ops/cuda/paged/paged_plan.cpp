@@ -1,0 +1,179 @@
+#include "cuda/paged/paged_plan.h"
+
+#include <algorithm>
+
+namespace djl_attn::paged {
+namespace {
+
+// Thread blocks per SM wanted in a v1/v2 grid (3 are resident at a time, kMinBlocksPerSm of
+// paged_attention_kernel.cuh): below this many, v2 splits the context further, so that every SM
+// has blocks and the last wave is short.
+constexpr int64_t kBlocksPerSm = 4;
+// v1 stays the automatic choice, when the grid is full without splitting, up to this context:
+// longer streams per block make the last wave's imbalance costlier than v2's reduce pass.
+constexpr int64_t kV1MaxAutoContext = 2048;
+// The reduce kernel keeps one weight per partition in shared memory: 32 KiB at most, under the
+// 48 KiB a kernel gets without opting in.
+constexpr int64_t kMaxPartitions = 8192;
+// v2's shortest partition: 4 cache blocks of 16 tokens, one per warp (2 of 32 tokens).
+constexpr int64_t kMinPartitionSize = 64;
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+int64_t element_size(ElementType dtype) { return dtype == ElementType::kFloat32 ? 4 : 2; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether the flash decode kernel runs this call: float16/bfloat16, a head dim it has on this
+// device, no ALiBi, a GQA group that fits its query rows, and 16-byte aligned query rows and
+// output (its loads and stores are 16-byte vectors).
+bool flash_runs(const PagedAttentionParams& p, const FlashDecodeFacts& flash) {
+  return p.dtype != ElementType::kFloat32 && flash.runs && p.alibi_slopes == nullptr &&
+         p.heads_q / p.heads_kv <= flash.max_rows && aligned16(p.query) &&
+         p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 && aligned16(p.out);
+}
+
+const char* stream_config_name(StreamConfig config) {
+  switch (config) {
+    case StreamConfig::kDefault: return "default";
+    case StreamConfig::kSmem4: return "smem4";
+    case StreamConfig::kW8L2: return "w8l2";
+    case StreamConfig::kSmem8: return "smem8";
+    case StreamConfig::kPf: return "pf";
+    case StreamConfig::kW8L2Pf: return "w8l2pf";
+  }
+  return "?";
+}
+
+}  // namespace
+
+DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
+                                const FlashDecodeFacts& flash, const cuda::DeviceFacts& device) {
+  DecodePlan plan{};
+  plan.config = StreamConfig::kDefault;
+  plan.head_tiles = 1;
+  plan.partitions = 1;
+  plan.seqs_per_launch = p.num_seqs;
+  // Every kernel but `rows` reads the caches in 16-byte vectors; a cache row is a whole number of
+  // them (paged_params.h), so the base addresses decide.
+  if (!aligned16(p.key_cache) || !aligned16(p.value_cache)) {
+    plan.kernel = DecodeKernel::kRows;
+    return plan;
+  }
+  // A forced flash that cannot run this call runs what auto would choose between v1 and v2.
+  if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
+      flash_runs(p, flash)) {
+    plan.kernel = DecodeKernel::kFlash;
+    // The flash grid is (batch x kv heads) blocks in x.
+    plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridX / p.heads_kv);
+    return plan;
+  }
+
+  const int64_t max_context = p.max_context_len;
+  const int64_t base_partition = options.partition_size;
+  const int64_t partitions = ceil_div(max_context, base_partition);
+  const int64_t head_tiles = ceil_div(p.heads_q / p.heads_kv, kHeadTile);
+  // Thread blocks per partition of every sequence. (Grid x, Hkv * head_tiles, is at most Hq,
+  // far below CUDA's limit for any output that fits in memory.)
+  const int64_t base_blocks = p.num_seqs * p.heads_kv * head_tiles;
+  const int64_t wanted = kBlocksPerSm * device.sm_count;
+  bool use_v1;
+  if (options.kernel == DecodeRequest::kV1) {
+    use_v1 = true;
+  } else if (options.kernel == DecodeRequest::kV2) {
+    use_v1 = false;
+  } else {
+    use_v1 = partitions <= 1 || partitions > kMaxPartitions ||
+             (base_blocks >= wanted && max_context <= kV1MaxAutoContext);
+  }
+  plan.kernel = use_v1 ? DecodeKernel::kV1 : DecodeKernel::kV2;
+  plan.config = has_stream_configs(p.dtype, p.head_dim) ? options.config : StreamConfig::kDefault;
+  plan.head_tiles = static_cast<int>(head_tiles);
+  // Grid y is the sequences of one launch.
+  plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
+  if (use_v1) return plan;
+
+  // A forced v2 on a context longer than kMaxPartitions partitions takes longer partitions.
+  int64_t partition_size = base_partition;
+  while (ceil_div(max_context, partition_size) > kMaxPartitions) partition_size *= 2;
+  // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
+  // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
+  int64_t split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
+  while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
+         2 * split <= kMaxPartitions) {
+    partition_size /= 2;
+    split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
+  }
+  plan.partition_size = static_cast<int>(partition_size);
+  plan.partitions = static_cast<int>(split);
+  plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split * (p.head_dim + 2);
+  return plan;
+}
+
+std::string describe(const DecodePlan& plan) {
+  std::string s;
+  switch (plan.kernel) {
+    case DecodeKernel::kFlash: s = "kernel=flash"; break;
+    case DecodeKernel::kRows: s = "kernel=rows"; break;
+    case DecodeKernel::kV1: s = "kernel=v1"; break;
+    case DecodeKernel::kV2: s = "kernel=v2"; break;
+  }
+  if (plan.kernel == DecodeKernel::kV1 || plan.kernel == DecodeKernel::kV2) {
+    s += std::string(" config=") + stream_config_name(plan.config) +
+         " head_tiles=" + std::to_string(plan.head_tiles);
+  }
+  if (plan.kernel == DecodeKernel::kV2) {
+    s += " partition_size=" + std::to_string(plan.partition_size) +
+         " partitions=" + std::to_string(plan.partitions) +
+         " workspace_floats=" + std::to_string(plan.workspace_floats);
+  }
+  return s + " seqs_per_launch=" + std::to_string(plan.seqs_per_launch);
+}
+
+std::optional<DecodeRequest> decode_request_named(std::string_view name) {
+  if (name == "auto") return DecodeRequest::kAuto;
+  if (name == "v1") return DecodeRequest::kV1;
+  if (name == "v2") return DecodeRequest::kV2;
+  if (name == "flash") return DecodeRequest::kFlash;
+  return std::nullopt;
+}
+
+std::optional<StreamConfig> stream_config_named(std::string_view name) {
+  for (StreamConfig c : {StreamConfig::kDefault, StreamConfig::kSmem4, StreamConfig::kW8L2,
+                         StreamConfig::kSmem8, StreamConfig::kPf, StreamConfig::kW8L2Pf}) {
+    if (name == stream_config_name(c)) return c;
+  }
+  return std::nullopt;
+}
+
+PrefillPlan plan_paged_prefill(const PagedPrefillParams& p) {
+  PrefillPlan plan{};
+  plan.grid_x = std::min(ceil_div(p.max_seqlen_q, kPrefillWarps), kMaxGridX);
+  plan.grid_y = std::min(p.heads_q, kMaxGridYZ);
+  plan.grid_z = std::min(p.num_seqs, kMaxGridYZ);
+  return plan;
+}
+
+CachePlan plan_reshape_and_cache(const ReshapeAndCacheParams& p) {
+  const int64_t size = element_size(p.dtype);
+  CachePlan plan{};
+  plan.vectorised = (p.head_dim * size) % 16 == 0 && aligned16(p.key) && aligned16(p.value) &&
+                    aligned16(p.key_cache) && aligned16(p.value_cache) &&
+                    (p.key_token_stride * size) % 16 == 0 && (p.key_head_stride * size) % 16 == 0 &&
+                    (p.value_token_stride * size) % 16 == 0 &&
+                    (p.value_head_stride * size) % 16 == 0;
+  plan.blocks = std::min(p.num_tokens, kMaxGridX);
+  return plan;
+}
+
+std::string describe(const PrefillPlan& plan) {
+  return "grid=" + std::to_string(plan.grid_x) + "," + std::to_string(plan.grid_y) + "," +
+         std::to_string(plan.grid_z);
+}
+
+std::string describe(const CachePlan& plan) {
+  return std::string("vectorised=") + (plan.vectorised ? "1" : "0") +
+         " blocks=" + std::to_string(plan.blocks);
+}
+
+}  // namespace djl_attn::paged

@@ -1,0 +1,118 @@
+// The plans of the paged CUDA launchers: which kernel runs a problem, how it streams K/V, how the
+// context is split, the grid and the scratch. Pure functions of the parameters the binding filled
+// (src/paged/paged_params.h) and of the device's facts, so they compile without nvcc into
+// libdjl_attn_plans.so and their tests (tests/test_plans_paged.py) run without a GPU. The
+// launchers (paged_attention.cu, paged_prefill.cu, reshape_and_cache.cu) run what a plan says and
+// decide nothing.
+//
+// Decode kernels (paged_attention):
+//   flash  the tensor-core split-KV decode kernel of the flash family (cuda/flash/flash_decode.h):
+//          the Hq / Hkv query heads of one kv head are the query rows of one m16 tile.
+//   v1     one thread block per (sequence, kv head, tile of kHeadTile query heads) over the whole
+//          context (paged_attention_kernel.cuh).
+//   v2     the same over partitions of the context, plus a reduce kernel.
+//   rows   the warp-per-row kernel of paged_prefill_attention with one query row per sequence:
+//          element loads, so it runs caches that are not 16-byte aligned (a view at an odd
+//          offset), which the 16-byte loads and cp.async of the others cannot read.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cuda/common/device_facts.h"
+#include "paged/paged_params.h"
+
+namespace djl_attn::paged {
+
+// Query heads of one kv head's GQA group that a v1/v2 thread block serves from one read of K/V.
+constexpr int kHeadTile = 4;
+// Tokens per v2 partition before the plan shortens it (down to kMinPartitionSize) for small
+// grids: a multiple of every block size and of 4 warps' cache blocks of the largest size, so a
+// partition's warps share evenly. DJL_ATTN_PAGED_PARTITION changes the start (benchmarks).
+constexpr int kPartitionSize = 512;
+// Threads of a reshape_and_cache block (one block per token).
+constexpr int kCacheThreads = 128;
+// Warps of a paged_prefill_attention block (one warp per query row).
+constexpr int kPrefillWarps = 4;
+// CUDA's grid limits: x, and y and z.
+constexpr int64_t kMaxGridX = 0x7fffffffLL;
+constexpr int64_t kMaxGridYZ = 65535;
+
+// DJL_ATTN_PAGED_KERNEL: the decode kernel a test or benchmark forces, or kAuto.
+enum class DecodeRequest { kAuto, kV1, kV2, kFlash };
+
+// DJL_ATTN_PAGED_CONFIG: how v1/v2 stream K/V (KernelConfig in paged_attention_kernel.cuh).
+// kDefault streams through registers; kSmem4 through a cp.async ring in shared memory; the others
+// are tuning variants compiled in DJL_ATTN_TUNING builds only (paged_attention_launch.cuh).
+enum class StreamConfig { kDefault, kSmem4, kW8L2, kSmem8, kPf, kW8L2Pf };
+
+enum class DecodeKernel { kFlash, kV1, kV2, kRows };
+
+// What the switches ask of the decode launcher.
+struct DecodeOptions {
+  DecodeRequest kernel = DecodeRequest::kAuto;
+  StreamConfig config = StreamConfig::kSmem4;
+  int64_t partition_size = kPartitionSize;  // v2's starting partition length, tokens
+};
+
+// What the flash family's decode kernel offers for this head dim on this device: facts the
+// launcher reads from cuda/flash/flash_decode.h (runs_on, kMaxRows).
+struct FlashDecodeFacts {
+  bool runs;         // a kernel is compiled for the head dim and fits the device (sm_80+)
+  int64_t max_rows;  // query rows per block: the largest GQA group it folds
+};
+
+struct DecodePlan {
+  DecodeKernel kernel;
+  StreamConfig config;      // v1/v2: what runs (kDefault where the asked one has no kernel)
+  int head_tiles;           // v1/v2: tiles of kHeadTile query heads per kv head (grid x / Hkv)
+  int partition_size;       // v2: tokens per partition; 0 for v1
+  int partitions;           // v2: partitions of the longest context (grid z); 1 for v1
+  int64_t seqs_per_launch;  // sequences of one launch (grid y of v1/v2, batch of flash); the
+                            // launcher runs the batch in slices of this many
+  int64_t workspace_floats;  // v2: float32 scratch of one launch ([seqs, Hq, partitions] maxima
+                             // and sums, [seqs, Hq, partitions, D] outputs); 0 otherwise
+};
+
+// Whether the shared-memory and tuning configurations exist for this dtype and head dim
+// (float16/bfloat16, D = 64 and 128): paged_attention_launch.cuh instantiates them where this
+// says so, and the plan asks for them only there.
+constexpr bool has_stream_configs(ElementType dtype, int64_t head_dim) {
+  return dtype != ElementType::kFloat32 && (head_dim == 64 || head_dim == 128);
+}
+
+DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
+                                const FlashDecodeFacts& flash, const cuda::DeviceFacts& device);
+
+// "kernel=v2 config=smem4 head_tiles=1 partition_size=64 partitions=16 seqs_per_launch=1
+// workspace_floats=..." (the fields that apply to the kernel).
+std::string describe(const DecodePlan& plan);
+
+// The switch values by name (the lists of the Option objects in paged_attention.cu); null for
+// another name.
+std::optional<DecodeRequest> decode_request_named(std::string_view name);
+std::optional<StreamConfig> stream_config_named(std::string_view name);
+
+// paged_prefill_attention: grid (row blocks of kPrefillWarps query rows, Hq, sequences), each
+// dimension within CUDA's limit; the kernel strides over what the grid does not cover.
+struct PrefillPlan {
+  int64_t grid_x, grid_y, grid_z;  // grid_x 0: no query rows, nothing to launch
+};
+
+PrefillPlan plan_paged_prefill(const PagedPrefillParams& p);
+
+// reshape_and_cache: one block of kCacheThreads per token (the kernel strides past kMaxGridX),
+// 16-byte copies when every row and pointer allows them.
+struct CachePlan {
+  bool vectorised;
+  int64_t blocks;
+};
+
+CachePlan plan_reshape_and_cache(const ReshapeAndCacheParams& p);
+
+std::string describe(const PrefillPlan& plan);
+std::string describe(const CachePlan& plan);
+
+}  // namespace djl_attn::paged

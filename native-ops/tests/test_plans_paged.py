@@ -1,0 +1,203 @@
+"""The plans of the paged CUDA launchers (cuda/paged/paged_plan.h): pure functions of a problem and
+of a GPU's facts, tested on any machine (tests/plans.py). The expectations for the benchmark
+shapes are the plans docs/benchmarks.md's paged_attention tables were measured with (an H200: 132
+SMs; auto ran the flash decode kernel in every cell, v1/v2 forced ran the smem4 configuration,
+v2 shortening its partitions for small grids); the rules decide between them elsewhere."""
+
+import ctypes
+
+import pytest
+
+from plans import A100, H200, lib
+
+_decode = lib.djl_attn_test_paged_attention_plan
+_decode.restype = ctypes.c_char_p
+_decode.argtypes = ([ctypes.c_int64] * 6 + [ctypes.c_int32, ctypes.c_int32, ctypes.c_uint64,
+                    ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p,
+                    ctypes.c_char_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32,
+                    ctypes.c_int64])
+_prefill = lib.djl_attn_test_paged_prefill_plan
+_prefill.restype = ctypes.c_char_p
+_prefill.argtypes = [ctypes.c_int64] * 3
+_cache = lib.djl_attn_test_reshape_and_cache_plan
+_cache.restype = ctypes.c_char_p
+_cache.argtypes = ([ctypes.c_int64] * 3 + [ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64,
+                   ctypes.c_int64, ctypes.c_uint64])
+
+ALIGNED = 0x7F0000001000  # 16-byte aligned addresses, as the caching allocator returns them
+
+
+def fields(text):
+    assert not text.startswith("error"), text
+    return dict(item.split("=") for item in text.split())
+
+
+def decode_plan(num_seqs, context, kernel="auto", config="smem4", partition=512, heads_q=32,
+                heads_kv=8, dim=128, block_size=16, element_size=2, alibi=False, flash=True,
+                gpu=H200, query_address=ALIGNED, q_seq_stride=None, q_head_stride=None,
+                cache_address=ALIGNED):
+    """The plan of paged_attention for a query [num_seqs, Hq, D] (contiguous unless strides are
+    given) and max_context_len = context; `flash`: the flash decode kernel exists for D there."""
+    q_head_stride = dim if q_head_stride is None else q_head_stride
+    q_seq_stride = heads_q * dim if q_seq_stride is None else q_seq_stride
+    return fields(_decode(num_seqs, heads_q, heads_kv, dim, block_size, context, element_size,
+                          int(alibi), query_address, q_seq_stride, q_head_stride, cache_address,
+                          kernel.encode(), config.encode(), partition, int(flash), gpu[0],
+                          gpu[1]).decode())
+
+
+def v2(partition_size, partitions, num_seqs, config="smem4", heads_q=32, dim=128, head_tiles=1):
+    return {"kernel": "v2", "config": config, "head_tiles": str(head_tiles),
+            "partition_size": str(partition_size), "partitions": str(partitions),
+            "workspace_floats": str(num_seqs * heads_q * partitions * (dim + 2)),
+            "seqs_per_launch": str(num_seqs)}
+
+
+def v1(num_seqs, config="smem4", head_tiles=1):
+    return {"kernel": "v1", "config": config, "head_tiles": str(head_tiles),
+            "seqs_per_launch": str(num_seqs)}
+
+
+def flash(num_seqs):
+    return {"kernel": "flash", "seqs_per_launch": str(num_seqs)}
+
+
+# bench_paged.py's grid (Hq 32, Hkv 8, D 128, float16, block 16): (batch, context) -> v2's
+# (partition_size, partitions) when forced: 512-token partitions halved, down to 64, while the
+# grid has fewer than 4 blocks per SM (528 on 132 SMs).
+BENCH_V2 = {
+    (1, 1024): (64, 16), (1, 4096): (64, 64), (1, 16384): (128, 128),
+    (8, 1024): (64, 16), (8, 4096): (256, 16), (8, 16384): (512, 32),
+    (32, 1024): (256, 4), (32, 4096): (512, 8), (32, 16384): (512, 32),
+    (128, 1024): (512, 2), (128, 4096): (512, 8), (128, 16384): (512, 32),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BENCH_V2))
+def test_decode_plans_of_the_benchmark(shape):
+    batch, context = shape
+    assert decode_plan(batch, context) == flash(batch)
+    assert decode_plan(batch, context, "flash") == flash(batch)
+    assert decode_plan(batch, context, "v1") == v1(batch)
+    assert decode_plan(batch, context, "v2") == v2(*BENCH_V2[shape], batch)
+
+
+# The configuration table of bench_paged.py (v2 forced above context 2k, /pN: the partition
+# DJL_ATTN_PAGED_PARTITION starts from): (batch, context, start) -> (partition_size, partitions).
+# Only batch 32 at 4k with 2048-token partitions has too small a grid (256 x 2 blocks) and halves.
+CONFIG_TABLE_V2 = {
+    (32, 4096, 512): (512, 8), (32, 4096, 1024): (1024, 4), (32, 4096, 2048): (1024, 4),
+    (32, 16384, 512): (512, 32), (32, 16384, 1024): (1024, 16), (32, 16384, 2048): (2048, 8),
+    (128, 4096, 512): (512, 8), (128, 4096, 1024): (1024, 4), (128, 4096, 2048): (2048, 2),
+    (128, 16384, 512): (512, 32), (128, 16384, 1024): (1024, 16), (128, 16384, 2048): (2048, 8),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_TABLE_V2))
+@pytest.mark.parametrize("config", ["default", "smem4"])
+def test_decode_plans_of_the_configuration_table(case, config):
+    batch, context, partition = case
+    assert decode_plan(batch, context, "v2", config, partition) == v2(
+        *CONFIG_TABLE_V2[case], batch, config)
+
+
+# bench_decode_step.py: 32:8 heads, D 128, float16, contexts 1k and 4k (+ the new token).
+@pytest.mark.parametrize("batch", [1, 8, 32, 64])
+@pytest.mark.parametrize("context", [1025, 4097])
+def test_decode_step_plans(batch, context):
+    assert decode_plan(batch, context) == flash(batch)
+
+
+def test_decode_v1_v2_rules():
+    # No flash kernel (float32 here): auto takes v1 when the grid is full and the context short,
+    # v2 otherwise, and v1 for a single partition or more than 8192 of them.
+    f32 = dict(element_size=4)
+    assert decode_plan(66, 2048, **f32) == v1(66, "default")  # 66 x 8 = 528 blocks: full
+    assert decode_plan(65, 2048, **f32) == v2(512, 4, 65, "default")  # 520 x 4 blocks
+    assert decode_plan(16, 2048, **f32) == v2(256, 8, 16, "default")  # 128 x 4: halved once
+    assert decode_plan(66, 2049, **f32) == v2(512, 5, 66, "default")
+    assert decode_plan(1, 512, **f32) == v1(1, "default")  # one partition
+    assert decode_plan(1, 513, **f32) == v2(64, 9, 1, "default")
+    assert decode_plan(1, 8192 * 512 + 1, **f32) == v1(1, "default")  # 8193 partitions
+    # On a smaller GPU the grid is full earlier (4 x 108 blocks on an A100).
+    assert decode_plan(54, 2048, gpu=A100, **f32) == v1(54, "default")
+    assert decode_plan(53, 2048, gpu=A100, **f32) == v2(512, 4, 53, "default")
+    # v2 stops halving at 64 tokens, or once the grid is full (8 x 2048 blocks here).
+    assert decode_plan(1, 100, "v2", **f32) == v2(64, 2, 1, "default")
+    assert decode_plan(1, 1 << 20, **f32) == v2(512, 2048, 1, "default")
+    # A GQA group larger than 4 query heads takes several tiles: 32:1 is 8 tiles.
+    assert decode_plan(66, 2048, heads_kv=1, **f32) == v1(66, "default", head_tiles=8)
+
+
+def test_decode_stream_configs_exist_for_half_precision_d64_d128_only():
+    for dim, config in ((64, "smem4"), (128, "smem4"), (80, "default"), (96, "default"),
+                        (256, "default")):
+        assert decode_plan(32, 4096, "v2", dim=dim)["config"] == config
+    assert decode_plan(32, 4096, "v2", element_size=4)["config"] == "default"
+    assert decode_plan(32, 4096, "v2", config="default")["config"] == "default"
+
+
+def test_decode_flash_rules():
+    # Each of these keeps the flash kernel off; auto (and a forced flash) then run v1/v2.
+    off = [dict(element_size=4), dict(alibi=True), dict(flash=False),
+           dict(heads_q=136, heads_kv=8),  # a group of 17 query heads: more than one m16 tile
+           dict(query_address=ALIGNED + 2),  # query rows not 16-byte aligned
+           dict(q_seq_stride=32 * 128 + 4), dict(q_head_stride=132)]
+    for case in off:
+        for kernel in ("auto", "flash"):
+            assert decode_plan(32, 4096, kernel, **case)["kernel"] == "v2", (case, kernel)
+    assert decode_plan(32, 4096, heads_q=128, heads_kv=8) == flash(32)  # a group of 16
+
+
+def test_decode_forced_v2_lengthens_partitions_past_8192():
+    # 2^23 tokens in 512-token partitions would be 16384 partitions; v2 takes 1024 tokens.
+    assert decode_plan(1, 1 << 23, "v2") == v2(1024, 8192, 1)
+    assert decode_plan(1, 1 << 30, "v2") == v2(131072, 8192, 1)
+    assert decode_plan(1, 1 << 23, "v1") == v1(1)
+
+
+def test_decode_unaligned_caches_take_the_row_kernel():
+    for kernel in ("auto", "v1", "v2", "flash"):
+        plan = decode_plan(8, 4096, kernel, cache_address=ALIGNED + 2)
+        assert plan == {"kernel": "rows", "seqs_per_launch": "8"}
+    assert decode_plan(8, 4096, cache_address=ALIGNED + 8, element_size=4)["kernel"] == "rows"
+
+
+def test_decode_batches_past_the_grid_limit_run_in_slices():
+    # v1/v2 put the sequences in grid y (at most 65535); the flash kernel puts batch x Hkv
+    # blocks in grid x (at most 2^31 - 1).
+    assert decode_plan(65535, 64, element_size=4)["seqs_per_launch"] == "65535"
+    assert decode_plan(70000, 64, element_size=4)["seqs_per_launch"] == "65535"
+    assert decode_plan(70000, 4096, "v2", element_size=4) == v2(512, 8, 65535, "default")
+    assert decode_plan(70000, 64) == flash(70000)
+    assert decode_plan(1 << 30, 64, heads_q=8) == flash((2**31 - 1) // 8)
+
+
+def test_prefill_grid_stays_within_cuda_limits():
+    assert _prefill(3, 32, 100).decode() == "grid=25,32,3"
+    assert _prefill(70000, 70000, 1).decode() == "grid=1,65535,65535"
+    assert _prefill(1, 1, 1 << 40).decode() == "grid=2147483647,1,1"
+    assert _prefill(2, 4, 0).decode() == "grid=0,4,2"  # nothing to launch
+
+
+def cache_plan(tokens, dim=128, element_size=2, key_address=ALIGNED, token_stride=None,
+               head_stride=None, cache_address=ALIGNED, heads_kv=8):
+    head_stride = dim if head_stride is None else head_stride
+    token_stride = heads_kv * dim if token_stride is None else token_stride
+    return fields(_cache(tokens, heads_kv, dim, element_size, key_address, token_stride,
+                         head_stride, cache_address).decode())
+
+
+def test_reshape_and_cache_plans():
+    # bench_paged.py's cache writes (Hkv 8, D 128, float16): 16-byte copies, a block per token.
+    for tokens in (128, 16384):
+        assert cache_plan(tokens) == {"vectorised": "1", "blocks": str(tokens)}
+    # Element copies when a row, a stride or a pointer is not a whole number of 16 bytes.
+    assert cache_plan(4, dim=100)["vectorised"] == "0"
+    assert cache_plan(4, dim=100, element_size=4)["vectorised"] == "1"
+    assert cache_plan(4, key_address=ALIGNED + 2)["vectorised"] == "0"
+    assert cache_plan(4, cache_address=ALIGNED + 2)["vectorised"] == "0"
+    assert cache_plan(4, token_stride=8 * 128 + 4)["vectorised"] == "0"
+    assert cache_plan(4, head_stride=132)["vectorised"] == "0"
+    # Past CUDA's grid limit the kernel strides over tokens.
+    assert cache_plan(1 << 32)["blocks"] == str(2**31 - 1)
