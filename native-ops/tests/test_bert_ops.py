@@ -2,7 +2,9 @@
 
 Channel counts are chosen to reach every CUDA path: 7, 100 and 3001 (no 16-byte vectors: scalar
 warp-per-row and block-per-row), 768 and 1000 (vectorised warp-per-row), 4096 (vectorised
-block-per-row), 20000 (a row of 80 KB: block-per-row with opted-in shared memory).
+block-per-row), 20000 (a row of 80 KB: block-per-row with opted-in shared memory), 60000 (a row
+of 240 KB, more than any GPU's shared memory: block-per-row streamed from global memory).
+tests/test_plans_bert.py says which plan each shape gets.
 """
 
 import math
@@ -68,6 +70,17 @@ def test_layernorm_wide_row(device, dtype):
     residual = randn(2, 20000, dtype=dtype, device=device)
     gamma, beta, bias = params(20000, dtype, device, 3)
     check_layernorm(x, bias, residual, gamma, beta)
+
+
+@pytest.mark.parametrize("dtype,param_dtype", DTYPE_PAIRS)
+def test_layernorm_row_past_shared_memory(device, dtype, param_dtype):
+    # Every backend takes any C: a float32 row of 60000 channels (240 KB) outgrows the opt-in
+    # shared memory of every GPU (227 KiB on an H200), and CUDA then reads it in each pass.
+    x = randn(2, 60000, dtype=dtype, device=device, offset=3.0)
+    residual = randn(2, 60000, dtype=dtype, device=device)
+    gamma, beta, bias = params(60000, param_dtype, device, 3)
+    check_layernorm(x, bias, residual, gamma, beta)
+    check_layernorm(x, None, residual, gamma, beta)
 
 
 def test_many_rows_across_threads(device):

@@ -7,13 +7,14 @@
 
 #include "cuda/bert/bert_cuda.cuh"
 #include "cuda/bert/bert_dispatch.cuh"
+#include "cuda/bert/bert_plan.h"
 #include "cuda/bert/bert_vector.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace djl_attn::bert {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kElementwiseThreads;
 
 __device__ __forceinline__ float gelu_erf(float v) {
   return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
@@ -84,9 +85,8 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseParams
 }
 
 template <typename T, typename P, int N>
-void launch(const ElementwiseParams& p, cudaStream_t stream) {
-  const int64_t total = p.rows * (p.channels / N);
-  const unsigned blocks = grid_size((total + kThreads - 1) / kThreads);
+void launch(const ElementwiseParams& p, const ElementwisePlan& plan, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(plan.blocks);
   switch (p.epilogue) {
     case Epilogue::kGeluErf:
       elementwise_kernel<T, P, N, Epilogue::kGeluErf><<<blocks, kThreads, 0, stream>>>(p);
@@ -104,30 +104,22 @@ void launch(const ElementwiseParams& p, cudaStream_t stream) {
 }
 
 template <typename T, typename P>
-void run_typed(const ElementwiseParams& p) {
+void run_typed(const ElementwiseParams& p, const ElementwisePlan& plan, cudaStream_t stream) {
   constexpr int kVector = vector_width<T>();
-  const int device = pointer_device(p.x);
-  cuda::DeviceGuard guard(device);
-  cudaStream_t stream = cuda::current_stream(device);
-  const int64_t param_bytes = kVector * static_cast<int64_t>(sizeof(P));
-  const bool vectorised =
-      p.channels % kVector == 0 && aligned(p.x, 16) && aligned(p.out, 16) &&
-      (p.residual == nullptr || aligned(p.residual, 16)) &&
-      (p.bias == nullptr || aligned(p.bias, param_bytes)) &&
-      (p.scale == nullptr || aligned(p.scale, param_bytes)) &&
-      (p.shift == nullptr || aligned(p.shift, param_bytes));
-  if (vectorised) {
-    launch<T, P, kVector>(p, stream);
-  } else {
-    launch<T, P, 1>(p, stream);
-  }
+  if (plan.vector == kVector) return launch<T, P, kVector>(p, plan, stream);
+  if (plan.vector == 1) return launch<T, P, 1>(p, plan, stream);
+  fail_native("bert elementwise: no kernel for plan ", describe(plan));
 }
 
 }  // namespace
 
 void run_elementwise_cuda(const ElementwiseParams& params) {
+  const ElementwisePlan plan = plan_elementwise(params);
+  const int device = pointer_device(params.x);
+  cuda::DeviceGuard guard(device);
+  cudaStream_t stream = cuda::current_stream(device);
   DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype, "bert elementwise",
-                          [&] { run_typed<T, P>(params); });
+                          [&] { run_typed<T, P>(params, plan, stream); });
 }
 
 }  // namespace djl_attn::bert

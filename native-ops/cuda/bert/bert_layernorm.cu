@@ -1,20 +1,19 @@
 // add_bias_residual_layernorm on CUDA: one read of x and residual, one write of the output,
 // float32 two-pass statistics over a row held on chip (registers, or shared memory for rows
-// too long for one warp's registers).
-
-#include <algorithm>
+// too long for one warp's registers); rows longer than the shared memory holds are read from
+// global memory in each pass. The plan (bert_plan.h) picks the kernel, vector width and grid.
 
 #include "cuda/bert/bert_cuda.cuh"
 #include "cuda/bert/bert_dispatch.cuh"
+#include "cuda/bert/bert_plan.h"
 #include "cuda/bert/bert_vector.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace djl_attn::bert {
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
-// Block-per-row: up to 512 threads, each taking every 512th vector of the row.
-constexpr int kMaxBlockThreads = 512;
+constexpr int kWarpsPerBlock = kLayerNormWarps;
+constexpr int kMaxBlockThreads = kLayerNormMaxThreads;
 
 // Adds the bias (when given) and the residual to N elements of x at channel c.
 template <typename T, typename P, int N>
@@ -90,12 +89,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   }
 }
 
-// One block per row; the row sum x + bias + residual is staged in shared memory as float32,
-// element e of vector j at [e * vecs + j] so that consecutive threads touch consecutive banks.
-// Each thread reads back only what it wrote, so the staging needs no barrier of its own.
-template <typename T, typename P, int N>
+// One block per row. kStaged: the row sum x + bias + residual is staged in shared memory as
+// float32, element e of vector j at [e * vecs + j] so that consecutive threads touch consecutive
+// banks; each thread reads back only what it wrote, so the staging needs no barrier of its own.
+// Otherwise (rows longer than the shared memory holds) each pass recomputes the sum from global
+// memory: the same float32 values, so the same result, at three reads of the row.
+template <typename T, typename P, int N, bool kStaged>
 __global__ void __launch_bounds__(kMaxBlockThreads) layernorm_block_kernel(LayerNormParams p) {
-  extern __shared__ float staged[];  // [C]
+  extern __shared__ float staged[];  // [C] when kStaged
   __shared__ float partial[kMaxBlockThreads / kWarpSize];
   const int64_t vecs = p.channels / N;
   // Divided, not multiplied by 1/C: a constant row then gives mean == value exactly.
@@ -108,102 +109,97 @@ __global__ void __launch_bounds__(kMaxBlockThreads) layernorm_block_kernel(Layer
       load_sum<T, P, N>(p, base + j * N, j * N, v);
 #pragma unroll
       for (int e = 0; e < N; ++e) {
-        staged[e * vecs + j] = v[e];
+        if constexpr (kStaged) staged[e * vecs + j] = v[e];
         sum += v[e];
       }
     }
     const float mean = block_sum(sum, partial) / channels;
     float squares = 0.f;
     for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
+      float v[N];
+      if constexpr (kStaged) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) v[e] = staged[e * vecs + j];
+      } else {
+        load_sum<T, P, N>(p, base + j * N, j * N, v);
+      }
 #pragma unroll
       for (int e = 0; e < N; ++e) {
-        const float d = staged[e * vecs + j] - mean;
+        const float d = v[e] - mean;
         squares += d * d;
       }
     }
     const float rstd = rsqrtf(block_sum(squares, partial) / channels + p.eps);
     for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
       float v[N];
+      if constexpr (kStaged) {
 #pragma unroll
-      for (int e = 0; e < N; ++e) v[e] = staged[e * vecs + j];
+        for (int e = 0; e < N; ++e) v[e] = staged[e * vecs + j];
+      } else {
+        load_sum<T, P, N>(p, base + j * N, j * N, v);
+      }
       store_normalized<T, P, N>(p, base + j * N, j * N, v, mean, rstd);
     }
   }
 }
 
 template <typename T, typename P, int N, int kVecs>
-void launch_warp(const LayerNormParams& p, cudaStream_t stream) {
-  const int64_t blocks = (p.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+void launch_warp(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
   layernorm_warp_kernel<T, P, N, kVecs>
-      <<<grid_size(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+      <<<static_cast<unsigned>(plan.blocks), plan.threads, 0, stream>>>(p);
   DJL_ATTN_CUDA_CHECK_LAUNCH("layernorm_warp_kernel");
 }
 
-template <typename T, typename P, int N>
-void launch_block(const LayerNormParams& p, int device, cudaStream_t stream) {
-  const int64_t vecs = p.channels / N;
-  const int threads = static_cast<int>(
-      std::min<int64_t>(kMaxBlockThreads, (vecs + kWarpSize - 1) / kWarpSize * kWarpSize));
-  const int64_t bytes = p.channels * static_cast<int64_t>(sizeof(float));
-  constexpr int64_t kDefaultSharedBytes = 48 * 1024;
-  auto kernel = layernorm_block_kernel<T, P, N>;
-  if (bytes > kDefaultSharedBytes) {
-    // Rows above 12288 channels need the opt-in shared memory of the device (227 KB on H100,
-    // 163 KB on A100); the static partial sums take the rest.
-    int optin = 0;
-    DJL_ATTN_CUDA_CHECK(
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    const int64_t limit = optin - static_cast<int64_t>(sizeof(float)) * (kMaxBlockThreads / kWarpSize);
-    if (bytes > limit) {
-      fail_invalid("add_bias_residual_layernorm: x: expected a last dim C <= ",
-                   limit / static_cast<int64_t>(sizeof(float)),
-                   " on this GPU (the row is staged in shared memory), got ", p.channels);
-    }
+template <typename T, typename P, int N, bool kStaged>
+void launch_block(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
+  auto kernel = layernorm_block_kernel<T, P, N, kStaged>;
+  if (plan.smem_opt_in) {
+    // The attribute is per device: set on every call (a host-side write, no synchronisation).
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(bytes)));
+                                             static_cast<int>(plan.smem_bytes)));
   }
-  kernel<<<grid_size(p.rows), threads, static_cast<size_t>(bytes), stream>>>(p);
+  kernel<<<static_cast<unsigned>(plan.blocks), plan.threads,
+           static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   DJL_ATTN_CUDA_CHECK_LAUNCH("layernorm_block_kernel");
 }
 
-// Registers per lane grow with kVecs * N floats, so short rows get a short array: three tiers.
+// The kernels of one vector width N. Scalar rows (odd C, unaligned views) are rare: one warp
+// tier for them keeps the build lean, and only they have the streamed block kernel.
 template <typename T, typename P, int N>
-void launch_layernorm(const LayerNormParams& p, int device, cudaStream_t stream) {
-  const int64_t vecs = p.channels / N;
-  // Scalar rows (odd C, unaligned views) are rare: one warp tier for them keeps the build lean.
-  if constexpr (N > 1) {
-    if (vecs <= kWarpSize) return launch_warp<T, P, N, 1>(p, stream);
-    if (vecs <= 4 * kWarpSize) return launch_warp<T, P, N, 4>(p, stream);
+void launch_layernorm(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
+  switch (plan.kernel) {
+    case LayerNormKernel::kWarp:
+      if constexpr (N > 1) {
+        if (plan.lane_vectors == 1) return launch_warp<T, P, N, 1>(p, plan, stream);
+        if (plan.lane_vectors == 4) return launch_warp<T, P, N, 4>(p, plan, stream);
+      }
+      if (plan.lane_vectors == 8) return launch_warp<T, P, N, 8>(p, plan, stream);
+      break;
+    case LayerNormKernel::kBlockStaged: return launch_block<T, P, N, true>(p, plan, stream);
+    case LayerNormKernel::kBlockStreamed:
+      if constexpr (N == 1) return launch_block<T, P, N, false>(p, plan, stream);
+      break;
   }
-  if (vecs <= 8 * kWarpSize) return launch_warp<T, P, N, 8>(p, stream);
-  launch_block<T, P, N>(p, device, stream);
+  fail_native("add_bias_residual_layernorm: no kernel for plan ", describe(plan));
 }
 
 template <typename T, typename P>
-void run_typed(const LayerNormParams& p) {
+void run_typed(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
   constexpr int kVector = vector_width<T>();
-  const int device = pointer_device(p.x);
-  cuda::DeviceGuard guard(device);
-  cudaStream_t stream = cuda::current_stream(device);
-  // 16-byte vectors need C to be a multiple of the width and every base pointer aligned (rows
-  // then stay aligned); anything else takes the scalar kernels.
-  const bool vectorised = p.channels % kVector == 0 && aligned(p.x, 16) &&
-                          aligned(p.residual, 16) && aligned(p.out, 16) &&
-                          aligned(p.gamma, kVector * sizeof(P)) &&
-                          aligned(p.beta, kVector * sizeof(P)) &&
-                          (p.bias == nullptr || aligned(p.bias, kVector * sizeof(P)));
-  if (vectorised) {
-    launch_layernorm<T, P, kVector>(p, device, stream);
-  } else {
-    launch_layernorm<T, P, 1>(p, device, stream);
-  }
+  if (plan.vector == kVector) return launch_layernorm<T, P, kVector>(p, plan, stream);
+  if (plan.vector == 1) return launch_layernorm<T, P, 1>(p, plan, stream);
+  fail_native("add_bias_residual_layernorm: no kernel for plan ", describe(plan));
 }
 
 }  // namespace
 
 void run_layernorm_cuda(const LayerNormParams& params) {
+  const int device = pointer_device(params.x);
+  cuda::DeviceGuard guard(device);
+  const LayerNormPlan plan = plan_layernorm(params, cuda::device_facts(device));
+  cudaStream_t stream = cuda::current_stream(device);
   DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype, "add_bias_residual_layernorm",
-                          [&] { run_typed<T, P>(params); });
+                          [&] { run_typed<T, P>(params, plan, stream); });
 }
 
 }  // namespace djl_attn::bert

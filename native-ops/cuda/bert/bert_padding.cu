@@ -6,13 +6,14 @@
 #include <cstdint>
 
 #include "cuda/bert/bert_cuda.cuh"
+#include "cuda/bert/bert_plan.h"
 #include "cuda/bert/bert_vector.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace djl_attn::bert {
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
+constexpr int kWarpsPerBlock = kPaddingWarps;
 
 // The batch row of packed token t: the last b with cu_seqlens[b] <= t (empty rows share their
 // start with the next row, so the last one is the row that holds t).
@@ -73,32 +74,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   }
 }
 
-// The widest copy unit that divides the row and keeps every row start aligned.
-int unit_bytes(const PaddingParams& p) {
-  const int64_t row_bytes = p.channels * p.element_size;
-  for (int unit : {16, 8, 4}) {
-    if (row_bytes % unit == 0 && (p.padded_batch_stride * p.element_size) % unit == 0 &&
-        (p.padded_seq_stride * p.element_size) % unit == 0 && aligned(p.padded, unit) &&
-        aligned(p.packed, unit)) {
-      return unit;
-    }
-  }
-  return 2;
-}
-
 template <template <typename> class Launch>
 void dispatch_unit(const PaddingParams& p, int64_t rows, const char* name) {
+  const PaddingPlan plan = plan_padding(p, rows);
   const int device = pointer_device(p.packed);
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::current_stream(device);
-  const unsigned blocks = grid_size((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  const int unit = unit_bytes(p);
-  const int64_t row_units = p.channels * p.element_size / unit;
-  switch (unit) {
-    case 16: Launch<uint4>::run(p, row_units, blocks, stream); break;
-    case 8: Launch<uint2>::run(p, row_units, blocks, stream); break;
-    case 4: Launch<uint32_t>::run(p, row_units, blocks, stream); break;
-    default: Launch<uint16_t>::run(p, row_units, blocks, stream); break;
+  const unsigned blocks = static_cast<unsigned>(plan.blocks);
+  switch (plan.unit_bytes) {
+    case 16: Launch<uint4>::run(p, plan.row_units, blocks, stream); break;
+    case 8: Launch<uint2>::run(p, plan.row_units, blocks, stream); break;
+    case 4: Launch<uint32_t>::run(p, plan.row_units, blocks, stream); break;
+    case 2: Launch<uint16_t>::run(p, plan.row_units, blocks, stream); break;
+    default: fail_native(name, ": no kernel for plan ", describe(plan));
   }
   DJL_ATTN_CUDA_CHECK_LAUNCH(name);
 }

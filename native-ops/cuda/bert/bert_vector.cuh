@@ -1,6 +1,6 @@
 // Device helpers shared by the BERT kernels: float conversion of the storage types, 16-byte
 // vector loads and stores (the seed's half2 idea generalised: 4 floats or 8 halves per load),
-// warp and block sums, and the launch context (device, stream) of an operator.
+// warp and block sums, and the device an operator launches on.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -73,16 +73,6 @@ __device__ __forceinline__ float block_sum(float x, float* partial) {
 template <typename T>
 constexpr int vector_width() {
   return 16 / static_cast<int>(sizeof(T));
-}
-
-inline bool aligned(const void* ptr, int64_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
-}
-
-// Grid-stride loops make any grid correct; this keeps the grid within CUDA's limit.
-inline unsigned grid_size(int64_t blocks) {
-  constexpr int64_t kMaxBlocks = 0x7fffffffLL;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
 }
 
 // The device that holds `ptr` (the operators launch there, on PyTorch's current stream).

@@ -1,0 +1,66 @@
+// The plans of the BERT CUDA launchers (bert_layernorm.cu, bert_elementwise.cu, bert_padding.cu):
+// vector width, kernel tier, threads, grid and shared memory of a call. Pure functions of the
+// parameters the binding filled (src/bert/bert_params.h; only the pointers' alignment is looked
+// at) and of the device's facts, so they compile without nvcc into libdjl_attn_plans.so and their
+// tests (tests/test_plans_bert.py) run without a GPU. Every grid stays within CUDA's limit: the
+// kernels stride over the rows a grid does not cover.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bert/bert_params.h"
+#include "cuda/common/device_facts.h"
+
+namespace djl_attn::bert {
+
+// add_bias_residual_layernorm: warps per block of the warp-per-row kernel, and the most threads
+// of the block-per-row kernels (each takes every 512th vector of its row).
+constexpr int kLayerNormWarps = 4;
+constexpr int kLayerNormMaxThreads = 512;
+// add_bias_gelu / add_bias_residual_affine: threads per block, one vector per thread and step.
+constexpr int kElementwiseThreads = 256;
+// remove_padding / restore_padding: warps per block, one warp per row.
+constexpr int kPaddingWarps = 8;
+
+enum class LayerNormKernel {
+  kWarp,          // one warp per row, the row in registers (lane_vectors vectors per lane)
+  kBlockStaged,   // one block per row, the row staged in shared memory as float32
+  kBlockStreamed  // one block per row, read from global memory once per pass: rows longer than
+                  // the device's shared memory holds
+};
+
+struct LayerNormPlan {
+  LayerNormKernel kernel;
+  int vector;        // elements per access: 16 bytes' worth, or 1 (odd C, unaligned views)
+  int lane_vectors;  // kWarp: the register array per lane, 1, 4 or 8 vectors
+  int threads;       // per block
+  int64_t blocks;
+  int64_t smem_bytes;  // kBlockStaged: dynamic shared memory, C float32 values
+  bool smem_opt_in;    // kBlockStaged: more than the 48 KiB a kernel gets without opting in
+};
+
+LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& device);
+
+struct ElementwisePlan {
+  int vector;  // elements per access: 16 bytes' worth, or 1
+  int64_t blocks;
+};
+
+ElementwisePlan plan_elementwise(const ElementwiseParams& p);
+
+struct PaddingPlan {
+  int unit_bytes;     // the copy unit: 16, 8, 4 or 2 bytes
+  int64_t row_units;  // units per row
+  int64_t blocks;
+};
+
+// `rows`: the rows the kernel walks (packed tokens for remove_padding, B * S for restore_padding).
+PaddingPlan plan_padding(const PaddingParams& p, int64_t rows);
+
+// "kernel=warp vector=8 lane_vectors=1 threads=128 blocks=1024" and the like.
+std::string describe(const LayerNormPlan& plan);
+std::string describe(const ElementwisePlan& plan);
+std::string describe(const PaddingPlan& plan);
+
+}  // namespace djl_attn::bert
