@@ -25,13 +25,31 @@ final class DecoderBenchSetup {
      * @return the configuration
      */
     static DecoderConfig gpt2Config() {
+        return config(DecoderConfig.Architecture.GPT2, 512);
+    }
+
+    /**
+     * The benchmark model at another width or architecture: 4 layers, heads of 64, MLP 4 ×
+     * hidden, vocab {@link #VOCAB_SIZE}. A narrow one (hidden 64) has negligible compute, so its
+     * step time is the host's cost of issuing the step's operators.
+     *
+     * @param architecture GPT2 or LLAMA (untied head, rotary half style)
+     * @param hidden the hidden size, a positive multiple of 64
+     * @return the configuration
+     * @throws IllegalArgumentException if {@code hidden} is not a positive multiple of 64
+     */
+    static DecoderConfig config(DecoderConfig.Architecture architecture, int hidden) {
+        if (hidden <= 0 || hidden % 64 != 0) {
+            throw new IllegalArgumentException(
+                    "--hidden: expected a positive multiple of 64 (heads of 64), got " + hidden);
+        }
         return DecoderConfig.builder()
-                .setArchitecture(DecoderConfig.Architecture.GPT2)
+                .setArchitecture(architecture)
                 .setVocabSize(VOCAB_SIZE)
-                .setHiddenSize(512)
-                .setIntermediateSize(2048)
+                .setHiddenSize(hidden)
+                .setIntermediateSize(4 * hidden)
                 .setNumLayers(4)
-                .setNumHeads(8)
+                .setNumHeads(hidden / 64)
                 .optMaxPositions(2048)
                 .build();
     }

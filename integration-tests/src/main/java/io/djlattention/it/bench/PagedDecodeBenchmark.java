@@ -10,6 +10,12 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.jni.JniUtils;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
 
 import io.djlattention.paged.BlockManager;
 import io.djlattention.paged.PagedBatch;
@@ -17,9 +23,15 @@ import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderConfig;
 
+import java.io.IOException;
+import java.io.Reader;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
+import java.util.Locale;
 import java.util.Random;
 
 /**
@@ -55,12 +67,17 @@ public final class PagedDecodeBenchmark {
     /**
      * Runs the benchmark and prints markdown tables.
      *
-     * @param args optional: {@code --batches 1,8,32 --contexts 128,1024} (the defaults) and
-     *     {@code --no-waste} to skip part 2; on a GPU the arrays are on DJL's default device
+     * @param args optional: {@code --batches 1,8,32 --contexts 128,1024} (the defaults), {@code
+     *     --hidden 512} (the model's width; 64 makes compute negligible, so a step's time is the
+     *     host's cost of issuing it), {@code --arch gpt2} (or {@code llama}) and {@code
+     *     --no-waste} to skip part 2; on a GPU the arrays are on DJL's default device
+     * @throws IOException if the profiler's trace of the counted step cannot be read
      */
-    public static void main(String[] args) {
+    public static void main(String[] args) throws IOException {
         int[] batches = {1, 8, 32};
         int[] contexts = {128, 1024};
+        int hidden = 512;
+        DecoderConfig.Architecture architecture = DecoderConfig.Architecture.GPT2;
         boolean waste = true;
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
@@ -70,6 +87,13 @@ public final class PagedDecodeBenchmark {
                 case "--contexts":
                     contexts = ints(args[++i]);
                     break;
+                case "--hidden":
+                    hidden = Integer.parseInt(args[++i]);
+                    break;
+                case "--arch":
+                    architecture =
+                            DecoderConfig.Architecture.valueOf(args[++i].toUpperCase(Locale.ROOT));
+                    break;
                 case "--no-waste":
                     waste = false;
                     break;
@@ -78,25 +102,32 @@ public final class PagedDecodeBenchmark {
             }
         }
         System.out.println(DecoderBenchSetup.deviceLine());
-        DecoderConfig config = DecoderBenchSetup.gpt2Config();
+        DecoderConfig config = DecoderBenchSetup.config(architecture, hidden);
         try (NDManager manager = NDManager.newBaseManager()) {
             System.out.println("Arrays on " + manager.getDevice());
+            System.out.printf(
+                    "Model: %s, %d layers, hidden %d, %d heads of %d, vocab %d, %s%n",
+                    config.getArchitecture(), config.getNumLayers(), config.getHiddenSize(),
+                    config.getNumHeads(), config.getHeadDim(), config.getVocabSize(),
+                    config.getDataType());
             Decoder decoder = new Decoder(config);
             decoder.initializeRandom(manager, 1, 0.05f);
             System.out.println();
             System.out.println(
                     "| batch | context | stock tok/s | flash (contiguous) tok/s"
                             + " | paged tok/s | paged / stock | paged ms/step"
-                            + " | paged arrays/step | paged prepare / forward / read ms |");
-            System.out.println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+                            + " | paged ops/step | paged arrays/step"
+                            + " | paged prepare / forward / read ms |");
+            System.out.println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
             for (int context : contexts) {
                 for (int batch : batches) {
                     double[] tps = measure(decoder, manager, batch, context);
                     System.out.printf(
-                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx | %.3f | %d"
+                            "| %d | %d | %.1f | %.1f | %.1f | %.2fx | %.3f | %d | %d"
                                     + " | %.3f / %.3f / %.3f |%n",
                             batch, context, tps[0], tps[1], tps[2], tps[2] / tps[0],
-                            1e3 * batch / tps[2], (int) tps[3], tps[4], tps[5], tps[6]);
+                            1e3 * batch / tps[2], (int) tps[7], (int) tps[3], tps[4], tps[5],
+                            tps[6]);
                 }
             }
         }
@@ -110,7 +141,8 @@ public final class PagedDecodeBenchmark {
      * (stock, flash, paged, stock, ...), so that load from other processes on a shared machine
      * falls on all three alike.
      */
-    private static double[] measure(Decoder decoder, NDManager parent, int batch, int context) {
+    private static double[] measure(Decoder decoder, NDManager parent, int batch, int context)
+            throws IOException {
         try (NDManager m = parent.newSubManager();
                 Contiguous stock =
                         new Contiguous(
@@ -118,7 +150,7 @@ public final class PagedDecodeBenchmark {
                 Contiguous flash =
                         new Contiguous(
                                 decoder, m, batch, context, Decoder.ContiguousAttention.FLASH);
-                Paged paged = new Paged(decoder, m, batch, context)) {
+                Paged paged = new Paged(decoder, m, batch, context, WARMUP + STEPS + 1)) {
             long[][] times = new long[3][WARMUP + STEPS];
             long[][] phases = new long[3][WARMUP + STEPS];
             for (int step = 0; step < WARMUP + STEPS; ++step) {
@@ -129,7 +161,7 @@ public final class PagedDecodeBenchmark {
                     phases[p][step] = paged.phaseNs[p];
                 }
             }
-            double[] tps = new double[7];
+            double[] tps = new double[8];
             for (int i = 0; i < 3; ++i) {
                 tps[i] = batch / (median(times[i]) / 1e9);
             }
@@ -137,6 +169,7 @@ public final class PagedDecodeBenchmark {
             for (int p = 0; p < 3; ++p) {
                 tps[4 + p] = median(phases[p]) / 1e6;
             }
+            tps[7] = profiledOperatorCalls(paged);
             return tps;
         }
     }
@@ -212,14 +245,17 @@ public final class PagedDecodeBenchmark {
         private final int[] ones;
         private final Random random;
         private int len;
-        /** Arrays left in the step's manager after a step: a lower bound of its operator calls. */
+        /**
+         * Arrays the last step created in its manager (the step's inputs and batch tensors
+         * included; an operator returning several arrays counts each).
+         */
         int arraysPerStep;
         /** The last step's prepare, forward and read-back nanoseconds. */
         final long[] phaseNs = new long[3];
 
-        Paged(Decoder decoder, NDManager manager, int batch, int context) {
+        Paged(Decoder decoder, NDManager manager, int batch, int context, int steps) {
             this.decoder = decoder;
-            int blocksPerSeq = (context + WARMUP + STEPS) / BLOCK_SIZE + 1;
+            int blocksPerSeq = (context + steps) / BLOCK_SIZE + 1;
             cache =
                     decoder.newCacheBuilder(manager)
                             .optBlockSize(BLOCK_SIZE)
@@ -270,8 +306,8 @@ public final class PagedDecodeBenchmark {
                     phaseNs[0] = prepared - start;
                     phaseNs[1] = forwarded - prepared;
                     phaseNs[2] = read - forwarded;
+                    arraysPerStep = ((BaseNDManager) stepManager).getManagedArrays().size();
                 }
-                arraysPerStep = ((BaseNDManager) stepManager).getManagedArrays().size();
             }
             ++len;
             return System.nanoTime() - start;
@@ -281,6 +317,66 @@ public final class PagedDecodeBenchmark {
         public void close() {
             cache.close();
         }
+    }
+
+    /**
+     * The operator calls of one more paged step, counted by libtorch's profiler: the top-level
+     * operators it records (ATen's and {@code djl_attn}'s, each one call through the dispatcher
+     * from DJL's JNI; operators they call inside are not counted), every one a JNI round trip
+     * from Java. Array reads (the argmax's toLongArray) and DJL's shape queries are not operators
+     * and are not counted.
+     */
+    private static int profiledOperatorCalls(Paged paged) throws IOException {
+        Path trace = Files.createTempFile("decode-step-profile", ".json");
+        try {
+            JniUtils.startProfile(false, false, false);
+            try {
+                paged.step();
+            } finally {
+                JniUtils.stopProfile(trace.toString());
+            }
+            return topLevelOperators(trace);
+        } finally {
+            Files.deleteIfExists(trace);
+        }
+    }
+
+    /** Complete events of a Chrome trace that no other event of their thread encloses. */
+    private static int topLevelOperators(Path trace) throws IOException {
+        JsonElement root;
+        try (Reader reader = Files.newBufferedReader(trace)) {
+            root = JsonParser.parseReader(reader);
+        }
+        JsonArray events =
+                root.isJsonArray()
+                        ? root.getAsJsonArray()
+                        : root.getAsJsonObject().getAsJsonArray("traceEvents");
+        List<double[]> spans = new ArrayList<>(); // {thread, start, end}
+        for (JsonElement e : events) {
+            JsonObject event = e.getAsJsonObject();
+            if (!event.has("dur") || !event.has("ts")) {
+                continue;
+            }
+            double start = event.get("ts").getAsDouble();
+            double thread = event.has("tid") ? event.get("tid").getAsDouble() : 0;
+            spans.add(new double[] {thread, start, start + event.get("dur").getAsDouble()});
+        }
+        // Parents first: by thread, then start, then the longer span first.
+        spans.sort(
+                Comparator.<double[]>comparingDouble(s -> s[0])
+                        .thenComparingDouble(s -> s[1])
+                        .thenComparingDouble(s -> -s[2]));
+        int topLevel = 0;
+        double thread = Double.NaN;
+        double end = Double.NEGATIVE_INFINITY;
+        for (double[] span : spans) {
+            if (span[0] != thread || span[1] >= end) {
+                ++topLevel;
+                thread = span[0];
+                end = span[2];
+            }
+        }
+        return topLevel;
     }
 
     private static void fillRandom(NDArray cache) {
