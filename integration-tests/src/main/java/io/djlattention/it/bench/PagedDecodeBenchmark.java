@@ -62,6 +62,9 @@ public final class PagedDecodeBenchmark {
     private static final int STEPS = 15;
     private static final int BLOCK_SIZE = 16;
 
+    /** Where the profiled steps' traces are kept, or null to delete them. */
+    private static Path traceDir;
+
     private PagedDecodeBenchmark() {}
 
     /**
@@ -70,7 +73,8 @@ public final class PagedDecodeBenchmark {
      * @param args optional: {@code --batches 1,8,32 --contexts 128,1024} (the defaults), {@code
      *     --hidden 512} (the model's width; 64 makes compute negligible, so a step's time is the
      *     host's cost of issuing it), {@code --arch gpt2} (or {@code llama}) and {@code
-     *     --no-waste} to skip part 2; on a GPU the arrays are on DJL's default device
+     *     --no-waste} to skip part 2, {@code --trace DIR} to keep the profiled step's Chrome trace
+     *     of each configuration there; on a GPU the arrays are on DJL's default device
      * @throws IOException if the profiler's trace of the counted step cannot be read
      */
     public static void main(String[] args) throws IOException {
@@ -96,6 +100,9 @@ public final class PagedDecodeBenchmark {
                     break;
                 case "--no-waste":
                     waste = false;
+                    break;
+                case "--trace":
+                    traceDir = Path.of(args[++i]);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown argument " + args[i]);
@@ -327,7 +334,13 @@ public final class PagedDecodeBenchmark {
      * and are not counted.
      */
     private static int profiledOperatorCalls(Paged paged) throws IOException {
-        Path trace = Files.createTempFile("decode-step-profile", ".json");
+        Path trace =
+                traceDir == null
+                        ? Files.createTempFile("decode-step-profile", ".json")
+                        : traceDir.resolve(
+                                String.format(
+                                        "decode-step-b%d-c%d.json",
+                                        paged.ids.length, paged.len));
         try {
             JniUtils.startProfile(false, false, false);
             try {
@@ -337,7 +350,9 @@ public final class PagedDecodeBenchmark {
             }
             return topLevelOperators(trace);
         } finally {
-            Files.deleteIfExists(trace);
+            if (traceDir == null) {
+                Files.deleteIfExists(trace);
+            }
         }
     }
 

@@ -37,8 +37,8 @@ import java.util.Random;
  * <ul>
  *   <li>{@link ContiguousAttention#STOCK}: stock DJL ops over a contiguous, concatenated KV cache —
  *       the reference;
- *   <li>{@link ContiguousAttention#FLASH}: {@code flash_attention} over the same contiguous cache
- *       (prefill and decode);
+ *   <li>{@link ContiguousAttention#FLASH} (the default): {@code flash_attention} over the same
+ *       contiguous cache (prefill and decode);
  *   <li>paged: {@link #forwardPaged} keeps K/V in a {@link PagedKvCache}; prefill runs {@code
  *       flash_attention} or {@code paged_prefill_attention} ({@link PrefillAttention}), decode runs
  *       {@code paged_attention}.
@@ -88,7 +88,8 @@ public final class Decoder extends AbstractBlock {
 
     private final DecoderConfig config;
     private final Map<String, Parameter> weights = new LinkedHashMap<>();
-    private ContiguousAttention contiguousAttention = ContiguousAttention.STOCK;
+    private ContiguousAttention contiguousAttention = ContiguousAttention.FLASH;
+    private StepWeights stepWeights;
 
     /**
      * Creates a decoder with uninitialised parameters; give them values with {@link #setWeights} or
@@ -190,7 +191,7 @@ public final class Decoder extends AbstractBlock {
     /**
      * Returns the attention of the contiguous-cache path.
      *
-     * @return STOCK or FLASH
+     * @return FLASH (the default) or STOCK
      */
     public ContiguousAttention getContiguousAttention() {
         return contiguousAttention;
@@ -199,7 +200,7 @@ public final class Decoder extends AbstractBlock {
     /**
      * Chooses the attention of the contiguous-cache path ({@link #forward}).
      *
-     * @param attention STOCK (default) or FLASH
+     * @param attention FLASH (default: the fused kernel) or STOCK (the reference)
      */
     public void setContiguousAttention(ContiguousAttention attention) {
         this.contiguousAttention = attention;
@@ -236,24 +237,76 @@ public final class Decoder extends AbstractBlock {
                                 + array.getShape());
             }
         }
-        for (Map.Entry<String, Shape> e : shapes.entrySet()) {
+        Map<String, NDArray> values = new LinkedHashMap<>();
+        for (String name : shapes.keySet()) {
             // duplicate() is a deep copy: an array made by NDManager.create(float[]) may wrap a
             // Java direct buffer that only its own PtNDArray keeps alive, and toType to the same
             // type can return a tensor aliasing it.
-            NDArray value = byName.get(e.getKey()).toType(config.getDataType(), false).duplicate();
+            NDArray value = byName.get(name).toType(config.getDataType(), false).duplicate();
             value.attach(manager);
             NDScope.unregister(value);
+            values.put(name, value);
+        }
+        // LLaMA's projections that read the same input are stored as one matrix each (q|k|v,
+        // gate|up), and their Hugging Face parameters are views of it: one GEMM per group in a
+        // step, with no second copy of the weights.
+        Map<String, NDArray> stacked = new LinkedHashMap<>();
+        if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+            for (int l = 0; l < config.getNumLayers(); ++l) {
+                String p = "model.layers." + l + ".";
+                stacked.put(
+                        p + "qkv",
+                        stackRows(
+                                values,
+                                p + "self_attn.q_proj.weight",
+                                p + "self_attn.k_proj.weight",
+                                p + "self_attn.v_proj.weight"));
+                stacked.put(
+                        p + "gate_up",
+                        stackRows(values, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"));
+            }
+        }
+        for (Map.Entry<String, NDArray> e : values.entrySet()) {
             Parameter old = weights.get(e.getKey());
             Parameter fresh =
                     Parameter.builder()
                             .setName(e.getKey())
                             .setType(old.getType())
                             .optRequiresGrad(false)
-                            .optArray(value)
+                            .optArray(e.getValue())
                             .build();
             parameters.put(e.getKey(), fresh);
             weights.put(e.getKey(), fresh);
         }
+        synchronized (this) {
+            if (stepWeights != null) {
+                stepWeights.close();
+            }
+            stepWeights = new StepWeights(stacked);
+        }
+    }
+
+    /**
+     * Concatenates parameters along their rows into one array (owned by their manager) and
+     * replaces each in {@code values} by a view of its rows.
+     */
+    private static NDArray stackRows(Map<String, NDArray> values, String... names) {
+        NDList parts = new NDList(names.length);
+        for (String name : names) {
+            parts.add(values.get(name));
+        }
+        NDArray stack = NDArrays.concat(parts, 0);
+        NDScope.unregister(stack);
+        long row = 0;
+        for (String name : names) {
+            long rows = values.get(name).getShape().get(0);
+            NDArray view = stack.get(new NDIndex("{}:{}", row, row + rows));
+            NDScope.unregister(view);
+            values.get(name).close();
+            values.put(name, view);
+            row += rows;
+        }
+        return stack;
     }
 
     /**
@@ -359,10 +412,12 @@ public final class Decoder extends AbstractBlock {
         boolean padded = mask.eq(0).any().getBoolean();
         boolean flash = contiguousAttention == ContiguousAttention.FLASH && !padded;
         NDList presents = new NDList(2 * layers);
-        NDArray x = embed(inputIds, positionIds);
+        Step step = new Step(positionIds);
+        NDArray x = embed(step, inputIds, positionIds);
+        AttentionOptions causal = AttentionOptions.builder().optCausal(true).build();
         for (int l = 0; l < layers; ++l) {
-            NDArray h = norm(x, l, true);
-            NDArray[] qkv = qkv(l, h, positionIds); // [B, S, H, D]
+            LayerWeights w = step.w.layers[l];
+            NDArray[] qkv = qkv(step, w, norm(x, w.norm1Gain, w.norm1Bias)); // [B, S, H, D]
             NDArray kNew = qkv[1].transpose(0, 2, 1, 3); // [B, Hkv, S, D]
             NDArray vNew = qkv[2].transpose(0, 2, 1, 3);
             NDArray kAll = past == 0 ? kNew : inputs.get(3 + 2 * l).concat(kNew, 2);
@@ -376,14 +431,15 @@ public final class Decoder extends AbstractBlock {
                                 qkv[0],
                                 kAll.transpose(0, 2, 1, 3),
                                 vAll.transpose(0, 2, 1, 3),
-                                AttentionOptions.builder().optCausal(true).build());
+                                causal);
             } else {
                 attn = stockAttention(qkv[0], kAll, vAll, mask, past);
             }
-            x = x.add(outProjection(l, attn.reshape(batch, seq, config.getAttentionSize())));
-            x = x.add(mlp(l, norm(x, l, false)));
+            NDArray merged = attn.reshape(batch, seq, config.getAttentionSize());
+            x = x.add(linear(merged, w.outWeight, w.outBias));
+            x = x.add(mlp(w, norm(x, w.norm2Gain, w.norm2Bias)));
         }
-        NDArray logits = logits(x);
+        NDArray logits = logits(step.w, x);
         NDList out = new NDList(1 + 2 * layers);
         out.add(logits);
         out.addAll(presents);
@@ -487,16 +543,28 @@ public final class Decoder extends AbstractBlock {
         float scale = (float) (1.0 / Math.sqrt(dim));
         int attnWidth = config.getAttentionSize();
 
-        NDArray x = embed(tokenIds, positions); // [T, C]
+        Step step = new Step(positions);
+        NDArray x = embed(step, tokenIds, positions); // [T, C]
+        // A head dim the kernels lack is zero-padded: the zeros are made once per step.
+        NDArray padQ = null;
+        NDArray padKv = null;
+        if (cacheDim != dim) {
+            NDManager m = x.getManager();
+            padQ = m.zeros(new Shape(numTokens, config.getNumHeads(), cacheDim - dim), x.getDataType());
+            padKv =
+                    m.zeros(
+                            new Shape(numTokens, config.getNumKvHeads(), cacheDim - dim),
+                            x.getDataType());
+        }
         for (int l = 0; l < config.getNumLayers(); ++l) {
-            NDArray h = norm(x, l, true);
-            NDArray[] qkv = qkv(l, h, positions); // [T, H, D]
-            cache.write(l, padHeadDim(qkv[1], cacheDim), padHeadDim(qkv[2], cacheDim), batch);
+            LayerWeights w = step.w.layers[l];
+            NDArray[] qkv = qkv(step, w, norm(x, w.norm1Gain, w.norm1Bias)); // [T, H, D]
+            cache.write(l, padHeadDim(qkv[1], padKv), padHeadDim(qkv[2], padKv), batch);
             NDArray attn;
             if (flash) {
                 attn = flashPrefill(qkv, queryLens);
             } else {
-                NDArray q = padHeadDim(qkv[0], cacheDim);
+                NDArray q = padHeadDim(qkv[0], padQ);
                 if (decode) {
                     // The batch's tables were checked once when it was built: no per-layer
                     // device-to-host copy of them (a synchronisation per layer on a GPU).
@@ -508,8 +576,11 @@ public final class Decoder extends AbstractBlock {
                     attn = attn.get(new NDIndex("..., :{}", dim));
                 }
             }
-            x = x.add(outProjection(l, attn.reshape(numTokens, attnWidth)));
-            x = x.add(mlp(l, norm(x, l, false)));
+            x = x.add(linear(attn.reshape(numTokens, attnWidth), w.outWeight, w.outBias));
+            x = x.add(mlp(w, norm(x, w.norm2Gain, w.norm2Bias)));
+        }
+        if (decode) {
+            return logits(step.w, x); // every row is its sequence's last
         }
         long[] last = new long[queryLens.length];
         int end = 0;
@@ -517,8 +588,7 @@ public final class Decoder extends AbstractBlock {
             end += queryLens[s];
             last[s] = end - 1;
         }
-        NDArray rows = x.get(x.getManager().create(last));
-        return logits(rows);
+        return logits(step.w, x.get(x.getManager().create(last)));
     }
 
     /** Causal flash attention per sequence (nothing cached before the chunk). */
@@ -542,51 +612,76 @@ public final class Decoder extends AbstractBlock {
         return outs.size() == 1 ? outs.get(0) : NDArrays.concat(new NDList(outs), 0);
     }
 
-    private static NDArray padHeadDim(NDArray x, int cacheDim) {
-        Shape s = x.getShape();
-        long dim = s.get(s.dimension() - 1);
-        if (dim == cacheDim) {
-            return x;
-        }
-        Shape padShape = new Shape(s.get(0), s.get(1), cacheDim - dim);
-        return x.concat(x.getManager().zeros(padShape, x.getDataType()), -1);
+    /** {@code x [T, H, D]} with the zeros {@code pad [T, H, Dc - D]} appended, or x itself. */
+    private static NDArray padHeadDim(NDArray x, NDArray pad) {
+        return pad == null ? x : x.concat(pad, -1);
     }
 
     // ---- the layers, shared by every path ---------------------------------------------------
+    //
+    // A step issues few operator calls, because each costs the host a JNI round trip (8-12 us on
+    // a GPU, more than the GPU work of a small model): one GEMM with its bias per projection
+    // group, DJL's one-call layer_norm and the fused add_bias_gelu, the rotary cos/sin gathered
+    // once per step from a table, views (split, reshape) rather than copies, and nothing read back
+    // to the host. Every temporary attaches to the step's inputs' manager: a step's operator never
+    // takes a weight as its first operand.
 
-    private NDArray embed(NDArray tokenIds, NDArray positions) {
-        boolean llama = config.getArchitecture() == DecoderConfig.Architecture.LLAMA;
-        NDArray table = weight(llama ? "model.embed_tokens.weight" : "wte.weight");
+    /** The step's arrays: the weights and, for LLaMA, the rotary cos and sin of its positions. */
+    private final class Step {
+        final StepWeights w;
+        /** float32 {@code [..., 1, D]} cos, duplicated over both halves of each pair. */
+        final NDArray cos;
+        /** float32 {@code [..., 1, D]} sin, negated on the half that {@code rotate} moves first. */
+        final NDArray sin;
+
+        Step(NDArray positions) {
+            w = stepWeights();
+            if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+                NDArray rows =
+                        positions
+                                .getNDArrayInternal()
+                                .embedding(positions, w.rotaryTable, SparseFormat.DENSE)
+                                .get(0);
+                Shape lead = positions.getShape();
+                NDList cosSin =
+                        rows.reshape(lead.addAll(new Shape(2, config.getHeadDim())))
+                                .split(2, lead.dimension());
+                cos = cosSin.get(0);
+                sin = cosSin.get(1);
+            } else {
+                cos = null;
+                sin = null;
+            }
+        }
+    }
+
+    private NDArray embed(Step step, NDArray tokenIds, NDArray positions) {
         NDArrayEx ex = tokenIds.getNDArrayInternal();
-        NDArray x = ex.embedding(tokenIds, table, SparseFormat.DENSE).get(0);
-        if (!llama) {
+        NDArray x = ex.embedding(tokenIds, step.w.tokenTable, SparseFormat.DENSE).get(0);
+        if (step.w.positionTable != null) {
             NDArray pos =
                     positions
                             .getNDArrayInternal()
-                            .embedding(positions, weight("wpe.weight"), SparseFormat.DENSE)
+                            .embedding(positions, step.w.positionTable, SparseFormat.DENSE)
                             .get(0);
             x = x.add(pos);
         }
         return x;
     }
 
-    /** Pre-attention ({@code first}) or pre-MLP norm of layer {@code l}. */
-    private NDArray norm(NDArray x, int l, boolean first) {
-        if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
-            String name =
-                    "model.layers."
-                            + l
-                            + (first
-                                    ? ".input_layernorm.weight"
-                                    : ".post_attention_layernorm.weight");
-            return rmsNorm(x, weight(name));
+    /** LLaMA's RMSNorm ({@code bias == null}) or GPT-2's LayerNorm. */
+    private NDArray norm(NDArray x, NDArray gain, NDArray bias) {
+        if (bias == null) {
+            return rmsNorm(x, gain);
         }
-        String p = "h." + l + (first ? ".ln_1." : ".ln_2.");
-        return layerNorm(x, weight(p + "weight"), weight(p + "bias"));
+        // One call; statistics in float32 also for a float16 x (libtorch's layer_norm).
+        return x.getNDArrayInternal()
+                .layerNorm(x, new Shape(config.getHiddenSize()), gain, bias, config.getNormEps())
+                .get(0);
     }
 
-    // Norms compute in float32; mixing in a float16 gain promotes to float32 and keeps every
-    // temporary on x's manager (a weight never comes first, so nothing attaches to the model's).
+    // RMSNorm computes in float32; mixing in a float16 gain promotes to float32. There is no
+    // fused rms_norm operator in djl_attn or in DJL's PyTorch engine.
     private NDArray rmsNorm(NDArray x, NDArray gain) {
         NDArray xf = x.toType(DataType.FLOAT32, false);
         NDArray rms = xf.square().mean(new int[] {-1}, true).add(config.getNormEps()).sqrt();
@@ -594,126 +689,286 @@ public final class Decoder extends AbstractBlock {
         return y.toType(x.getDataType(), false);
     }
 
-    private NDArray layerNorm(NDArray x, NDArray gamma, NDArray beta) {
-        NDArray xf = x.toType(DataType.FLOAT32, false);
-        NDArray centered = xf.sub(xf.mean(new int[] {-1}, true));
-        NDArray var = centered.square().mean(new int[] {-1}, true);
-        NDArray y = centered.div(var.add(config.getNormEps()).sqrt()).mul(gamma).add(beta);
-        return y.toType(x.getDataType(), false);
-    }
-
-    private static NDArray linear(NDArray x, NDArray weightOutIn) {
-        return x.getNDArrayInternal().linear(x, weightOutIn, null).get(0);
+    /** {@code x W^T + b} in one call ({@code weightOutIn [out, in]}, {@code bias} or null). */
+    private static NDArray linear(NDArray x, NDArray weightOutIn, NDArray bias) {
+        return x.getNDArrayInternal().linear(x, weightOutIn, bias).get(0);
     }
 
     /**
-     * Projections of layer {@code l} with rotary embeddings applied (LLaMA).
+     * The attention projections of a layer, rotary embeddings applied (LLaMA): one GEMM over the
+     * stacked q|k|v weights; q, k and v are views of its output (or of the rotated q|k).
      *
      * @param h normed input {@code [..., C]}
-     * @param positions int64 {@code [...]}
      * @return q {@code [..., Hq, D]}, k and v {@code [..., Hkv, D]}
      */
-    private NDArray[] qkv(int l, NDArray h, NDArray positions) {
-        int dim = config.getHeadDim();
-        Shape lead = h.getShape().slice(0, h.getShape().dimension() - 1);
-        Shape qShape = lead.addAll(new Shape(config.getNumHeads(), dim));
-        Shape kvShape = lead.addAll(new Shape(config.getNumKvHeads(), dim));
-        if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
-            String p = "model.layers." + l + ".self_attn.";
-            NDArray q = linear(h, weight(p + "q_proj.weight")).reshape(qShape);
-            NDArray k = linear(h, weight(p + "k_proj.weight")).reshape(kvShape);
-            NDArray v = linear(h, weight(p + "v_proj.weight")).reshape(kvShape);
-            NDArray[] cosSin = rotary(positions);
-            return new NDArray[] {rope(q, cosSin), rope(k, cosSin), v};
+    private NDArray[] qkv(Step step, LayerWeights w, NDArray h) {
+        int heads = config.getNumHeads();
+        int kvHeads = config.getNumKvHeads();
+        Shape s = h.getShape();
+        NDArray fused =
+                linear(h, w.qkvWeight, w.qkvBias)
+                        .reshape(
+                                s.slice(0, s.dimension() - 1)
+                                        .add(heads + 2 * kvHeads, config.getHeadDim()));
+        int axis = s.dimension() - 1;
+        if (step.cos == null) {
+            NDList parts = fused.split(new long[] {heads, heads + kvHeads}, axis);
+            return new NDArray[] {parts.get(0), parts.get(1), parts.get(2)};
         }
-        String p = "h." + l + ".attn.c_attn.";
-        NDArray fused = h.matMul(weight(p + "weight")).add(weight(p + "bias"));
-        NDList parts = fused.split(3, fused.getShape().dimension() - 1);
-        return new NDArray[] {
-            parts.get(0).reshape(qShape),
-            parts.get(1).reshape(kvShape),
-            parts.get(2).reshape(kvShape)
-        };
+        NDList qkAndV = fused.split(new long[] {heads + kvHeads}, axis);
+        NDList qk = rope(qkAndV.get(0), step).split(new long[] {heads}, axis);
+        return new NDArray[] {qk.get(0), qk.get(1), qkAndV.get(1)};
     }
 
-    /** cos and sin {@code [..., 1, D/2]} float32 of each position. */
-    private NDArray[] rotary(NDArray positions) {
-        int half = config.getHeadDim() / 2;
-        float[] inv = new float[half];
-        for (int i = 0; i < half; ++i) {
-            inv[i] = (float) (1.0 / Math.pow(config.getRopeTheta(), 2.0 * i / config.getHeadDim()));
-        }
-        NDArray angles =
-                positions
-                        .toType(DataType.FLOAT32, false)
-                        .expandDims(-1)
-                        .mul(positions.getManager().create(inv));
-        angles = angles.expandDims(-2);
-        return new NDArray[] {angles.cos(), angles.sin()};
-    }
-
-    private NDArray rope(NDArray x, NDArray[] cosSin) {
+    /**
+     * Rotary embedding of {@code x [..., H, D]} in float32: {@code x·cos + rotate(x)·sin}, where
+     * {@code rotate} swaps the two elements of each rotated pair; with the sign folded into the
+     * sin table, each output is {@code x0·cos - x1·sin} or {@code x1·cos + x0·sin}, the same
+     * float32 operations as the textbook form.
+     */
+    private NDArray rope(NDArray x, Step step) {
         NDArray xf = x.toType(DataType.FLOAT32, false);
         Shape s = xf.getShape();
         int d = config.getHeadDim();
-        NDArray x0;
-        NDArray x1;
-        boolean interleaved = config.getRopeStyle() == DecoderConfig.RopeStyle.INTERLEAVED;
-        if (interleaved) {
-            NDArray pairs = xf.reshape(s.slice(0, s.dimension() - 1).add(d / 2, 2));
-            x0 = pairs.get(new NDIndex("..., 0"));
-            x1 = pairs.get(new NDIndex("..., 1"));
+        NDArray rotated;
+        if (config.getRopeStyle() == DecoderConfig.RopeStyle.INTERLEAVED) {
+            rotated =
+                    xf.reshape(s.slice(0, s.dimension() - 1).add(d / 2, 2))
+                            .flip(s.dimension())
+                            .reshape(s);
         } else {
-            x0 = xf.get(new NDIndex("..., :{}", d / 2));
-            x1 = xf.get(new NDIndex("..., {}:", d / 2));
+            NDList halves = xf.split(2, s.dimension() - 1);
+            rotated = halves.get(1).concat(halves.get(0), -1);
         }
-        NDArray cos = cosSin[0];
-        NDArray sin = cosSin[1];
-        NDArray o0 = x0.mul(cos).sub(x1.mul(sin));
-        NDArray o1 = x0.mul(sin).add(x1.mul(cos));
-        NDArray out = interleaved ? o0.stack(o1, -1).reshape(s) : o0.concat(o1, -1);
+        NDArray out = xf.mul(step.cos).add(rotated.mul(step.sin));
         return out.toType(x.getDataType(), false);
     }
 
-    private NDArray outProjection(int l, NDArray attn) {
-        if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
-            return linear(attn, weight("model.layers." + l + ".self_attn.o_proj.weight"));
+    private NDArray mlp(LayerWeights w, NDArray h) {
+        if (w.upBias == null) {
+            NDList gateUp = linear(h, w.upWeight, null).split(2, h.getShape().dimension() - 1);
+            NDArray gate = gateUp.get(0);
+            NDArray act = gate.mul(Activation.sigmoid(gate)).mul(gateUp.get(1));
+            return linear(act, w.downWeight, null);
         }
-        String p = "h." + l + ".attn.c_proj.";
-        return attn.matMul(weight(p + "weight")).add(weight(p + "bias"));
-    }
-
-    private NDArray mlp(int l, NDArray h) {
-        if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
-            String p = "model.layers." + l + ".mlp.";
-            NDArray gate = linear(h, weight(p + "gate_proj.weight"));
-            NDArray up = linear(h, weight(p + "up_proj.weight"));
-            NDArray act = gate.mul(Activation.sigmoid(gate)).mul(up);
-            return linear(act, weight(p + "down_proj.weight"));
-        }
-        String p = "h." + l + ".mlp.";
-        NDArray fc = h.matMul(weight(p + "c_fc.weight")).add(weight(p + "c_fc.bias"));
-        return geluTanh(fc).matMul(weight(p + "c_proj.weight")).add(weight(p + "c_proj.bias"));
-    }
-
-    /** GPT-2's {@code gelu_new}: {@code 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))}. */
-    private static NDArray geluTanh(NDArray x) {
-        NDArray inner = x.add(x.pow(3).mul(0.044715f)).mul((float) Math.sqrt(2 / Math.PI));
-        return x.mul(0.5f).mul(inner.tanh().add(1f));
+        // GPT-2's gelu_new is the tanh approximation.
+        NDArray fc = AttentionOps.addBiasGelu(linear(h, w.upWeight, null), w.upBias, true);
+        return linear(fc, w.downWeight, w.downBias);
     }
 
     /** Final norm and output projection: float32 {@code [..., V]}. */
-    private NDArray logits(NDArray x) {
-        boolean llama = config.getArchitecture() == DecoderConfig.Architecture.LLAMA;
-        NDArray h =
-                llama
-                        ? rmsNorm(x, weight("model.norm.weight"))
-                        : layerNorm(x, weight("ln_f.weight"), weight("ln_f.bias"));
-        String head =
-                config.isTieEmbeddings()
-                        ? (llama ? "model.embed_tokens.weight" : "wte.weight")
-                        : "lm_head.weight";
-        return linear(h, weight(head)).toType(DataType.FLOAT32, false);
+    private NDArray logits(StepWeights w, NDArray x) {
+        return linear(norm(x, w.finalGain, w.finalBias), w.head, null)
+                .toType(DataType.FLOAT32, false);
+    }
+
+    /** One layer's arrays as a step reads them. */
+    private static final class LayerWeights {
+        NDArray norm1Gain;
+        /** GPT-2's ln_1 bias; null for LLaMA's RMSNorm. */
+        NDArray norm1Bias;
+        /** {@code [(Hq + 2 Hkv) D, C]}: q, k and v rows stacked. */
+        NDArray qkvWeight;
+        /** GPT-2 {@code [3 C]}; null for LLaMA. */
+        NDArray qkvBias;
+        /** {@code [C, Hq D]}. */
+        NDArray outWeight;
+        NDArray outBias;
+        NDArray norm2Gain;
+        NDArray norm2Bias;
+        /** GPT-2's c_fc {@code [I, C]}; LLaMA's gate and up rows stacked {@code [2 I, C]}. */
+        NDArray upWeight;
+        /** GPT-2's c_fc bias {@code [I]}; null for LLaMA. */
+        NDArray upBias;
+        /** {@code [C, I]}. */
+        NDArray downWeight;
+        NDArray downBias;
+    }
+
+    /**
+     * The arrays a step reads, made once from the parameters: every matrix as {@code [out, in]}
+     * for DJL's {@code linear} (GPT-2's Conv1D {@code [in, out]} matrices as transposed views, no
+     * copy), LLaMA's stacked q|k|v and gate|up matrices, and LLaMA's rotary table. Made again when
+     * a parameter's array was replaced (for example by DJL's {@code loadParameters}).
+     */
+    private final class StepWeights implements AutoCloseable {
+        private final NDArray[] sources;
+        private final List<NDArray> owned = new ArrayList<>();
+        final LayerWeights[] layers;
+        final NDArray tokenTable;
+        /** GPT-2's position embeddings; null for LLaMA. */
+        final NDArray positionTable;
+        final NDArray finalGain;
+        final NDArray finalBias;
+        /** {@code [V, C]}. */
+        final NDArray head;
+        /**
+         * LLaMA: float32 {@code [maxPositions, 2 D]}, each position's cos then sin row for {@link
+         * #rope}; null for GPT-2.
+         */
+        final NDArray rotaryTable;
+
+        /**
+         * @param stacked LLaMA's stacked matrices by {@code model.layers.i.qkv} and {@code
+         *     model.layers.i.gate_up} when {@link #setWeights} made them (the parameters are views
+         *     of them); empty to stack copies here
+         */
+        StepWeights(Map<String, NDArray> stacked) {
+            sources = currentSources();
+            for (NDArray a : sources) {
+                if (a == null) {
+                    throw new IllegalStateException(
+                            "Decoder has no weights: call setWeights or initializeRandom");
+                }
+            }
+            owned.addAll(stacked.values());
+            int numLayers = config.getNumLayers();
+            layers = new LayerWeights[numLayers];
+            if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+                for (int l = 0; l < numLayers; ++l) {
+                    String p = "model.layers." + l + ".";
+                    LayerWeights w = new LayerWeights();
+                    w.norm1Gain = weight(p + "input_layernorm.weight");
+                    w.qkvWeight =
+                            stacked.containsKey(p + "qkv")
+                                    ? stacked.get(p + "qkv")
+                                    : own(
+                                            NDArrays.concat(
+                                                    new NDList(
+                                                            weight(p + "self_attn.q_proj.weight"),
+                                                            weight(p + "self_attn.k_proj.weight"),
+                                                            weight(p + "self_attn.v_proj.weight")),
+                                                    0));
+                    w.outWeight = weight(p + "self_attn.o_proj.weight");
+                    w.norm2Gain = weight(p + "post_attention_layernorm.weight");
+                    w.upWeight =
+                            stacked.containsKey(p + "gate_up")
+                                    ? stacked.get(p + "gate_up")
+                                    : own(
+                                            NDArrays.concat(
+                                                    new NDList(
+                                                            weight(p + "mlp.gate_proj.weight"),
+                                                            weight(p + "mlp.up_proj.weight")),
+                                                    0));
+                    w.downWeight = weight(p + "mlp.down_proj.weight");
+                    layers[l] = w;
+                }
+                tokenTable = weight("model.embed_tokens.weight");
+                positionTable = null;
+                finalGain = weight("model.norm.weight");
+                finalBias = null;
+                head =
+                        config.isTieEmbeddings()
+                                ? tokenTable
+                                : weight("lm_head.weight");
+                rotaryTable = own(rotaryTable(tokenTable.getManager()));
+            } else {
+                for (int l = 0; l < numLayers; ++l) {
+                    String p = "h." + l + ".";
+                    LayerWeights w = new LayerWeights();
+                    w.norm1Gain = weight(p + "ln_1.weight");
+                    w.norm1Bias = weight(p + "ln_1.bias");
+                    w.qkvWeight = own(weight(p + "attn.c_attn.weight").transpose());
+                    w.qkvBias = weight(p + "attn.c_attn.bias");
+                    w.outWeight = own(weight(p + "attn.c_proj.weight").transpose());
+                    w.outBias = weight(p + "attn.c_proj.bias");
+                    w.norm2Gain = weight(p + "ln_2.weight");
+                    w.norm2Bias = weight(p + "ln_2.bias");
+                    w.upWeight = own(weight(p + "mlp.c_fc.weight").transpose());
+                    w.upBias = weight(p + "mlp.c_fc.bias");
+                    w.downWeight = own(weight(p + "mlp.c_proj.weight").transpose());
+                    w.downBias = weight(p + "mlp.c_proj.bias");
+                    layers[l] = w;
+                }
+                tokenTable = weight("wte.weight");
+                positionTable = weight("wpe.weight");
+                finalGain = weight("ln_f.weight");
+                finalBias = weight("ln_f.bias");
+                head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
+                rotaryTable = null;
+            }
+        }
+
+        private NDArray own(NDArray array) {
+            NDScope.unregister(array);
+            owned.add(array);
+            return array;
+        }
+
+        /** Whether every parameter still holds the array these were made from. */
+        boolean isCurrent() {
+            int i = 0;
+            for (Parameter p : weights.values()) {
+                if (!p.isInitialized() || p.getArray() != sources[i++]) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        @Override
+        public void close() {
+            for (NDArray a : owned) {
+                a.close();
+            }
+            owned.clear();
+        }
+    }
+
+    private NDArray[] currentSources() {
+        NDArray[] current = new NDArray[weights.size()];
+        int i = 0;
+        for (Parameter p : weights.values()) {
+            current[i++] = p.isInitialized() ? p.getArray() : null;
+        }
+        return current;
+    }
+
+    /** The step arrays of the current parameters, made again if one was replaced. */
+    private synchronized StepWeights stepWeights() {
+        if (stepWeights == null || !stepWeights.isCurrent()) {
+            if (stepWeights != null) {
+                stepWeights.close();
+            }
+            stepWeights = new StepWeights(Map.of());
+        }
+        return stepWeights;
+    }
+
+    /**
+     * cos and sin of every position's rotary angles, float32 {@code [maxPositions, 2 D]}, laid
+     * out for {@link #rope}: the cos row holds each pair's cos twice, the sin row {@code -sin}
+     * where the pair's first element goes and {@code sin} where its second goes.
+     */
+    private NDArray rotaryTable(NDManager manager) {
+        int d = config.getHeadDim();
+        int half = d / 2;
+        int positions = config.getMaxPositions();
+        float[] inv = new float[half];
+        for (int i = 0; i < half; ++i) {
+            inv[i] = (float) (1.0 / Math.pow(config.getRopeTheta(), 2.0 * i / d));
+        }
+        try (NDManager temp = manager.newSubManager()) {
+            NDArray angles =
+                    temp.arange(0, positions, 1, DataType.INT64)
+                            .toType(DataType.FLOAT32, false)
+                            .expandDims(-1)
+                            .mul(temp.create(inv)); // [P, D/2]
+            NDArray cos = angles.cos();
+            NDArray sin = angles.sin();
+            NDArray cosRow;
+            NDArray sinRow;
+            if (config.getRopeStyle() == DecoderConfig.RopeStyle.INTERLEAVED) {
+                cosRow = cos.stack(cos, -1).reshape(positions, d);
+                sinRow = sin.neg().stack(sin, -1).reshape(positions, d);
+            } else {
+                cosRow = cos.concat(cos, -1);
+                sinRow = sin.neg().concat(sin, -1);
+            }
+            NDArray table = cosRow.concat(sinRow, -1);
+            table.attach(manager);
+            return table;
+        }
     }
 
     /** {@inheritDoc} */
