@@ -23,7 +23,6 @@ import io.djlattention.AttentionOps;
 import io.djlattention.AttentionOptions;
 import java.io.DataInputStream;
 import java.io.IOException;
-import java.lang.reflect.Field;
 import java.util.List;
 
 /**
@@ -108,20 +107,6 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
      */
     public static FlashSelfAttentionBlock from(ScaledDotProductAttentionBlock stock, int headCount) {
         return new FlashSelfAttentionBlock(stock, headCount);
-    }
-
-    /**
-     * Wraps a stock block, reading its head count from the block itself.
-     *
-     * @param stock the stock block, initialised or not
-     * @return a fused block over the same parameters
-     * @deprecated DJL 0.35.1 keeps the head count in a private field, which only reflection reads
-     *     (and which a later DJL may rename); pass it with {@link #from(
-     *     ScaledDotProductAttentionBlock, int)}.
-     */
-    @Deprecated
-    public static FlashSelfAttentionBlock from(ScaledDotProductAttentionBlock stock) {
-        return new FlashSelfAttentionBlock(stock, privateHeadCount(stock));
     }
 
     /**
@@ -469,21 +454,6 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
             NDManager manager =
                     queryProjection.getDirectParameters().get("weight").getArray().getManager();
             fusedQkv(new ParameterStore(manager, false), device, type);
-        }
-    }
-
-    private static int privateHeadCount(ScaledDotProductAttentionBlock block) {
-        String name = "headCount";
-        try {
-            Field field = ScaledDotProductAttentionBlock.class.getDeclaredField(name);
-            field.setAccessible(true);
-            return field.getInt(block);
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            throw new IllegalStateException(
-                    "cannot read "
-                            + name
-                            + " of DJL's ScaledDotProductAttentionBlock (written for DJL 0.35.1)",
-                    e);
         }
     }
 

@@ -38,8 +38,8 @@ import java.util.List;
  * poolingProjection}), direct parameter ({@code positionEmbedding}), block version, metadata and
  * parameter names and shapes as the stock block of DJL 0.35.1, so parameters saved from a stock
  * {@code BertBlock} ({@code saveParameters}) load into this block and the other way round. Each
- * {@code transformer_i} is a {@link FusedTransformerEncoderBlock}. {@link #from(BertBlock)} wraps
- * an existing stock block, sharing its parameters.
+ * {@code transformer_i} is a {@link FusedTransformerEncoderBlock}. {@link #from(BertBlock, int)}
+ * wraps an existing stock block, sharing its parameters.
  *
  * <p>Inputs as the stock block: token ids {@code [B, S]}, type ids {@code [B, S]} and the input
  * mask {@code [B, S]} (1 = token, 0 = padding). Outputs: the sequence output {@code [B, S, E]} and
@@ -89,7 +89,7 @@ public final class FusedBertBlock extends AbstractBlock {
     private final DerivedArray poolingWeight = new DerivedArray();
     private final DerivedArray poolingBias = new DerivedArray();
 
-    private FusedBertBlock(BertBlock stock) {
+    private FusedBertBlock(BertBlock stock, int headCount) {
         super(VERSION);
         this.stock = stock;
         List<Block> children = stock.getChildren().values();
@@ -104,7 +104,7 @@ public final class FusedBertBlock extends AbstractBlock {
                     addChildBlock(
                             "transformer_" + (i - 4),
                             FusedTransformerEncoderBlock.from(
-                                    (TransformerEncoderBlock) children.get(i))));
+                                    (TransformerEncoderBlock) children.get(i), headCount)));
         }
         layers = Collections.unmodifiableList(fused);
         pooling = addChildBlock("poolingProjection", (Linear) children.get(children.size() - 1));
@@ -118,10 +118,13 @@ public final class FusedBertBlock extends AbstractBlock {
      * #setComputeDataType}.
      *
      * @param stock the stock block, initialised (or loaded) or not
+     * @param headCount the attention head count the stock block was built with (DJL 0.35.1 does
+     *     not expose it); must divide the embedding size
      * @return a fused block over the same parameters
+     * @throws IllegalArgumentException if {@code headCount} does not divide the embedding size
      */
-    public static FusedBertBlock from(BertBlock stock) {
-        return new FusedBertBlock(stock);
+    public static FusedBertBlock from(BertBlock stock, int headCount) {
+        return new FusedBertBlock(stock, headCount);
     }
 
     /**
@@ -479,6 +482,9 @@ public final class FusedBertBlock extends AbstractBlock {
     public static final class Builder {
 
         private final BertBlock.Builder stock = BertBlock.builder();
+        // DJL 0.35.1's BertBlock.Builder has no getter for it: kept here, with its default and
+        // the values of its presets (nano 4, micro 8, base 12, large 16).
+        private int attentionHeadCount = 12;
         private boolean paddingFree = true;
         private DataType computeDataType;
 
@@ -536,6 +542,7 @@ public final class FusedBertBlock extends AbstractBlock {
          */
         public Builder optAttentionHeadCount(int attentionHeadCount) {
             stock.optAttentionHeadCount(attentionHeadCount);
+            this.attentionHeadCount = attentionHeadCount;
             return this;
         }
 
@@ -602,6 +609,7 @@ public final class FusedBertBlock extends AbstractBlock {
          */
         public Builder nano() {
             stock.nano();
+            attentionHeadCount = 4;
             return this;
         }
 
@@ -612,6 +620,7 @@ public final class FusedBertBlock extends AbstractBlock {
          */
         public Builder micro() {
             stock.micro();
+            attentionHeadCount = 8;
             return this;
         }
 
@@ -622,6 +631,7 @@ public final class FusedBertBlock extends AbstractBlock {
          */
         public Builder base() {
             stock.base();
+            attentionHeadCount = 12;
             return this;
         }
 
@@ -632,6 +642,7 @@ public final class FusedBertBlock extends AbstractBlock {
          */
         public Builder large() {
             stock.large();
+            attentionHeadCount = 16;
             return this;
         }
 
@@ -641,7 +652,7 @@ public final class FusedBertBlock extends AbstractBlock {
          * @return the block
          */
         public FusedBertBlock build() {
-            FusedBertBlock block = new FusedBertBlock(stock.build());
+            FusedBertBlock block = new FusedBertBlock(stock.build(), attentionHeadCount);
             block.setPaddingFree(paddingFree);
             block.setComputeDataType(computeDataType);
             return block;

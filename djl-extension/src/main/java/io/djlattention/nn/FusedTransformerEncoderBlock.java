@@ -106,10 +106,11 @@ public final class FusedTransformerEncoderBlock extends AbstractBlock {
                         headCount,
                         hiddenSize,
                         dropoutProbability,
-                        activationFunction));
+                        activationFunction),
+                headCount);
     }
 
-    private FusedTransformerEncoderBlock(TransformerEncoderBlock stock) {
+    private FusedTransformerEncoderBlock(TransformerEncoderBlock stock, int headCount) {
         super(VERSION);
         this.stock = stock;
         List<Block> children = stock.getChildren().values();
@@ -117,7 +118,7 @@ public final class FusedTransformerEncoderBlock extends AbstractBlock {
                 addChildBlock(
                         "selfAttention",
                         FlashSelfAttentionBlock.from(
-                                (ScaledDotProductAttentionBlock) children.get(0)));
+                                (ScaledDotProductAttentionBlock) children.get(0), headCount));
         attentionNorm = addChildBlock("attentionNorm", (BatchNorm) children.get(1));
         outputBlock = addChildBlock("outputBlock", (PointwiseFeedForwardBlock) children.get(2));
         outputNorm = addChildBlock("outputNorm", (BatchNorm) children.get(3));
@@ -139,10 +140,13 @@ public final class FusedTransformerEncoderBlock extends AbstractBlock {
      * and gives the stock layer's outputs with the fused kernels.
      *
      * @param stock the stock layer, initialised or not
+     * @param headCount the head count the stock layer was built with (DJL 0.35.1 does not expose
+     *     it); must divide the embedding size
      * @return a fused layer over the same parameters
+     * @throws IllegalArgumentException if {@code headCount} does not divide the embedding size
      */
-    public static FusedTransformerEncoderBlock from(TransformerEncoderBlock stock) {
-        return new FusedTransformerEncoderBlock(stock);
+    public static FusedTransformerEncoderBlock from(TransformerEncoderBlock stock, int headCount) {
+        return new FusedTransformerEncoderBlock(stock, headCount);
     }
 
     /**

@@ -151,7 +151,7 @@ public final class BertBenchmark {
             Shape shape = new Shape(batch, seq);
             Engine.getInstance().setRandomSeed(1234);
             stock.initialize(manager, DataType.FLOAT32, shape, shape, shape);
-            FusedBertBlock fused = FusedBertBlock.from(stock);
+            FusedBertBlock fused = FusedBertBlock.from(stock, 12);
             int[] lens = lengths(batch, seq, padding);
             NDList inputs = inputs(manager, batch, seq, lens);
             ParameterStore ps = new ParameterStore(manager, false);

@@ -110,7 +110,7 @@ class FusedBertBlockParityTest {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, config.maxSeqLen());
             BertFixtures.initialize(stock, manager, 21, shape, shape, shape);
-            FusedBertBlock fused = FusedBertBlock.from(stock);
+            FusedBertBlock fused = FusedBertBlock.from(stock, config.heads());
             assertEquals(
                     stock.getParameters().keys(), fused.getParameters().keys(), "parameter names");
             NDList inputs = BertFixtures.inputs(manager, config, config.maxSeqLen(), lens, 22);
@@ -139,7 +139,7 @@ class FusedBertBlockParityTest {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(2, seqLen);
             BertFixtures.initialize(stock, manager, 31, shape, shape, shape);
-            FusedBertBlock fused = FusedBertBlock.from(stock);
+            FusedBertBlock fused = FusedBertBlock.from(stock, config.heads());
             NDList inputs = BertFixtures.inputs(manager, config, seqLen, new int[] {seqLen, 9}, 32);
             int[] mask = inputs.get(2).toIntArray();
             System.arraycopy(secondRow, 0, mask, seqLen, secondRow.length);
@@ -166,7 +166,7 @@ class FusedBertBlockParityTest {
             BertBlock stock = config.stockBuilder().build();
             Shape shape = new Shape(lens.length, config.maxSeqLen());
             BertFixtures.initialize(stock, manager, 41, shape, shape, shape);
-            FusedBertBlock fused = FusedBertBlock.from(stock).setPaddingFree(paddingFree);
+            FusedBertBlock fused = FusedBertBlock.from(stock, config.heads()).setPaddingFree(paddingFree);
             NDList full = BertFixtures.inputs(manager, config, config.maxSeqLen(), lens, 42);
             NDList shortInputs = new NDList();
             for (NDArray array : full) {
@@ -253,7 +253,7 @@ class FusedBertBlockParityTest {
             Shape shape = new Shape(lens.length, seqLen);
             BertFixtures.initialize(stock, manager, 61, shape, shape, shape);
             FusedBertBlock fused =
-                    FusedBertBlock.from(stock)
+                    FusedBertBlock.from(stock, config.heads())
                             .setPaddingFree(paddingFree)
                             .setComputeDataType(DataType.FLOAT16);
             NDList inputs = BertFixtures.inputs(manager, config, seqLen, lens, 62);

@@ -7,6 +7,7 @@ import static io.djlattention.it.bert.BertFixtures.assertClose;
 import static io.djlattention.it.bert.BertFixtures.assertPaddingZero;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDArray;
@@ -15,10 +16,12 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
+import ai.djl.nn.transformer.BertBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import io.djlattention.it.TestDevice;
 import io.djlattention.nn.FlashSelfAttentionBlock;
+import io.djlattention.nn.FusedBertBlock;
 import io.djlattention.nn.FusedTransformerEncoderBlock;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -118,7 +121,7 @@ class FusedTransformerEncoderBlockParityTest {
             NDArray expected = BertFixtures.forward(stock, manager, inputs).head();
             for (boolean paddingFree : new boolean[] {true, false}) {
                 FusedTransformerEncoderBlock fused =
-                        FusedTransformerEncoderBlock.from(stock).setPaddingFree(paddingFree);
+                        FusedTransformerEncoderBlock.from(stock, HEADS).setPaddingFree(paddingFree);
                 NDArray actual = BertFixtures.forward(fused, manager, inputs).head();
                 assertClose(
                         expected,
@@ -150,7 +153,7 @@ class FusedTransformerEncoderBlockParityTest {
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::relu);
             Shape shape = new Shape(2, 9, E);
             BertFixtures.initialize(stock, manager, 111, shape);
-            FusedTransformerEncoderBlock fused = FusedTransformerEncoderBlock.from(stock);
+            FusedTransformerEncoderBlock fused = FusedTransformerEncoderBlock.from(stock, HEADS);
             NDList inputs = new NDList(randomInput(manager, shape, 112));
             assertClose(
                     BertFixtures.forward(stock, manager, inputs).head(),
@@ -177,7 +180,7 @@ class FusedTransformerEncoderBlockParityTest {
                     new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::gelu);
             Shape shape = new Shape(2, seqLen, E);
             BertFixtures.initialize(stock, manager, 121, shape);
-            FusedTransformerEncoderBlock fused = FusedTransformerEncoderBlock.from(stock);
+            FusedTransformerEncoderBlock fused = FusedTransformerEncoderBlock.from(stock, HEADS);
             float[] causal = new float[2 * seqLen * seqLen];
             for (int i = 0; i < causal.length; ++i) {
                 int t = (i / seqLen) % seqLen;
@@ -230,6 +233,76 @@ class FusedTransformerEncoderBlockParityTest {
         }
     }
 
+    /** The head count of a wrapped stock block comes from the caller and is checked. */
+    @Test
+    void fromStockRejectsAHeadCountThatDoesNotDivideTheEmbeddingSize() {
+        TransformerEncoderBlock layer =
+                new TransformerEncoderBlock(E, HEADS, HIDDEN, 0.1f, Activation::gelu);
+        IllegalArgumentException bad =
+                assertThrows(
+                        IllegalArgumentException.class,
+                        () -> FusedTransformerEncoderBlock.from(layer, 5));
+        assertEquals(
+                "headCount: expected a value >= 1 that divides the embedding size 64, got 5",
+                bad.getMessage());
+        ScaledDotProductAttentionBlock attention =
+                ScaledDotProductAttentionBlock.builder()
+                        .setEmbeddingSize(E)
+                        .setHeadCount(HEADS)
+                        .build();
+        assertEquals(
+                "headCount: expected a value >= 1 that divides the embedding size 64, got 0",
+                assertThrows(
+                                IllegalArgumentException.class,
+                                () -> FlashSelfAttentionBlock.from(attention, 0))
+                        .getMessage());
+        BertBlock bert = BertBlock.builder().setTokenDictionarySize(32).nano().build();
+        assertEquals(
+                "headCount: expected a value >= 1 that divides the embedding size 256, got 3",
+                assertThrows(IllegalArgumentException.class, () -> FusedBertBlock.from(bert, 3))
+                        .getMessage());
+    }
+
+    /**
+     * The fused builder's presets keep the head count DJL's presets give the stock block, read
+     * here (test only) from DJL 0.35.1's private field: the fused library itself never reads it.
+     */
+    @Test
+    void builderPresetsKeepTheStockHeadCount() throws ReflectiveOperationException {
+        java.lang.reflect.Field heads =
+                ScaledDotProductAttentionBlock.class.getDeclaredField("headCount");
+        heads.setAccessible(true);
+        for (String preset : new String[] {"default", "nano", "micro", "base", "large"}) {
+            FusedBertBlock.Builder builder = FusedBertBlock.builder().setTokenDictionarySize(32);
+            switch (preset) {
+                case "nano":
+                    builder.nano();
+                    break;
+                case "micro":
+                    builder.micro();
+                    break;
+                case "base":
+                    builder.base();
+                    break;
+                case "large":
+                    builder.large();
+                    break;
+                default:
+                    break;
+            }
+            FusedTransformerEncoderBlock layer =
+                    builder.build().getChildren().values().stream()
+                            .filter(FusedTransformerEncoderBlock.class::isInstance)
+                            .map(FusedTransformerEncoderBlock.class::cast)
+                            .findFirst()
+                            .orElseThrow();
+            assertEquals(
+                    heads.getInt(layer.getSelfAttentionBlock().getStockBlock()),
+                    layer.getSelfAttentionBlock().getHeadCount(),
+                    preset);
+        }
+    }
+
     @Test
     void attentionFromStockWithoutMaskAndWithSeparateInputs() {
         try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
@@ -240,7 +313,7 @@ class FusedTransformerEncoderBlockParityTest {
                             .build();
             Shape shape = new Shape(3, 10, E);
             BertFixtures.initialize(stock, manager, 141, shape);
-            FlashSelfAttentionBlock fused = FlashSelfAttentionBlock.from(stock);
+            FlashSelfAttentionBlock fused = FlashSelfAttentionBlock.from(stock, HEADS);
             assertEquals(HEADS, fused.getHeadCount());
             NDArray x = randomInput(manager, shape, 142);
             assertClose(
@@ -268,7 +341,7 @@ class FusedTransformerEncoderBlockParityTest {
             Shape shape = new Shape(3, 11, E);
             BertFixtures.initialize(stock, manager, 151, shape);
             FusedTransformerEncoderBlock fused =
-                    FusedTransformerEncoderBlock.from(stock).setPaddingFree(paddingFree);
+                    FusedTransformerEncoderBlock.from(stock, HEADS).setPaddingFree(paddingFree);
             NDArray x = randomInput(manager, shape, 152);
             NDArray mask = mask(manager, lens, 11, true);
             NDArray expected = BertFixtures.forward(stock, manager, new NDList(x, mask)).head();
