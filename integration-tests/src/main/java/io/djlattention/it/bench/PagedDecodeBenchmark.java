@@ -213,6 +213,7 @@ public final class PagedDecodeBenchmark {
 
         @SuppressWarnings("try")
         long step() {
+            Decoder.ContiguousAttention before = decoder.getContiguousAttention();
             decoder.setContiguousAttention(attention);
             long start = System.nanoTime();
             try (NDScope ignore = new NDScope()) {
@@ -233,7 +234,7 @@ public final class PagedDecodeBenchmark {
             }
             ++len;
             long time = System.nanoTime() - start;
-            decoder.setContiguousAttention(Decoder.ContiguousAttention.STOCK);
+            decoder.setContiguousAttention(before);
             return time;
         }
 

@@ -109,6 +109,37 @@ class DecoderPathsTest {
     }
 
     @Test
+    void contiguousPathDefaultsToTheFusedKernel() {
+        assertEquals(
+                ContiguousAttention.FLASH, new Decoder(gpt2.getConfig()).getContiguousAttention());
+    }
+
+    /**
+     * setWeights stores LLaMA's q|k|v and gate|up matrices stacked, each parameter a view of its
+     * rows: every parameter still reads back exactly the tensor it was given.
+     */
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(DecoderConfig.Architecture.class)
+    void setWeightsKeepsEveryParameterValue(DecoderConfig.Architecture architecture) {
+        Decoder source = model(architecture);
+        try (NDManager m = manager.newSubManager()) {
+            Map<String, NDArray> given = new java.util.LinkedHashMap<>();
+            for (String name : Decoder.parameterShapes(source.getConfig()).keySet()) {
+                NDArray value = source.weight(name).duplicate();
+                value.attach(m);
+                given.put(name, value);
+            }
+            Decoder copy = new Decoder(source.getConfig());
+            copy.setWeights(m, given);
+            for (Map.Entry<String, NDArray> e : given.entrySet()) {
+                NDArray got = copy.weight(e.getKey());
+                assertEquals(e.getValue().getShape(), got.getShape(), e.getKey());
+                assertTrue(e.getValue().contentEquals(got), e.getKey());
+            }
+        }
+    }
+
+    @Test
     void gpt2ParametersHaveHuggingFaceNamesAndShapes() {
         Map<String, Shape> shapes = Decoder.parameterShapes(gpt2.getConfig());
         assertEquals(new Shape(384, 128), shapes.get("wte.weight"));
