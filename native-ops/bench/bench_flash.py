@@ -11,7 +11,7 @@ bandwidth with a device-to-device copy as the bandwidth reference.
     DJL_ATTN_BENCH_FLASH_CONFIGS=all bash scripts/gpu-check.sh     # the same through the script
 
 --configs (all, or a comma-separated list of names) adds a tuning table: the tile
-configurations of the CUDA kernel that DJL_ATTN_FLASH_CONFIG selects (cuda/flash/flash_fwd.cuh,
+configurations of the CUDA kernel that DJL_ATTN_FLASH_CONFIG selects (cuda/flash/flash_shapes.h,
 kFwdConfigs) timed one after the other on the same inputs as SDPA's flash backend, for fp16/bf16,
 D 64/128, S 2k/8k, causal and not. See docs/design/flash-cuda.md.
 
@@ -231,10 +231,10 @@ CONFIG_ENV = "DJL_ATTN_FLASH_CONFIG"
 
 
 def compiled_configs():
-    """[(name, [head dims])] from the kFwdConfigs table in cuda/flash/flash_fwd.cuh."""
+    """[(name, [head dims])] from the kFwdConfigs table in cuda/flash/flash_shapes.h."""
     import re
 
-    header = NATIVE_OPS / "cuda" / "flash" / "flash_fwd.cuh"
+    header = NATIVE_OPS / "cuda" / "flash" / "flash_shapes.h"
     table = re.search(r"kFwdConfigs\[\] = \{(.*?)\n\};", header.read_text(), re.S).group(1)
     configs = []
     for i, m in enumerate(re.finditer(r'\{"(\w+)",([^}]*)\}', table)):

@@ -20,20 +20,13 @@
 namespace djl_attn::cuda {
 namespace {
 
-// Launches on PyTorch's current stream of the tensors' device, with that device current.
-void launch_flash_attention(const flash::FlashParams& params) {
-  const int device = device_of(params.q);
-  DeviceGuard guard(device);
-  flash::run_flash_attention_cuda(params, current_stream(device), device);
-}
-
 void flash_attention_cuda(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const flash::FlashBackend backend{launch_flash_attention, copy_to_host};
+  static const flash::FlashBackend backend{flash::launch_flash_attention_cuda, copy_to_host};
   flash::flash_attention_boxed(stack, backend);
 }
 
 void flash_attention_varlen_cuda(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const flash::FlashBackend backend{launch_flash_attention, copy_to_host};
+  static const flash::FlashBackend backend{flash::launch_flash_attention_cuda, copy_to_host};
   flash::flash_attention_varlen_boxed(stack, backend);
 }
 
@@ -48,9 +41,9 @@ void causal_dot_product_cuda(shim::StableIValue* stack, uint64_t, uint64_t) {
   linear::causal_dot_product_boxed(stack, backend);
 }
 
-// bert_attention runs the flash launcher above on strided views into the fused projection.
+// bert_attention runs the flash launcher on strided views into the fused projection.
 void bert_attention_cuda(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const flash::FlashBackend backend{launch_flash_attention, copy_to_host};
+  static const flash::FlashBackend backend{flash::launch_flash_attention_cuda, copy_to_host};
   bert::bert_attention_boxed(stack, backend);
 }
 

@@ -464,3 +464,16 @@ def test_bert_attention_rejects_sequences_past_32_bit_indexing(device):
     qkv = torch.randn(1, 1, 3 * 8, device=device).expand(1, (1 << 30) + 1, 3 * 8)
     message = error_of(ops.bert_attention, qkv, None, None, 1, 1.0)
     assert "bert_attention: qkv" in message and "S <= 2^30" in message and str((1 << 30) + 1) in message
+
+
+def test_bert_attention_rejects_more_query_tiles_than_one_cuda_grid(device):
+    # B * H * ceil(S / 64) = 4096 * 1024 * 1024 = 2^32 query tiles, refused on every backend by
+    # the rule the flash bindings share; the stride-0 view allocates nothing.
+    qkv = torch.zeros(1, 1, 3 * 1024, device=device).expand(4096, 65536, 3 * 1024)
+    message = error_of(ops.bert_attention, qkv, None, None, 1024, 1.0)
+    assert ("bert_attention: qkv: expected B * Hq * ceil(Sq / 64) <= 2^31 - 1 (the query tiles of "
+            "one CUDA grid), got B = 4096, Hq = 1024, Sq = 65536") in message
+    # 2^31 tiles are one too many; 2047 batch rows fit (and the call fails on its scale instead).
+    assert "got B = 2048, Hq = 1024" in error_of(ops.bert_attention, qkv[:2048], None, None, 1024, 1.0)
+    assert "scale: expected a finite value" in error_of(ops.bert_attention, qkv[:2047], None, None,
+                                                        1024, float("nan"))

@@ -321,6 +321,21 @@ def error_of(*args):
     return str(info.value)
 
 
+def test_rejects_more_query_tiles_than_one_cuda_grid(device):
+    # B * Hq * ceil(Sq / 64) = 4096 * 1024 * 1024 = 2^32 query tiles: more than one CUDA grid
+    # holds, refused on every backend (the binding states the rule once). Stride-0 views
+    # allocate nothing.
+    q = torch.zeros(1, 1, 1, 8, device=device).expand(4096, 65536, 1024, 8)
+    k = torch.zeros(1, 1, 1, 8, device=device).expand(4096, 4, 1, 8)
+    assert ("flash_attention: q: expected B * Hq * ceil(Sq / 64) <= 2^31 - 1 (the query tiles of "
+            "one CUDA grid), got B = 4096, Hq = 1024, Sq = 65536") in error_of(
+        q, k, k, None, 1.0, False)
+    # 2^31 tiles are one too many; 511 heads fit (and the call fails on its scale instead).
+    assert "got B = 4096, Hq = 512, Sq = 65536" in error_of(q[:, :, :512], k, k, None, 1.0, False)
+    assert "scale: expected a finite value" in error_of(q[:, :, :511], k, k, None, float("nan"),
+                                                        False)
+
+
 def test_rejects_wrong_rank(device):
     q, k, v = make_inputs(1, 4, 4, 2, 2, 32, torch.float32, device)
     assert "q: expected 4 dims [B, Sq, Hq, D], got 3" in error_of(q[0], k, v, None, 1.0, False)

@@ -3,7 +3,7 @@ reference: every configuration, on the head dims it is compiled for, with the sh
 tile edges (odd lengths, Sk != Sq), causal masks, kv_lens (rows with one and with no valid key),
 GQA and varlen batches. One GPU run proves each configuration correct before the benchmark
 compares them. The configurations and their head dims are read from the one table in
-cuda/flash/flash_fwd.cuh.
+cuda/flash/flash_shapes.h.
 """
 
 import math
@@ -29,7 +29,7 @@ ENV = "DJL_ATTN_FLASH_CONFIG"
 def compiled_configs():
     """[(index, name, [head dims], (block_m, block_n, stages))] from kFwdConfigs, the default
     (index 0) included."""
-    header = pathlib.Path(__file__).resolve().parent.parent / "cuda" / "flash" / "flash_fwd.cuh"
+    header = pathlib.Path(__file__).resolve().parent.parent / "cuda" / "flash" / "flash_shapes.h"
     table = re.search(r"kFwdConfigs\[\] = \{(.*?)\n\};", header.read_text(), re.S).group(1)
     configs = []
     for i, m in enumerate(re.finditer(r'\{"(\w+)",([^}]*)\}', table)):

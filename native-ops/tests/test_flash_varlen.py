@@ -150,6 +150,22 @@ def test_rejects_bad_max_seqlen_and_scale(device):
     assert "scale: expected a finite value" in error_of(q, k, v, cu_q, cu_k, 4, 4, float("inf"), False)
 
 
+def test_rejects_more_query_tiles_than_one_cuda_grid(device):
+    # The CUDA kernels size their grids by the longest sequence: B sequences, one of 2^20 rows, and
+    # 1024 heads make B * 1024 * 2^14 query tiles of 64 rows, 2^31 (one too many) at B = 128.
+    # Refused on every backend; the stride-0 views allocate nothing.
+    total, heads = 1 << 20, 1024
+    for batch in (1 << 17, 128):
+        q = torch.zeros(1, 1, 8, device=device).expand(total, heads, 8)
+        k = torch.zeros(1, 1, 8, device=device).expand(batch, 1, 8)
+        cu_q = torch.full((batch + 1,), total, dtype=torch.int32, device=device)
+        cu_q[0] = 0
+        cu_k = torch.arange(batch + 1, dtype=torch.int32, device=device)
+        assert ("flash_attention_varlen: max_seqlen_q: expected B * Hq * ceil(Sq / 64) <= 2^31 - 1 "
+                "(the query tiles of one CUDA grid), got B = %d, Hq = 1024, Sq = 1048576" % batch
+                ) in error_of(q, k, k, cu_q, cu_k, total, 1, 1.0, False)
+
+
 def test_rejects_mixed_dtypes_and_heads(device):
     q, k, v, cu_q, cu_k = make_inputs([3, 4], [3, 4], 6, 4, 32, torch.float32, device)
     assert "divides the query heads Hq = 6, got Hkv = 4" in error_of(q, k, v, cu_q, cu_k, 4, 4, 1.0, False)

@@ -1,6 +1,6 @@
 // cp.async (sm_80+): 16-byte copies from global to shared memory that do not pass through
 // registers, grouped and waited for per thread. One definition for every kernel family (the
-// paged decode ring, the chunked causal_dot_product, the flash tiles).
+// paged decode ring, the chunked causal_dot_product, the flash tile, decode and Hopper kernels).
 //
 // Every wrapper clobbers "memory", so that the compiler neither moves plain C++ reads of the
 // shared destination above the wait nor caches them across it: a kernel that reads the copied
@@ -35,6 +35,12 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Waits for every copy this thread issued, committed or not (the Hopper producer's zero-filled
+// value tile, which it hands over through an mbarrier rather than a commit group).
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 }  // namespace djl_attn::cuda::ptx

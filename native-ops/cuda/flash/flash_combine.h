@@ -1,5 +1,5 @@
-// The combine pass of split-KV attention (flash_combine_kernel in flash_fwd.cu), shared by the
-// tile kernel's split mode and the decode kernel (flash_decode.cu).
+// The combine pass of split-KV attention (flash_combine.cu), shared by the tile kernel's split
+// mode (flash_launch.cu) and the decode kernel (flash_decode.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,8 +8,9 @@
 
 namespace djl_attn::flash {
 
-// The most key ranges the combine kernel merges (one weight per range in shared memory).
-constexpr int kMaxCombineSplits = 128;
+// The most key ranges the combine kernel merges (one weight per range in shared memory): the
+// plan's limit (flash_shapes.h).
+constexpr int kMaxCombineSplits = kMaxKeySplits;
 
 // Merges args.num_splits partial results per (head, row) from args.o_accum / args.lse_accum
 // (rows b * Sq + i, see fwd::FwdArgs) into args.params.out, and writes args.params.lse unless

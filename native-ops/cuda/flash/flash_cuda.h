@@ -5,9 +5,10 @@
 
 namespace djl_attn::flash {
 
-// Runs flash_attention or flash_attention_varlen on `stream` of `device`, which the caller has
-// made current. float16/bfloat16 on sm_80+ take the tensor-core kernel (split over the keys
-// when the grid would not fill the GPU); float32 and older GPUs take the simple kernel.
-void run_flash_attention_cuda(const FlashParams& params, void* stream, int device);
+// The CUDA backend's launch (FlashBackend::launch) of flash_attention, flash_attention_varlen
+// and bert_attention: runs the kernel the plan (flash_plan.h) chooses on PyTorch's current
+// stream of the tensors' device, with that device current. The binding has checked every
+// argument.
+void launch_flash_attention_cuda(const FlashParams& params);
 
 }  // namespace djl_attn::flash

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include "common/error.h"
+#include "cuda/flash/flash_shapes.h"
 #include "flash/flash_params.h"
 
 // DJL_FLASH_DTYPE_SWITCH(dtype, T, { ... T ... }): float16 -> __half, bfloat16 -> __nv_bfloat16.
@@ -59,16 +60,3 @@
       return __VA_ARGS__();                          \
     }                                                \
   }()
-
-namespace djl_attn::flash {
-
-// The smallest compiled head dim >= dim, or 0 when dim exceeds them all.
-inline int padded_head_dim(int64_t dim) {
-#define DJL_FLASH_PAD_CASE_(D) \
-  if (dim <= D) return D;
-  DJL_FLASH_FOR_EACH_HEAD_DIM(DJL_FLASH_PAD_CASE_)
-#undef DJL_FLASH_PAD_CASE_
-  return 0;
-}
-
-}  // namespace djl_attn::flash

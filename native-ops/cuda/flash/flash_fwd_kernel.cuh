@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "cuda/common/convert.cuh"
+#include "cuda/common/cp_async.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/flash/flash_fwd.cuh"
@@ -45,12 +46,12 @@ struct Tile {
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head dim must be a multiple of 32");
   static_assert(kCfg >= 0 && kCfg < kNumFwdConfigs, "configuration index");
   static constexpr bool kDefault = kCfg == 0;
-  static constexpr int kBlockM =
-      kDefault ? (kHeadDim <= 128 && !kSmallM ? 128 : 64) : kFwdConfigs[kCfg].block_m;
-  static constexpr int kBlockN = kDefault ? (kHeadDim <= 128 ? 64 : 32) : kFwdConfigs[kCfg].block_n;
-  // Three buffers where they fit in 96 KiB, two otherwise.
-  static constexpr int kStages = kDefault ? (kHeadDim <= 64 ? 3 : 2) : kFwdConfigs[kCfg].stages;
-  static constexpr int kWarps = kDefault ? 4 : kFwdConfigs[kCfg].warps;
+  // The shape is the plan's (flash_shapes.h): one definition for the kernel and its launcher.
+  static constexpr TileShape kShape = tile_shape(kHeadDim, kSmallM, kCfg);
+  static constexpr int kBlockM = kShape.block_m;
+  static constexpr int kBlockN = kShape.block_n;
+  static constexpr int kStages = kShape.stages;
+  static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = kWarps * 32;
   // 0 leaves the bound unset: the PTX of the default kernels is what it was before the
   // configurations existed (an explicit 1 changes ptxas's register choices).
@@ -67,6 +68,7 @@ struct Tile {
   static constexpr int kChunks = kHeadDim / 8;             // 16-byte chunks per row
   static constexpr int kSmemElems = (kBlockM + 2 * kStages * kBlockN) * kHeadDim;
   static constexpr int kSmemBytes = kSmemElems * 2;
+  static_assert(kSmemBytes == tile_smem_bytes(kHeadDim, kSmallM, kCfg), "the plan's size");
 };
 
 // ---- shared-memory layout ----------------------------------------------------------------------
@@ -115,17 +117,14 @@ using cuda::ptx::mma_16816;
 using cuda::ptx::pack2;
 using cuda::ptx::smem_addr;
 
-// Copies 16 bytes, or writes 16 zero bytes when `src_bytes` is 0 (rows past the end).
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
+using cuda::ptx::cp_async_commit;
+using cuda::ptx::cp_async_wait;
 
+// One 16-byte chunk to a shared-memory pointer, zero-filled past `src_bytes` (0 or 16): the
+// flash tile and decode kernels address shared memory by pointer, cp_async.cuh by address.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
+  cuda::ptx::cp_async_16(smem_addr(dst), src, src_bytes);
+}
 
 // ---- global -> shared tiles --------------------------------------------------------------------
 

@@ -33,9 +33,9 @@ __device__ __forceinline__ float warp_sum(float x) {
 
 template <typename T>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
-    flash_simple_kernel(FlashParams p, int64_t row_blocks) {
+    flash_simple_kernel(FlashParams p, int64_t row_blocks, int64_t block0) {
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t block = blockIdx.x;
+  const int64_t block = block0 + blockIdx.x;
   const int64_t bh = block / row_blocks;
   const int64_t row = (block % row_blocks) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int64_t b = bh / p.heads_q;
@@ -121,27 +121,29 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   }
 }
 
+// Launches the grid of `blocks` blocks in launches of at most 2^31 - 1 (CUDA's limit on
+// gridDim.x): this kernel's blocks are 4 query rows, so large problems that the tile kernels
+// cover in one grid need several here.
 template <typename T>
-void launch(const FlashParams& p, cudaStream_t stream) {
-  const int64_t row_blocks = (p.seqlen_q + kWarpsPerBlock - 1) / kWarpsPerBlock;
+void launch(const FlashParams& p, int64_t row_blocks, cudaStream_t stream) {
+  constexpr int64_t kMaxGridX = 0x7fffffffLL;
   const int64_t blocks = row_blocks * p.batch * p.heads_q;
-  if (blocks > 0x7fffffffLL) {
-    fail_invalid("flash_attention: B * Hq * ceil(Sq / 4) = ", blocks,
-                 " exceeds the CUDA grid limit of 2^31 - 1 blocks");
+  for (int64_t block0 = 0; block0 < blocks; block0 += kMaxGridX) {
+    const int64_t count = blocks - block0 < kMaxGridX ? blocks - block0 : kMaxGridX;
+    flash_simple_kernel<T><<<static_cast<unsigned>(count), kWarpsPerBlock * kWarpSize, 0, stream>>>(
+        p, row_blocks, block0);
+    DJL_ATTN_CUDA_CHECK_LAUNCH("flash_simple_kernel");
   }
-  flash_simple_kernel<T><<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, 0, stream>>>(
-      p, row_blocks);
-  DJL_ATTN_CUDA_CHECK_LAUNCH("flash_simple_kernel");
 }
 
 }  // namespace
 
-void run_flash_attention_simple_cuda(const FlashParams& params, void* stream) {
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
+void run_flash_attention_simple_cuda(const FlashParams& params, int64_t row_blocks,
+                                     cudaStream_t stream) {
   switch (params.dtype) {
-    case ElementType::kFloat32: return launch<float>(params, s);
-    case ElementType::kFloat16: return launch<__half>(params, s);
-    case ElementType::kBFloat16: return launch<__nv_bfloat16>(params, s);
+    case ElementType::kFloat32: return launch<float>(params, row_blocks, stream);
+    case ElementType::kFloat16: return launch<__half>(params, row_blocks, stream);
+    case ElementType::kBFloat16: return launch<__nv_bfloat16>(params, row_blocks, stream);
   }
 }
 

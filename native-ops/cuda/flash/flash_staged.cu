@@ -1,5 +1,6 @@
 // Staged copies for the tensor-core flash kernels (flash_staged.h): pad rows to a multiple of 8
-// elements on the way in, drop the padding on the way out.
+// elements on the way in, drop the padding on the way out. Called by the launcher
+// (flash_launch.cu) before and after the planned kernel; calls nothing back.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,6 +10,7 @@
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/flash_dispatch.h"
+#include "cuda/flash/flash_plan.h"
 #include "cuda/flash/flash_staged.h"
 
 namespace djl_attn::flash {
@@ -66,49 +68,31 @@ unsigned blocks_for(int64_t elements) {
 
 }  // namespace
 
-bool staging_applies(const FlashParams& p) {
-  const int64_t padded = (p.head_dim + 7) / 8 * 8;
-  return p.dtype != ElementType::kFloat32 && p.q_bias == nullptr && p.k_bias == nullptr &&
-         p.v_bias == nullptr && padded_head_dim(padded) != 0;
-}
-
-void run_staged(const FlashParams& p, cudaStream_t stream, int device,
-                const std::function<void(const FlashParams&)>& run_vectorized) {
+StagedCopies stage_inputs(const FlashParams& p, cudaStream_t stream, int device) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int dim = static_cast<int>(p.head_dim);
-  const int padded = (dim + 7) / 8 * 8;
+  StagedCopies copies;
+  copies.params = staged_layout(p);
+  FlashParams& s = copies.params;
+  const int padded = static_cast<int>(s.head_dim);
   // Batched: [B, S, H, D]; varlen: one [total, H, D] "batch" (batch strides are 0 there).
   const int64_t n0 = varlen ? 1 : p.batch;
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q;
   const int64_t rows_k = varlen ? p.total_k : p.seqlen_k;
+  const Device dev{DeviceType::kCuda, device};
+  const DType dtype = p.dtype == ElementType::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
+  copies.q = Tensor::empty({n0, rows_q, p.heads_q, padded}, dtype, dev);
+  copies.k = Tensor::empty({n0, rows_k, p.heads_kv, padded}, dtype, dev);
+  copies.v = Tensor::empty({n0, rows_k, p.heads_kv, padded}, dtype, dev);
+  copies.out = Tensor::empty({n0, rows_q, p.heads_q, padded}, dtype, dev);
+  s.q = copies.q.data();
+  s.k = copies.k.data();
+  s.v = copies.v.data();
+  s.out = copies.out.data();
+
   const RowView q_view{n0, rows_q, p.heads_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride};
   const RowView k_view{n0, rows_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride, p.k_head_stride};
   const RowView v_view{n0, rows_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride, p.v_head_stride};
-  const RowView out_view{n0, rows_q, p.heads_q, p.out_batch_stride, p.out_seq_stride,
-                         p.out_head_stride};
-  const Device dev{DeviceType::kCuda, device};
-  const DType dtype = p.dtype == ElementType::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
-  // Freed on return; stream order keeps them alive for the kernels queued here.
-  Tensor q = Tensor::empty({n0, rows_q, p.heads_q, padded}, dtype, dev);
-  Tensor k = Tensor::empty({n0, rows_k, p.heads_kv, padded}, dtype, dev);
-  Tensor v = Tensor::empty({n0, rows_k, p.heads_kv, padded}, dtype, dev);
-  Tensor out = Tensor::empty({n0, rows_q, p.heads_q, padded}, dtype, dev);
-
-  FlashParams s = p;
-  s.q = q.data();
-  s.k = k.data();
-  s.v = v.data();
-  s.out = out.data();
-  s.head_dim = padded;
-  s.q_seq_stride = p.heads_q * padded, s.q_head_stride = padded;
-  s.k_seq_stride = p.heads_kv * padded, s.k_head_stride = padded;
-  s.v_seq_stride = p.heads_kv * padded, s.v_head_stride = padded;
-  s.out_seq_stride = p.heads_q * padded, s.out_head_stride = padded;
-  s.q_batch_stride = varlen ? 0 : rows_q * s.q_seq_stride;
-  s.k_batch_stride = varlen ? 0 : rows_k * s.k_seq_stride;
-  s.v_batch_stride = varlen ? 0 : rows_k * s.v_seq_stride;
-  s.out_batch_stride = varlen ? 0 : rows_q * s.out_seq_stride;
-
   DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
     auto pad = [&](const void* src, const RowView& view, void* dst) {
       const int64_t elements = view.n0 * view.n1 * view.n2 * padded;
@@ -117,16 +101,26 @@ void run_staged(const FlashParams& p, cudaStream_t stream, int device,
           static_cast<const T*>(src), view, dim, padded, static_cast<T*>(dst));
       DJL_ATTN_CUDA_CHECK_LAUNCH("pad_rows_kernel");
     };
-    pad(p.q, q_view, q.data());
-    pad(p.k, k_view, k.data());
-    pad(p.v, v_view, v.data());
+    pad(p.q, q_view, copies.q.data());
+    pad(p.k, k_view, copies.k.data());
+    pad(p.v, v_view, copies.v.data());
   });
-  run_vectorized(s);
+  return copies;
+}
+
+void unstage_output(const StagedCopies& copies, const FlashParams& p, cudaStream_t stream) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int dim = static_cast<int>(p.head_dim);
+  const int padded = static_cast<int>(copies.params.head_dim);
+  const int64_t n0 = varlen ? 1 : p.batch;
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q;
+  const RowView out_view{n0, rows_q, p.heads_q, p.out_batch_stride, p.out_seq_stride,
+                         p.out_head_stride};
   DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
     const int64_t elements = out_view.n0 * out_view.n1 * out_view.n2 * dim;
     if (elements == 0) return;
     unpad_rows_kernel<T><<<blocks_for(elements), kThreads, 0, stream>>>(
-        static_cast<const T*>(out.data()), out_view, dim, padded, static_cast<T*>(p.out));
+        static_cast<const T*>(copies.params.out), out_view, dim, padded, static_cast<T*>(p.out));
     DJL_ATTN_CUDA_CHECK_LAUNCH("unpad_rows_kernel");
   });
 }

@@ -77,6 +77,7 @@ void bert_attention_boxed(shim::StableIValue* stack, const flash::FlashBackend& 
     check_same_device(*qkv_bias, bias_name, qkv, qkv_name);
     check_contiguous(*qkv_bias, bias_name);
   }
+  flash::check_query_tiles(qkv_name, batch, seqlen, heads);
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
   if (kv_lens) check_kv_lens(*kv_lens, qkv, flash);
   if (validation_only()) return;
@@ -87,40 +88,27 @@ void bert_attention_boxed(shim::StableIValue* stack, const flash::FlashBackend& 
   if (batch > 0 && seqlen > 0) {
     // The kernels always write the logsumexp; bert_attention does not return it.
     Tensor lse = Tensor::empty({batch, heads, seqlen}, DType::kFloat32, device);
-    flash::FlashParams p{};
     const int64_t element_size = qkv.dtype() == DType::kFloat32 ? 4 : 2;
     const char* base = static_cast<const char*>(qkv.data());
     // q | k | v side by side in the last dim, each head-major [H, D].
-    p.q = base;
-    p.k = base + hidden * element_size;
-    p.v = base + 2 * hidden * element_size;
-    p.out = out.data();
-    p.lse = lse.data_as<float>();
-    p.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
+    auto operand = [&](int64_t part) {
+      return flash::FlashOperand{base + part * hidden * element_size, qkv.stride(0), qkv.stride(1),
+                                 dim};
+    };
+    // Padding keys are masked through kv_lens; queries at padding positions are still computed
+    // (they see the valid keys), as stock DJL computes them. out [B, S, H * D] is the contiguous
+    // [B, S, H, D] the kernels write.
+    flash::FlashCall call{operand(0), operand(1), operand(2), out.data(), lse.data_as<float>(),
+                          batch, seqlen, seqlen, heads, heads, dim, static_cast<float>(scale),
+                          /*causal=*/false, element_type(qkv.dtype())};
+    call.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
     if (qkv_bias) {
       const char* bias = static_cast<const char*>(qkv_bias->data());
-      p.q_bias = bias;
-      p.k_bias = bias + hidden * element_size;
-      p.v_bias = bias + 2 * hidden * element_size;
+      call.q_bias = bias;
+      call.k_bias = bias + hidden * element_size;
+      call.v_bias = bias + 2 * hidden * element_size;
     }
-    p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = qkv.stride(0);
-    p.q_seq_stride = p.k_seq_stride = p.v_seq_stride = qkv.stride(1);
-    p.q_head_stride = p.k_head_stride = p.v_head_stride = dim;
-    p.out_batch_stride = seqlen * hidden;
-    p.out_seq_stride = hidden;
-    p.out_head_stride = dim;
-    p.batch = batch;
-    p.seqlen_q = seqlen;
-    p.seqlen_k = seqlen;
-    p.heads_q = heads;
-    p.heads_kv = heads;
-    p.head_dim = dim;
-    p.scale = static_cast<float>(scale);
-    // Padding keys are masked through kv_lens; queries at padding positions are still computed
-    // (they see the valid keys), as stock DJL computes them.
-    p.causal = false;
-    p.dtype = element_type(qkv.dtype());
-    flash.launch(p);
+    flash.launch(flash::flash_params(call));
   }
   put_tensor(stack, 0, std::move(out));
 }

@@ -17,8 +17,6 @@ namespace {
 constexpr const char* kOp = "flash_attention";
 constexpr const char* kVarlenOp = "flash_attention_varlen";
 
-
-
 void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
                    const FlashBackend& backend) {
   const ArgName name{kOp, "kv_lens"};
@@ -107,6 +105,66 @@ std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const T
 
 }  // namespace
 
+FlashOperand flash_operand(const Tensor& t) {
+  if (t.dim() == 3) return FlashOperand{t.data(), 0, t.stride(0), t.stride(1)};
+  return FlashOperand{t.data(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+FlashParams flash_params(const FlashCall& call) {
+  const bool varlen = call.cu_seqlens_q != nullptr;
+  FlashParams p{};
+  p.q = call.q.data;
+  p.k = call.k.data;
+  p.v = call.v.data;
+  p.out = call.out;
+  p.lse = call.lse;
+  p.q_batch_stride = call.q.batch_stride;
+  p.q_seq_stride = call.q.seq_stride;
+  p.q_head_stride = call.q.head_stride;
+  p.k_batch_stride = call.k.batch_stride;
+  p.k_seq_stride = call.k.seq_stride;
+  p.k_head_stride = call.k.head_stride;
+  p.v_batch_stride = call.v.batch_stride;
+  p.v_seq_stride = call.v.seq_stride;
+  p.v_head_stride = call.v.head_stride;
+  // The outputs are allocated contiguous: out [B, Sq, Hq, D] or [total_q, Hq, D]; the logsumexp
+  // [B, Hq, Sq] (lse_head_stride 0: the default layout) or [Hq, total_q].
+  p.out_batch_stride = varlen ? 0 : call.seqlen_q * call.heads_q * call.head_dim;
+  p.out_seq_stride = call.heads_q * call.head_dim;
+  p.out_head_stride = call.head_dim;
+  p.lse_batch_stride = 0;
+  p.lse_head_stride = varlen ? call.total_q : 0;
+  p.kv_lens = call.kv_lens;
+  p.cu_seqlens_q = call.cu_seqlens_q;
+  p.cu_seqlens_k = call.cu_seqlens_k;
+  p.q_bias = call.q_bias;
+  p.k_bias = call.k_bias;
+  p.v_bias = call.v_bias;
+  p.batch = call.batch;
+  p.total_q = call.total_q;
+  p.total_k = call.total_k;
+  p.seqlen_q = call.seqlen_q;
+  p.seqlen_k = call.seqlen_k;
+  p.heads_q = call.heads_q;
+  p.heads_kv = call.heads_kv;
+  p.head_dim = call.head_dim;
+  p.scale = call.scale;
+  p.causal = call.causal;
+  p.dtype = call.dtype;
+  return p;
+}
+
+void check_query_tiles(ArgName name, int64_t batch, int64_t seqlen_q, int64_t heads_q) {
+  const int64_t tiles = (seqlen_q + kQueryTileRows - 1) / kQueryTileRows;
+  // Divided rather than multiplied: B * Hq alone may overflow for absurd varlen batches.
+  if (batch == 0 || heads_q == 0 || tiles == 0) return;
+  if (batch > kMaxQueryTiles / heads_q || batch * heads_q > kMaxQueryTiles / tiles) {
+    fail_invalid(name.prefix(), ": expected B * Hq * ceil(Sq / ", kQueryTileRows, ") <= 2^31 - 1",
+                 " (the query tiles of one CUDA grid), got B = ", batch, ", Hq = ", heads_q,
+                 ", Sq = ", seqlen_q);
+  }
+}
+
 void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backend) {
   // Take ownership of every argument first, so that each handle is freed however we leave.
   Tensor q = take_tensor(stack, 0);
@@ -131,6 +189,7 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   if (seqlen_k > kMaxSeqLen) {
     fail_invalid(k_name.prefix(), ": expected Sk <= 2^30, got ", seqlen_k);
   }
+  check_query_tiles(q_name, batch, seqlen_q, heads_q);
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
   if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
   if (validation_only()) return;
@@ -140,29 +199,11 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   Tensor lse = Tensor::empty({batch, heads_q, seqlen_q}, DType::kFloat32, device);
 
   if (batch > 0 && seqlen_q > 0 && heads_q > 0) {
-    FlashParams p{};
-    p.q = q.data();
-    p.k = k.data();
-    p.v = v.data();
-    p.out = out.data();
-    p.lse = lse.data_as<float>();
-    p.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
-    p.q_batch_stride = q.stride(0), p.q_seq_stride = q.stride(1), p.q_head_stride = q.stride(2);
-    p.k_batch_stride = k.stride(0), p.k_seq_stride = k.stride(1), p.k_head_stride = k.stride(2);
-    p.v_batch_stride = v.stride(0), p.v_seq_stride = v.stride(1), p.v_head_stride = v.stride(2);
-    p.out_batch_stride = seqlen_q * heads_q * dim;
-    p.out_seq_stride = heads_q * dim;
-    p.out_head_stride = dim;
-    p.batch = batch;
-    p.seqlen_q = seqlen_q;
-    p.seqlen_k = seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = dim;
-    p.scale = static_cast<float>(scale);
-    p.causal = causal;
-    p.dtype = element_type(q.dtype());
-    backend.launch(p);
+    FlashCall call{flash_operand(q), flash_operand(k), flash_operand(v), out.data(),
+                   lse.data_as<float>(), batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim,
+                   static_cast<float>(scale), causal, element_type(q.dtype())};
+    call.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
+    backend.launch(flash_params(call));
   }
 
   put_tensor(stack, 0, std::move(out));
@@ -201,6 +242,8 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   const int64_t batch = cu_seqlens_q.size(0) - 1;
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q, batch + 1, total_k, max_seqlen_k, "total_k",
                    "max_seqlen_k", backend);
+  // The kernels' grids are sized by the longest sequence.
+  check_query_tiles({kVarlenOp, "max_seqlen_q"}, batch, max_seqlen_q, heads_q);
   if (validation_only()) return;
 
   const Device device = q.device();
@@ -209,33 +252,14 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   Tensor lse = Tensor::empty({heads_q, total_q}, DType::kFloat32, device);
 
   if (batch > 0 && total_q > 0 && heads_q > 0) {
-    FlashParams p{};
-    p.q = q.data();
-    p.k = k.data();
-    p.v = v.data();
-    p.out = out.data();
-    p.lse = lse.data_as<float>();
-    p.lse_batch_stride = 0;
-    p.lse_head_stride = total_q;
-    p.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
-    p.cu_seqlens_k = cu_seqlens_k.data_as<int32_t>();
-    p.q_seq_stride = q.stride(0), p.q_head_stride = q.stride(1);
-    p.k_seq_stride = k.stride(0), p.k_head_stride = k.stride(1);
-    p.v_seq_stride = v.stride(0), p.v_head_stride = v.stride(1);
-    p.out_seq_stride = heads_q * dim;
-    p.out_head_stride = dim;
-    p.batch = batch;
-    p.total_q = total_q;
-    p.total_k = total_k;
-    p.seqlen_q = max_seqlen_q;
-    p.seqlen_k = max_seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = dim;
-    p.scale = static_cast<float>(scale);
-    p.causal = causal;
-    p.dtype = element_type(q.dtype());
-    backend.launch(p);
+    FlashCall call{flash_operand(q), flash_operand(k), flash_operand(v), out.data(),
+                   lse.data_as<float>(), batch, max_seqlen_q, max_seqlen_k, heads_q, heads_kv,
+                   dim, static_cast<float>(scale), causal, element_type(q.dtype())};
+    call.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
+    call.cu_seqlens_k = cu_seqlens_k.data_as<int32_t>();
+    call.total_q = total_q;
+    call.total_k = total_k;
+    backend.launch(flash_params(call));
   }
 
   put_tensor(stack, 0, std::move(out));

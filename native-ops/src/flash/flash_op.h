@@ -4,11 +4,52 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
+#include "common/check.h"
+#include "common/tensor.h"
 #include "flash/flash_params.h"
 #include "shim/torch_shim.h"
 
 namespace djl_attn::flash {
+
+// One of q, k, v as the kernels read it: a [B, S, H, D] view with element strides (batch stride
+// 0 for varlen's packed [total, H, D] rows), last dim contiguous.
+struct FlashOperand {
+  const void* data;
+  int64_t batch_stride, seq_stride, head_stride;
+};
+
+// q, k or v given as a tensor: [B, S, H, D], or packed [total, H, D] (varlen).
+FlashOperand flash_operand(const Tensor& t);
+
+// What a binding knows of one call; flash_params() is the one place that turns it into the
+// kernels' FlashParams (flash_attention, flash_attention_varlen and bert_attention all go
+// through it).
+struct FlashCall {
+  FlashOperand q, k, v;
+  void* out;   // contiguous [B, Sq, Hq, D]; varlen: [total_q, Hq, D]
+  float* lse;  // contiguous [B, Hq, Sq]; varlen: [Hq, total_q]
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  float scale;
+  bool causal;
+  ElementType dtype;
+  const int32_t* kv_lens = nullptr;  // [B] valid keys per batch row, or null for all Sk
+  // Varlen mode (cu_seqlens_q non-null): seqlen_q and seqlen_k are the longest sequences.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t total_q = 0, total_k = 0;
+  // [H, D] bias of q (H = Hq), k and v (H = Hkv), added on load; null for none.
+  const void* q_bias = nullptr;
+  const void* k_bias = nullptr;
+  const void* v_bias = nullptr;
+};
+
+FlashParams flash_params(const FlashCall& call);
+
+// The rule every flash binding states for CPU and CUDA alike: B * Hq * ceil(Sq / 64) query tiles
+// of 64 rows fit one CUDA grid (kMaxQueryTiles). `name` is the argument that carries Sq.
+void check_query_tiles(ArgName name, int64_t batch, int64_t seqlen_q, int64_t heads_q);
 
 struct FlashBackend {
   // Runs the forward pass; outputs are allocated and the problem is non-empty.

@@ -75,6 +75,13 @@ constexpr int64_t kMaxHeadDim = 256;
 // The longest Sq or Sk the kernels accept: they index rows and key tiles with 32-bit ints.
 constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
 
+// The CUDA kernels run one thread block per query tile of each (batch, head), in one grid of at
+// most 2^31 - 1 blocks; their smallest tiles are 64 rows (the decode kernel's blocks, one per
+// (batch, head), are fewer still, and the simple kernel launches its 4-row blocks in several
+// grids). The bindings refuse, on every backend, calls with more tiles than that.
+constexpr int64_t kQueryTileRows = 64;
+constexpr int64_t kMaxQueryTiles = 0x7fffffff;
+
 // The head dims the tensor-core CUDA kernel is compiled for; any other D <= kMaxHeadDim runs
 // padded up to the next one (the padding is zero-filled on load and never stored). This line is
 // the one list: the CUDA dispatch, its instantiation files, the tests and docs/operators.md

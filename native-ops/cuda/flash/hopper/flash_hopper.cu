@@ -33,8 +33,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "common/options.h"
 #include "common/tensor.h"
+#include "cuda/common/cp_async.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/flash/hopper/flash_hopper.h"
@@ -43,8 +43,8 @@
 namespace djl_attn::flash::hopper {
 namespace {
 
-constexpr int kBlockM = 128;  // query rows per block: 2 consumer warpgroups x 64
-constexpr int kBlockN = 128;  // keys per tile
+// kBlockM (128 query rows per work item: 2 consumer warpgroups x 64) and kBlockN (128 keys per
+// tile) are the plan's (flash_shapes.h).
 constexpr int kStages = 2;
 constexpr int kThreads = 384;
 // 128-byte swizzle atoms: a tile is stored as D / 64 column panels of [rows][64 elements].
@@ -69,6 +69,7 @@ struct Layout {
   static constexpr int kItemOff = kBarOff + kNumBars * 8;  // int[2]: the next work items
   // Slack for aligning the dynamic buffer to the 1024 bytes a 128-byte swizzle atom needs.
   static constexpr int kSmemBytes = kItemOff + 2 * 4 + 1024;
+  static_assert(kSmemBytes == smem_bytes(kHeadDim), "the plan's size (flash_shapes.h)");
 };
 
 struct HopperArgs {
@@ -122,12 +123,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-
 // Shared-memory matrix descriptor, 128-byte swizzle. K-major operands: 8-row groups 1024 bytes
 // apart (stride offset), the leading offset unused. The MN-major V operand is only ever read one
 // 64-column panel at a time, so its leading offset (the panel stride) is unused as well, and
@@ -163,6 +158,8 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
+using cuda::ptx::cp_async_16;
+using cuda::ptx::cp_async_wait_all;
 using cuda::ptx::fast_exp2;
 using cuda::ptx::pack2;
 
@@ -345,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
                                 (((c % 8) ^ (r % 8)) * 16);
             cp_async_16(to, src, ok ? 16 : 0);
           }
-          asm volatile("cp.async.wait_all;\n" ::: "memory");
+          cp_async_wait_all();
           // The consumers read this tile through the async proxy (wgmma).
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           __syncwarp();
@@ -607,20 +604,17 @@ EncodeTiled encode_fn() {
 }
 
 // A map over one [B, S, H, D] operand whose boxes are 64 columns x `rows` rows of one (batch,
-// head), 128-byte swizzled; rows past S read as zeros. False when TMA cannot describe it.
+// head), 128-byte swizzled; rows past S read as zeros. The plan checked the strides against
+// TMA's rules (tma_strides in flash_plan.cpp); false when the driver refuses anyway.
 bool make_map(CUtensorMap* map, const FlashParams& p, const void* ptr, int64_t seqlen,
               int64_t heads, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
               int rows) {
   const EncodeTiled encode = encode_fn();
-  if (encode == nullptr) return false;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(seqlen),
                               static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(p.batch)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(seq_stride) * 2,
                                  static_cast<cuuint64_t>(head_stride) * 2,
                                  static_cast<cuuint64_t>(batch_stride) * 2};
-  for (int64_t s : {seq_stride, head_stride, batch_stride}) {
-    if (s <= 0 || s * 2 % 16 != 0 || s * 2 >= (int64_t{1} << 40)) return false;
-  }
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(kPanelCols), static_cast<cuuint32_t>(rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type = p.dtype == ElementType::kFloat16
@@ -644,96 +638,57 @@ void prepare(int device) {
 }
 
 template <typename T, int kHeadDim, bool kPingPong>
-void launch_one(const HopperArgs& args, cudaStream_t stream, int device) {
+void launch_one(const HopperArgs& args, int grid, cudaStream_t stream, int device) {
   prepare<T, kHeadDim, kPingPong>(device);
-  const unsigned blocks = static_cast<unsigned>(
-      std::min(args.total_items, cuda::multiprocessor_count(device)));
   flash_hopper_kernel<T, kHeadDim, kPingPong>
-      <<<blocks, kThreads, Layout<kHeadDim>::kSmemBytes, stream>>>(args);
+      <<<static_cast<unsigned>(grid), kThreads, Layout<kHeadDim>::kSmemBytes, stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_hopper_kernel");
 }
 
-// DJL_ATTN_FLASH_HOPPER_SCHED: "pingpong" or "free" picks the consumers' GEMM scheduling for a
-// measurement (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured
-// 1.00-1.19x free at D = 128 and equal at D = 64. Read once at load (common/options.h).
-Option kHopperSched("DJL_ATTN_FLASH_HOPPER_SCHED", {"pingpong", "free"},
-                    "the Hopper kernel's GEMM scheduling (measurements)");
-
-bool ping_pong() { return kHopperSched.index() == 0; }
-
 template <typename T, int kHeadDim>
-void launch(HopperArgs& args, cudaStream_t stream, int device) {
+void launch(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int device) {
   // The work-item counter: scratch from PyTorch's caching allocator, zeroed on the stream. Freed
   // on return, which stream order makes safe (the allocator hands it to later work on this
   // stream only).
   Tensor counter = Tensor::empty({1}, DType::kInt32, Device{DeviceType::kCuda, device});
   args.item_counter = counter.data_as<int>();
   DJL_ATTN_CUDA_CHECK(cudaMemsetAsync(args.item_counter, 0, sizeof(int), stream));
-  if (ping_pong()) {
-    launch_one<T, kHeadDim, true>(args, stream, device);
+  if (plan.hopper.ping_pong) {
+    launch_one<T, kHeadDim, true>(args, plan.hopper_grid, stream, device);
   } else {
-    launch_one<T, kHeadDim, false>(args, stream, device);
+    launch_one<T, kHeadDim, false>(args, plan.hopper_grid, stream, device);
   }
 }
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
-bool supports(const FlashParams& p, int device) {
-  if (p.dtype != ElementType::kFloat16 && p.dtype != ElementType::kBFloat16) return false;
-  if (p.head_dim != 64 && p.head_dim != 128) return false;
-  if (p.cu_seqlens_q != nullptr || p.q_bias != nullptr || p.k_bias != nullptr ||
-      p.v_bias != nullptr) {
-    return false;
-  }
-  if (!(p.scale > 0.f) || p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return false;
-  if (p.lse == nullptr) return false;  // the kernel always writes it
-  if (p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.seqlen_q > 0x7fffffff || p.seqlen_k > 0x7fffffff) {
-    return false;
-  }
-  if (p.heads_q > 0x7fffffff || p.batch > 0x7fffffff) return false;
-  const int64_t m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
-  if (m_blocks * p.batch * p.heads_q > 0x7fffffff) return false;
-  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
-    if (!aligned16(ptr)) return false;
-  }
-  // The output is stored in 4-byte pairs, the value fallback reads 16-byte chunks.
-  if (p.out_seq_stride % 2 != 0 || p.out_head_stride % 2 != 0 || p.out_batch_stride % 2 != 0 ||
-      p.v_seq_stride % 8 != 0) {
-    return false;
-  }
-  int major = 0, minor = 0, optin = 0;
-  DJL_ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  DJL_ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  DJL_ATTN_CUDA_CHECK(
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int need = p.head_dim == 64 ? Layout<64>::kSmemBytes : Layout<128>::kSmemBytes;
-  return major == 9 && minor == 0 && optin >= need && encode_fn() != nullptr;
-}
-
-bool run(const FlashParams& p, cudaStream_t stream, int device) {
-  if (!supports(p, device)) return false;
+void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int device) {
   HopperArgs args{};
   args.params = p;
-  args.m_blocks = static_cast<int>((p.seqlen_q + kBlockM - 1) / kBlockM);
-  args.total_items = static_cast<int>(args.m_blocks * p.batch * p.heads_q);
+  args.m_blocks = plan.m_blocks;
+  args.total_items = plan.hopper_items;
+  // The plan checked what the tensor maps need (strides, alignment, sizes): an encoding that
+  // fails anyway is a driver problem, not a caller's.
+  if (encode_fn() == nullptr) {
+    fail_native("flash_attention: the CUDA driver has no cuTensorMapEncodeTiled (needed by the "
+                "Hopper kernel; DJL_ATTN_FLASH_HOPPER=off avoids it)");
+  }
   if (!make_map(&args.q_map, p, p.q, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_seq_stride,
                 p.q_head_stride, kBlockM) ||
       !make_map(&args.k_map, p, p.k, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride,
                 p.k_head_stride, kBlockN) ||
       !make_map(&args.v_map, p, p.v, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride,
                 p.v_head_stride, kBlockN)) {
-    return false;
+    fail_native("flash_attention: cuTensorMapEncodeTiled refused a tensor map the plan accepted");
   }
-  if (p.dtype == ElementType::kFloat16) {
-    if (p.head_dim == 64) launch<__half, 64>(args, stream, device);
-    else launch<__half, 128>(args, stream, device);
+  const HopperKernel& kernel = plan.hopper;
+  if (kernel.dtype == ElementType::kFloat16) {
+    if (kernel.head_dim == 64) launch<__half, 64>(args, plan, stream, device);
+    else launch<__half, 128>(args, plan, stream, device);
   } else {
-    if (p.head_dim == 64) launch<__nv_bfloat16, 64>(args, stream, device);
-    else launch<__nv_bfloat16, 128>(args, stream, device);
+    if (kernel.head_dim == 64) launch<__nv_bfloat16, 64>(args, plan, stream, device);
+    else launch<__nv_bfloat16, 128>(args, plan, stream, device);
   }
-  return true;
 }
 
 }  // namespace djl_attn::flash::hopper

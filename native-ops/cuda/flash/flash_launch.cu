@@ -1,0 +1,239 @@
+// Runs the CUDA flash attention forward as its plan (flash_plan.h) says: reads the
+// DJL_ATTN_FLASH_* switches (declared here, read once at load), asks the plan, and launches the
+// kernel it names: the Hopper kernel (hopper/), the sm_80 tile kernel (flash_fwd_hdim*.cu) with
+// its combine pass when split, the split-KV decode kernel (flash_decode.cu) or the simple kernel
+// (flash_simple.cu), on the caller's tensors or on staged copies (flash_staged.cu). Calls go one
+// way: from here to those files, none back.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/options.h"
+#include "common/tensor.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/flash/flash_combine.h"
+#include "cuda/flash/flash_cuda.h"
+#include "cuda/flash/flash_decode.h"
+#include "cuda/flash/flash_dispatch.h"
+#include "cuda/flash/flash_fwd.cuh"
+#include "cuda/flash/flash_plan.h"
+#include "cuda/flash/flash_simple.cuh"
+#include "cuda/flash/flash_staged.h"
+#if defined(DJL_ATTN_HOPPER)
+#include "cuda/flash/hopper/flash_hopper.h"
+#endif
+
+namespace djl_attn::flash {
+namespace {
+
+// ---- the switches --------------------------------------------------------------------------------
+
+// DJL_ATTN_FLASH_CONFIG: a kFwdConfigs tile configuration (flash_shapes.h) by name, for tuning
+// runs; unset ("auto"): the measured best per head dim. The values are the configurations this
+// build compiled (all of kFwdConfigs in a DJL_ATTN_TUNING build; the default tiles and the two
+// measured defaults otherwise), so that a typo or a configuration this build lacks is reported
+// once, at load, instead of passing for a measurement.
+std::vector<std::string> config_choices() {
+  std::vector<std::string> names{"auto"};
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    if (fwd::config_compiled(c, 64) || fwd::config_compiled(c, 128)) {
+      names.push_back(fwd::kFwdConfigs[c].name);
+    }
+  }
+  return names;
+}
+
+Option kFlashConfig("DJL_ATTN_FLASH_CONFIG", config_choices(),
+                    "a tile configuration of the sm_80 flash kernel (tuning runs)");
+Option kFlashDecode("DJL_ATTN_FLASH_DECODE", {"auto", "on", "off"},
+                    "the flash decode kernel: auto, forced (tests), or off (comparisons)");
+Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
+                    "the Hopper flash kernel: auto, forced (tests), or off (comparisons)");
+#if defined(DJL_ATTN_HOPPER)
+// "pingpong" or "free" picks the Hopper consumers' GEMM scheduling for a measurement
+// (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured 1.00-1.19x
+// free at D = 128 and equal at D = 64.
+Option kHopperSched("DJL_ATTN_FLASH_HOPPER_SCHED", {"pingpong", "free"},
+                    "the Hopper kernel's GEMM scheduling (measurements)");
+#endif
+
+// The switches' current values (djl_attn_set_option switches them in-process) and what this
+// build compiled: the plan's inputs.
+FlashSwitches switches() {
+  FlashSwitches s;
+  s.decode = kFlashDecode.is("on") ? DecodeMode::kOn
+             : kFlashDecode.is("off") ? DecodeMode::kOff
+                                      : DecodeMode::kAuto;
+  s.hopper = kFlashHopper.is("on") ? HopperMode::kOn
+             : kFlashHopper.is("off") ? HopperMode::kOff
+                                      : HopperMode::kAuto;
+  s.config = kAutoConfig;
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    if (kFlashConfig.index() != 0 && kFlashConfig.value() == fwd::kFwdConfigs[c].name) s.config = c;
+  }
+#if defined(DJL_ATTN_HOPPER)
+  s.hopper_ping_pong = kHopperSched.index() == 0;
+  s.hopper_built = true;
+#endif
+  s.tuning_build = fwd::kTuningBuild;
+  return s;
+}
+
+// ---- run-time values to template instantiations -------------------------------------------------
+
+// One instantiation of the tile kernel, as a type.
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+struct TiledInstance {
+  using Element = T;
+  // Opts the kernel into its shared memory on `device` (once) and returns its static facts.
+  static fwd::FwdShape prepare(int device) {
+    return fwd::fwd_shape<T, kHeadDim, kBias, kSmallM, kCfg>(device);
+  }
+  static void launch(const fwd::FwdArgs& args, cudaStream_t stream) {
+    fwd::launch_fwd<T, kHeadDim, kBias, kSmallM, kCfg>(args, stream);
+  }
+};
+
+// Calls visit(TiledInstance<...>{}) for a tuning configuration; the plan only names compiled ones.
+template <typename T, int kHeadDim, int kCfg, typename Visit>
+int visit_config(Visit& visit) {
+  if constexpr (fwd::config_compiled(kCfg, kHeadDim)) {
+    return visit(TiledInstance<T, kHeadDim, false, false, kCfg>{});
+  } else {
+    fail_native("flash tile kernel: configuration ", kCfg, " is not compiled for head dim ",
+                kHeadDim);
+  }
+}
+
+template <typename T, int kHeadDim, typename Visit>
+int visit_selected_config(int cfg, Visit& visit) {
+  static_assert(fwd::kNumFwdConfigs == 21, "one case per configuration");
+  switch (cfg) {
+    case 1: return visit_config<T, kHeadDim, 1>(visit);
+    case 2: return visit_config<T, kHeadDim, 2>(visit);
+    case 3: return visit_config<T, kHeadDim, 3>(visit);
+    case 4: return visit_config<T, kHeadDim, 4>(visit);
+    case 5: return visit_config<T, kHeadDim, 5>(visit);
+    case 6: return visit_config<T, kHeadDim, 6>(visit);
+    case 7: return visit_config<T, kHeadDim, 7>(visit);
+    case 8: return visit_config<T, kHeadDim, 8>(visit);
+    case 9: return visit_config<T, kHeadDim, 9>(visit);
+    case 10: return visit_config<T, kHeadDim, 10>(visit);
+    case 11: return visit_config<T, kHeadDim, 11>(visit);
+    case 12: return visit_config<T, kHeadDim, 12>(visit);
+    case 13: return visit_config<T, kHeadDim, 13>(visit);
+    case 14: return visit_config<T, kHeadDim, 14>(visit);
+    case 15: return visit_config<T, kHeadDim, 15>(visit);
+    case 16: return visit_config<T, kHeadDim, 16>(visit);
+    case 17: return visit_config<T, kHeadDim, 17>(visit);
+    case 18: return visit_config<T, kHeadDim, 18>(visit);
+    case 19: return visit_config<T, kHeadDim, 19>(visit);
+    case 20: return visit_config<T, kHeadDim, 20>(visit);
+    default: fail_native("flash tile kernel: no configuration ", cfg);
+  }
+}
+
+// Calls visit(TiledInstance<...>{}) for the instantiation `kernel` names; returns its result.
+template <typename Visit>
+int visit_tiled(const TiledKernel& kernel, Visit visit) {
+  return DJL_FLASH_DTYPE_SWITCH(kernel.dtype, T, [&]() -> int {
+    if (kernel.config != 0) {
+      // Tuning configurations exist for D = 64 and 128 only (kFwdConfigs' head dim masks).
+      if (kernel.head_dim == 64) return visit_selected_config<T, 64>(kernel.config, visit);
+      if (kernel.head_dim == 128) return visit_selected_config<T, 128>(kernel.config, visit);
+      fail_native("flash tile kernel: no configurations for head dim ", kernel.head_dim);
+    }
+    return DJL_FLASH_HEAD_DIM_SWITCH(kernel.head_dim, kHeadDim, [&]() -> int {
+      return DJL_FLASH_BOOL_SWITCH(kernel.bias, kBias, [&]() -> int {
+        return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
+          return visit(TiledInstance<T, kHeadDim, kBias, kSmallM, 0>{});
+        });
+      });
+    });
+  });
+}
+
+// The occupancy API's answers for the plan (cached per device by the kernels' prepare calls).
+Residency residency(int device) {
+  return Residency{
+      [device](const TiledKernel& kernel) {
+        return visit_tiled(kernel, [&](auto instance) {
+          return decltype(instance)::prepare(device).blocks_per_sm;
+        });
+      },
+      [device](const DecodeKernel& kernel) { return decode::blocks_per_sm(kernel, device); }};
+}
+
+// ---- the paths ----------------------------------------------------------------------------------
+
+void run_tiled(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int device) {
+  fwd::FwdArgs args{};
+  args.params = p;
+  args.m_blocks = plan.m_blocks;
+  args.num_splits = plan.split.num_splits;
+  args.n_blocks_per_split = plan.split.n_blocks_per_split;
+  Tensor o_accum, lse_accum;  // scratch from PyTorch's caching allocator, freed on return
+  if (args.num_splits > 1) {
+    // Stream order makes the early free safe: the allocator hands the block to later work on
+    // this stream only.
+    args.accum_rows = plan.split.accum_rows;
+    const Device dev{DeviceType::kCuda, device};
+    o_accum = Tensor::empty({args.num_splits, p.heads_q, args.accum_rows, p.head_dim},
+                            DType::kFloat32, dev);
+    lse_accum = Tensor::empty({args.num_splits, p.heads_q, args.accum_rows}, DType::kFloat32, dev);
+    args.o_accum = o_accum.data_as<float>();
+    args.lse_accum = lse_accum.data_as<float>();
+  }
+  visit_tiled(plan.tiled, [&](auto instance) {
+    using Instance = decltype(instance);
+    Instance::prepare(device);  // the shared-memory opt-in, once per device
+    Instance::launch(args, stream);
+    return 0;
+  });
+  if (args.num_splits > 1) launch_flash_combine(args, stream);
+}
+
+// Runs the plan's kernel on `p` (the caller's tensors, or the staged copies).
+void run_kernel(const FlashParams& params, const FlashPlan& plan, cudaStream_t stream,
+                int device) {
+  const FlashParams p = plan.fold ? fold_query_groups(params) : params;
+  switch (plan.path) {
+    case FlashPath::kSimple:
+      return run_flash_attention_simple_cuda(p, plan.simple_row_blocks, stream);
+    case FlashPath::kDecode:
+      return decode::run(p, nullptr, plan.decode, plan.split, stream, device);
+    case FlashPath::kHopper:
+#if defined(DJL_ATTN_HOPPER)
+      return hopper::run(p, plan, stream, device);
+#else
+      fail_native("flash_attention: the plan chose the Hopper kernel, which this build lacks");
+#endif
+    case FlashPath::kTiled:
+      return run_tiled(p, plan, stream, device);
+  }
+}
+
+}  // namespace
+
+void launch_flash_attention_cuda(const FlashParams& params) {
+  const int device = cuda::device_of(params.q);
+  cuda::DeviceGuard guard(device);
+  const cudaStream_t stream = cuda::current_stream(device);
+  const FlashPlan plan =
+      plan_flash(params, switches(), cuda::device_facts(device), residency(device));
+  if (!plan.refusal.empty()) {
+    // The arguments are valid (the CPU and DJL_ATTN_FLASH_DECODE=auto take them); the switch
+    // forced a kernel that cannot run them.
+    fail_native("flash_attention: ", plan.refusal);
+  }
+  if (!plan.staged) return run_kernel(params, plan, stream, device);
+  const StagedCopies copies = stage_inputs(params, stream, device);
+  run_kernel(copies.params, plan, stream, device);
+  unstage_output(copies, params, stream);
+}
+
+}  // namespace djl_attn::flash

@@ -1,0 +1,372 @@
+#include "cuda/flash/flash_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common/error.h"
+
+namespace djl_attn::flash {
+namespace {
+
+constexpr int kMaxSplits = kMaxKeySplits;
+// A decode range is at least this many key tiles: shorter ones spend more on the prologue, the
+// merge and the scratch round trip than they gain in parallelism.
+constexpr int kDecodeMinTilesPerSplit = 2;
+// CUDA's limit on gridDim.x.
+constexpr int64_t kMaxGridX = 0x7fffffffLL;
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+bool any_bias(const FlashParams& p) {
+  return p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
+}
+
+// The tensor-core kernels load 16-byte chunks with cp.async: D % 8 == 0, 16-byte aligned bases
+// and every stride a multiple of 8 elements (batch strides are 0 in varlen mode).
+bool vectorizable(const FlashParams& p) {
+  if (p.head_dim % 8 != 0) return false;
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
+    if (!aligned16(ptr)) return false;
+  }
+  for (int64_t stride : {p.q_batch_stride, p.q_seq_stride, p.q_head_stride, p.k_batch_stride,
+                         p.k_seq_stride, p.k_head_stride, p.v_batch_stride, p.v_seq_stride,
+                         p.v_head_stride, p.out_batch_stride, p.out_seq_stride,
+                         p.out_head_stride}) {
+    if (stride % 8 != 0) return false;
+  }
+  return true;
+}
+
+// Staging applies to float16/bfloat16 without q/k/v bias (the bias vectors would need the same
+// padding) whose head dim, padded to a multiple of 8, is still one the kernels take.
+bool staging_applies(const FlashParams& p) {
+  return p.dtype != ElementType::kFloat32 && !any_bias(p) &&
+         padded_head_dim((p.head_dim + 7) / 8 * 8) != 0;
+}
+
+// FlashAttention's num_splits_heuristic_fwd: the fewest splits whose wave efficiency (how full
+// the last wave of blocks is) is within 95% of the best over 1..max_splits. Counts that give
+// the same tiles per split as one fewer split are skipped: they add blocks, not balance.
+int choose_tiled_splits(int64_t blocks, int sms, int blocks_per_sm, int n_blocks,
+                        int max_splits) {
+  const double slots = static_cast<double>(sms) * std::max(blocks_per_sm, 1);
+  // A grid that already fills most of one wave gains nothing from splitting.
+  if (blocks >= 0.8 * slots) return 1;
+  max_splits = std::min({max_splits, n_blocks, kMaxSplits});
+  if (max_splits <= 1) return 1;
+  auto eligible = [&](int s) {
+    return s == 1 || (n_blocks + s - 1) / s != (n_blocks + s - 2) / (s - 1);
+  };
+  std::vector<double> efficiency(max_splits + 1, 0.0);
+  double best = 0.0;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (!eligible(s)) continue;
+    const double waves = static_cast<double>(blocks) * s / slots;
+    efficiency[s] = waves / std::ceil(waves);
+    best = std::max(best, efficiency[s]);
+  }
+  for (int s = 1; s <= max_splits; ++s) {
+    if (eligible(s) && efficiency[s] >= 0.95 * best) return s;
+  }
+  return 1;
+}
+
+// The decode kernel's number of key ranges: the fewest whose waves are within 95% of the best
+// wave efficiency over 1..max ranges, counting the ranges that whole tiles per range actually
+// give. A memory-bound kernel wants every SM streaming until the end; each extra range costs a
+// prologue, a scratch row and a share of the combine pass.
+int choose_decode_splits(int64_t blocks, int64_t slots, int n_tiles) {
+  const int max_splits = std::min(kMaxSplits, std::max(1, n_tiles / kDecodeMinTilesPerSplit));
+  auto actual = [&](int s) {
+    const int per = std::max(1, (n_tiles + s - 1) / s);
+    return std::max(1, (n_tiles + per - 1) / per);
+  };
+  auto efficiency = [&](int s) {
+    const double waves = static_cast<double>(blocks) * s / static_cast<double>(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int s = 1; s <= max_splits; ++s) best = std::max(best, efficiency(actual(s)));
+  for (int s = 1; s <= max_splits; ++s) {
+    if (efficiency(actual(s)) >= 0.95 * best) return actual(s);
+  }
+  return 1;
+}
+
+// The float32 scratch of a split: partial outputs [splits, Hq, rows, D] and their logsumexps
+// [splits, Hq, rows].
+int64_t scratch_bytes(int splits, int64_t heads, int64_t rows, int64_t head_dim) {
+  return splits > 1 ? static_cast<int64_t>(splits) * heads * rows * (head_dim + 1) * 4 : 0;
+}
+
+// What the tuned default is per padded head dim. Measured on an H200 (docs/benchmarks.md,
+// S = 2k and 8k, fp16/bf16, causal and not, in one run against SDPA's flash backend): at
+// D = 128 the lazy-rescale, folded-scale, staged-output variant of the default tiles ran 1.057x
+// the default (geomean; 0.97-1.08x SDPA flash against 0.94-1.03x), at D = 64 the same variant on
+// 128x128 tiles 1.040x (0.93-1.02x against 0.90-0.95x). Other head dims keep the default tiles.
+int tuned_config(int padded) {
+  if (padded == 64) return fwd::kTunedD64;
+  if (padded == 128) return fwd::kTunedD128;
+  return 0;
+}
+
+// Why the decode kernel cannot take a call of at most 16 rows, or null when it can.
+const char* decode_refusal(const FlashParams& p, bool tensor_cores,
+                           const cuda::DeviceFacts& device) {
+  if (!tensor_cores) {
+    return "float32, a head dim that is not a multiple of 8, unaligned rows or a GPU before sm_80";
+  }
+  if (any_bias(p)) return "q/k/v bias";
+  if (p.cu_seqlens_q != nullptr) return "a varlen batch";
+  if (!decode_runs_on(p.head_dim, device)) {
+    return "a head dim other than 64, 128 or 256, or too little shared memory";
+  }
+  return nullptr;
+}
+
+// Whether TMA can describe a [B, S, H, D] operand with these element strides (16-bit elements):
+// positive, 16-byte multiples, below 2^40 bytes (cuTensorMapEncodeTiled's rules).
+bool tma_strides(int64_t batch_stride, int64_t seq_stride, int64_t head_stride) {
+  for (int64_t s : {seq_stride, head_stride, batch_stride}) {
+    if (s <= 0 || s * 2 % 16 != 0 || s * 2 >= (int64_t{1} << 40)) return false;
+  }
+  return true;
+}
+
+// Whether the Hopper kernel takes `p` (folded already) on this device: float16/bfloat16,
+// D = 64 or 128, batched, no bias, a positive scale, a logsumexp to write, 32-bit row and
+// item counts, 16-byte aligned bases, 4-byte output pairs and 16-byte value rows (its
+// zero-filling fallback), strides TMA can describe, compute capability 9.0 with its shared memory.
+bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
+  if (p.dtype != ElementType::kFloat16 && p.dtype != ElementType::kBFloat16) return false;
+  if (!hopper::head_dim_compiled(p.head_dim)) return false;
+  if (p.cu_seqlens_q != nullptr || any_bias(p)) return false;
+  if (!(p.scale > 0.f) || p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return false;
+  if (p.lse == nullptr) return false;  // the kernel always writes it
+  if (p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.seqlen_q > kMaxGridX || p.seqlen_k > kMaxGridX) {
+    return false;
+  }
+  if (p.heads_q > kMaxGridX || p.batch > kMaxGridX) return false;
+  const int64_t m_blocks = (p.seqlen_q + hopper::kBlockM - 1) / hopper::kBlockM;
+  if (m_blocks * p.batch * p.heads_q > kMaxGridX) return false;
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
+    if (!aligned16(ptr)) return false;
+  }
+  if (p.out_seq_stride % 2 != 0 || p.out_head_stride % 2 != 0 || p.out_batch_stride % 2 != 0 ||
+      p.v_seq_stride % 8 != 0) {
+    return false;
+  }
+  if (!tma_strides(p.q_batch_stride, p.q_seq_stride, p.q_head_stride) ||
+      !tma_strides(p.k_batch_stride, p.k_seq_stride, p.k_head_stride) ||
+      !tma_strides(p.v_batch_stride, p.v_seq_stride, p.v_head_stride)) {
+    return false;
+  }
+  return device.cc_major == 9 && device.cc_minor == 0 &&
+         device.smem_optin >= hopper::smem_bytes(p.head_dim);
+}
+
+// The plan of a call the tensor-core kernels can read in place (vectorizable, sm_80+).
+FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
+                           const cuda::DeviceFacts& device, const Residency& residency) {
+  FlashPlan plan;
+  plan.fold = folds_query_groups(params);
+  const FlashParams p = plan.fold ? fold_query_groups(params) : params;
+  const bool bias = any_bias(p);
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int padded = padded_head_dim(p.head_dim);
+
+  // Few query rows (decode, with the group folded): one m16 tile per block instead of a 64-row
+  // tile, split over the keys to fill the GPU.
+  if (sw.decode != DecodeMode::kOff && !bias && !varlen && p.seqlen_q >= 1 &&
+      p.seqlen_q <= decode::kMaxRows && decode_runs_on(p.head_dim, device)) {
+    plan.path = FlashPath::kDecode;
+    plan.decode = DecodeKernel{p.dtype, static_cast<int>(p.head_dim), false};
+    plan.split = plan_decode_split(p.batch, p.heads_q, p.seqlen_q, p.seqlen_k, p.head_dim,
+                                   residency.decode(plan.decode), device.sm_count);
+    return plan;
+  }
+
+  // The Hopper kernel does not split over the keys, so under "auto" a grid of 128-row tiles
+  // that leaves SMs idle stays on the sm_80 kernel, whose split-KV fills them; problems of at
+  // most 64 query rows keep the sm_80 kernel's 64-row tiles. A tile configuration named in
+  // DJL_ATTN_FLASH_CONFIG is an sm_80-kernel measurement: "auto" leaves it there.
+  if (sw.hopper_built && !bias && device.cc_major == 9 && sw.hopper != HopperMode::kOff &&
+      !(sw.hopper == HopperMode::kAuto && sw.config != kAutoConfig) && p.seqlen_q > 64 &&
+      !varlen) {
+    const int64_t tiles = (p.seqlen_q + hopper::kBlockM - 1) / hopper::kBlockM * p.batch *
+                          p.heads_q;
+    const bool fills = tiles >= 0.8 * device.sm_count;
+    if ((sw.hopper == HopperMode::kOn || fills) && hopper_supports(p, device)) {
+      plan.path = FlashPath::kHopper;
+      plan.m_blocks = static_cast<int>((p.seqlen_q + hopper::kBlockM - 1) / hopper::kBlockM);
+      plan.hopper_items = static_cast<int>(plan.m_blocks * p.batch * p.heads_q);
+      plan.hopper_grid = std::min(plan.hopper_items, device.sm_count);
+      plan.hopper = HopperKernel{p.dtype, static_cast<int>(p.head_dim), sw.hopper_ping_pong};
+      return plan;
+    }
+  }
+
+  // Varlen batches size their grid by the longest sequence, so that is what must fit.
+  const bool small_m = p.seqlen_q <= 64;
+  int cfg = sw.config == kAutoConfig ? tuned_config(padded) : sw.config;
+  if (bias || small_m || !fwd::config_compiled(cfg, padded, sw.tuning_build) ||
+      (cfg != 0 && fwd::tile_smem_bytes(padded, false, cfg) > device.smem_optin) ||
+      (fwd::kFwdConfigs[cfg].fused_scale && !(p.scale > 0.f))) {
+    cfg = 0;
+  }
+  plan.path = FlashPath::kTiled;
+  // The tuning configurations are instantiated for 128-row-class problems without bias only.
+  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, cfg};
+  plan.tile = fwd::tile_shape(padded, plan.tiled.small_m, cfg);
+  plan.m_blocks = static_cast<int>((p.seqlen_q + plan.tile.block_m - 1) / plan.tile.block_m);
+  const int n_blocks = static_cast<int>((p.seqlen_k + plan.tile.block_n - 1) / plan.tile.block_n);
+  const int64_t blocks = static_cast<int64_t>(plan.m_blocks) * p.batch * p.heads_q;
+  if (blocks > kMaxGridX) {
+    fail_native("flash_attention: ", blocks, " query tiles exceed the CUDA grid; the binding's",
+                " limit on B * Hq * ceil(Sq / 64) should have refused this call");
+  }
+  // Varlen batches are not split: their rows have no fixed b * Sq + i slot in the scratch.
+  KeySplit& split = plan.split;
+  split.num_splits = varlen ? 1
+                            : choose_tiled_splits(blocks, device.sm_count,
+                                                  residency.tiled(plan.tiled), n_blocks,
+                                                  kMaxSplits);
+  split.n_blocks_per_split = std::max(1, (n_blocks + split.num_splits - 1) / split.num_splits);
+  if (split.num_splits > 1) {
+    split.accum_rows = p.batch * p.seqlen_q;
+    split.scratch_bytes = scratch_bytes(split.num_splits, p.heads_q, split.accum_rows, p.head_dim);
+  }
+  return plan;
+}
+
+}  // namespace
+
+bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device) {
+  return decode::head_dim_compiled(head_dim) && device.cc_major >= 8 &&
+         device.smem_optin >= decode::smem_bytes(head_dim);
+}
+
+bool folds_query_groups(const FlashParams& p) {
+  return p.cu_seqlens_q == nullptr && p.seqlen_q == 1 && p.heads_q > p.heads_kv &&
+         p.q_bias == nullptr && p.lse_head_stride == 0;
+}
+
+FlashParams fold_query_groups(const FlashParams& p) {
+  const int64_t group = p.heads_q / p.heads_kv;
+  FlashParams f = p;
+  f.seqlen_q = group;
+  f.heads_q = p.heads_kv;
+  f.q_seq_stride = p.q_head_stride;
+  f.q_head_stride = p.q_head_stride * group;
+  f.out_seq_stride = p.out_head_stride;
+  f.out_head_stride = p.out_head_stride * group;
+  // The default [B, Hq, 1] logsumexp layout (folds_query_groups checks it): row gi of head hk is
+  // element b * Hq + hk * g + gi.
+  f.lse_batch_stride = p.heads_q;
+  f.lse_head_stride = group;
+  f.causal = false;
+  return f;
+}
+
+FlashParams staged_layout(const FlashParams& p) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t padded = (p.head_dim + 7) / 8 * 8;
+  const int64_t rows_q = varlen ? p.total_q : p.seqlen_q;
+  const int64_t rows_k = varlen ? p.total_k : p.seqlen_k;
+  FlashParams s = p;
+  s.q = s.k = s.v = nullptr;
+  s.out = nullptr;
+  s.head_dim = padded;
+  s.q_seq_stride = p.heads_q * padded, s.q_head_stride = padded;
+  s.k_seq_stride = p.heads_kv * padded, s.k_head_stride = padded;
+  s.v_seq_stride = p.heads_kv * padded, s.v_head_stride = padded;
+  s.out_seq_stride = p.heads_q * padded, s.out_head_stride = padded;
+  s.q_batch_stride = varlen ? 0 : rows_q * s.q_seq_stride;
+  s.k_batch_stride = varlen ? 0 : rows_k * s.k_seq_stride;
+  s.v_batch_stride = varlen ? 0 : rows_k * s.v_seq_stride;
+  s.out_batch_stride = varlen ? 0 : rows_q * s.out_seq_stride;
+  return s;
+}
+
+KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t seqlen_k,
+                           int64_t head_dim, int blocks_per_sm, int sm_count) {
+  const int64_t blocks = batch * heads;
+  if (blocks > kMaxGridX) {
+    fail_native("flash decode: batch * heads = ", blocks, " exceeds the CUDA grid limit; the ",
+                "binding should have refused this call");
+  }
+  const int n_tiles = static_cast<int>((seqlen_k + decode::kBlockN - 1) / decode::kBlockN);
+  const int64_t slots = static_cast<int64_t>(sm_count) * blocks_per_sm;
+  KeySplit split;
+  const int splits = choose_decode_splits(blocks, slots, n_tiles);
+  split.n_blocks_per_split = std::max(1, (n_tiles + splits - 1) / splits);
+  split.num_splits = std::max(1, (n_tiles + split.n_blocks_per_split - 1) / split.n_blocks_per_split);
+  if (split.num_splits > 1) {
+    split.accum_rows = batch * rows;
+    split.scratch_bytes = scratch_bytes(split.num_splits, heads, split.accum_rows, head_dim);
+  }
+  return split;
+}
+
+FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
+                     const cuda::DeviceFacts& device, const Residency& residency) {
+  // mma.sync with bfloat16 and cp.async need sm_80; every default tile shape fits in 96 KiB.
+  const bool capable = p.dtype != ElementType::kFloat32 && device.cc_major >= 8 &&
+                       device.smem_optin >= fwd::kTileKernelMinSmem;
+  const bool tensor_cores = capable && padded_head_dim(p.head_dim) != 0 && vectorizable(p);
+  // Head dims that are not a multiple of 8 and unaligned views run on staged, padded copies
+  // rather than on the simple kernel.
+  const bool staged = !tensor_cores && capable && staging_applies(p);
+  if (switches.decode == DecodeMode::kOn && !staged) {  // a staged call is checked on its copies
+    // The rows the decode kernel would see: the GQA fold applies to single-row batches.
+    const int64_t rows = folds_query_groups(p) ? p.heads_q / p.heads_kv : p.seqlen_q;
+    const char* refusal = rows <= decode::kMaxRows ? decode_refusal(p, tensor_cores, device)
+                                                   : nullptr;
+    if (refusal != nullptr) {
+      FlashPlan plan;
+      plan.refusal = std::string("DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take ") +
+                     refusal;
+      return plan;
+    }
+  }
+  if (staged) {
+    FlashPlan plan = plan_flash(staged_layout(p), switches, device, residency);
+    plan.staged = true;
+    return plan;
+  }
+  if (!tensor_cores) {
+    FlashPlan plan;
+    plan.path = FlashPath::kSimple;
+    plan.simple_row_blocks = (p.seqlen_q + 3) / 4;
+    return plan;
+  }
+  return plan_tensor_core(p, switches, device, residency);
+}
+
+std::string describe(const FlashPlan& plan) {
+  if (!plan.refusal.empty()) return "refused: " + plan.refusal;
+  std::string out;
+  if (plan.staged) out += "staged+";
+  if (plan.fold) out += "fold+";
+  switch (plan.path) {
+    case FlashPath::kSimple:
+      return out + "simple";
+    case FlashPath::kHopper:
+      return out + "hopper/D" + std::to_string(plan.hopper.head_dim) + "/grid" +
+             std::to_string(plan.hopper_grid) + "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
+    case FlashPath::kDecode:
+      return out + "decode/D" + std::to_string(plan.decode.head_dim) + "/splits" +
+             std::to_string(plan.split.num_splits);
+    case FlashPath::kTiled: {
+      const TiledKernel& t = plan.tiled;
+      return out + "tiled/D" + std::to_string(t.head_dim) + "/" + fwd::kFwdConfigs[t.config].name +
+             "/" + std::to_string(plan.tile.block_m) + "x" + std::to_string(plan.tile.block_n) +
+             (t.bias ? "/bias" : "") + "/splits" + std::to_string(plan.split.num_splits);
+    }
+  }
+  return out + "?";
+}
+
+}  // namespace djl_attn::flash

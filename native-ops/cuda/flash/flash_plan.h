@@ -1,0 +1,165 @@
+// The plan of the CUDA flash attention forward: which kernel runs a call (the Hopper kernel, the
+// sm_80 tile kernel with its tile configuration, the split-KV decode kernel, or the simple
+// kernel), on the caller's tensors or on staged copies, with the GQA fold or not, how many key
+// ranges it is split into and how much scratch the split needs. A pure function of the
+// parameters (shapes, flags, alignment: flash_params.h), the DJL_ATTN_FLASH_* switches, what the
+// build compiled and the device's facts, so it compiles without nvcc and its tests
+// (tests/test_plans_flash.py, through libdjl_attn_plans.so) run without a GPU. The launcher
+// (flash_launch.cu) only runs what it says.
+//
+// Paths:
+//   hopper   sm_90a: TMA loads, wgmma, warp specialisation, a persistent grid (hopper/); D = 64
+//            or 128, more than 64 query rows, batched, no bias, compute capability 9.0.
+//   tiled    the FlashAttention-2 tile kernel (flash_fwd_kernel.cuh), float16/bfloat16 on
+//            sm_80+, split over the keys (then merged by the combine pass) when its grid would
+//            not fill the GPU.
+//   decode   the split-KV decode kernel (flash_decode_kernel.cuh): at most 16 query rows per
+//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias.
+//   simple   one warp per query row (flash_simple.cu): float32, and float16/bfloat16 on GPUs
+//            before sm_80 or with too little shared memory. (A float32 tensor-core/FFMA path
+//            takes its place for float32 where it applies: see FlashPath.)
+// staged: float16/bfloat16 inputs the tensor-core kernels cannot read in place (a head dim that
+// is not a multiple of 8, rows not 16-byte aligned) run one of the paths above on padded,
+// aligned copies (flash_staged.h); the plan of those copies is this plan.
+// fold: decoding with grouped heads (Sq = 1, Hq = g * Hkv) runs as Sq = g rows of Hkv heads
+// (fold_query_groups), so that one block reads each key/value tile once for all g query heads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "cuda/common/device_facts.h"
+#include "cuda/flash/flash_shapes.h"
+#include "flash/flash_params.h"
+
+namespace djl_attn::flash {
+
+// DJL_ATTN_FLASH_DECODE: auto (the decode kernel where it applies), on (the same, but a call of
+// at most 16 rows it cannot take is refused, so that tests see no silent fallback), off (the tile
+// kernel, for comparisons).
+enum class DecodeMode { kAuto, kOn, kOff };
+// DJL_ATTN_FLASH_HOPPER: auto (the Hopper kernel where it applies and its grid fills the GPU), on
+// (wherever it applies, small grids too: tests), off (the sm_80 kernel, for comparisons).
+enum class HopperMode { kAuto, kOn, kOff };
+
+// DJL_ATTN_FLASH_CONFIG unset ("auto"): the measured default tiles per head dim.
+constexpr int kAutoConfig = -1;
+
+// The switches' values and what this build of libdjl_attn_cuda.so compiled.
+struct FlashSwitches {
+  DecodeMode decode = DecodeMode::kAuto;
+  HopperMode hopper = HopperMode::kAuto;
+  int config = kAutoConfig;     // a kFwdConfigs index (flash_shapes.h), or kAutoConfig
+  bool hopper_ping_pong = true;  // DJL_ATTN_FLASH_HOPPER_SCHED: pingpong (true) or free
+  bool hopper_built = false;     // the library has the sm_90a kernel (built for sm_90)
+  bool tuning_build = false;     // DJL_ATTN_TUNING: every kFwdConfigs instantiation
+};
+
+enum class FlashPath {
+  kSimple,
+  kTiled,
+  kDecode,
+  kHopper,
+  // A float32 kernel takes its place beside kSimple here: the plan is where it is chosen.
+};
+
+// One instantiation of the tile kernel (flash_fwd_hdim*.cu).
+struct TiledKernel {
+  ElementType dtype;
+  int head_dim;  // the compiled head dim the problem's D is padded to
+  bool bias;
+  bool small_m;  // 64-row query tiles for at most 64 query rows
+  int config;    // kFwdConfigs index, 0 = the default tiles
+};
+
+// One instantiation of the decode kernel (flash_decode_*.cu).
+struct DecodeKernel {
+  ElementType dtype;
+  int head_dim;
+  bool paged;
+};
+
+// One instantiation of the Hopper kernel (hopper/flash_hopper.cu).
+struct HopperKernel {
+  ElementType dtype;
+  int head_dim;
+  bool ping_pong;  // the consumers take turns issuing their GEMMs
+};
+
+// Resident blocks per SM of a kernel on the device: the CUDA occupancy API's answer, which
+// depends on the compiled kernel's registers. The launcher asks the device; tests describe it.
+struct Residency {
+  std::function<int(const TiledKernel&)> tiled;
+  std::function<int(const DecodeKernel&)> decode;
+};
+
+// How the key range of a tiled or decode call is split (flash-decoding): num_splits ranges of
+// n_blocks_per_split key tiles, merged by the combine pass through float32 scratch.
+struct KeySplit {
+  int num_splits = 1;
+  int n_blocks_per_split = 0;
+  int64_t accum_rows = 0;     // B * Sq: scratch rows per head (num_splits > 1)
+  int64_t scratch_bytes = 0;  // o_accum [splits, Hq, rows, D] + lse_accum [splits, Hq, rows]
+};
+
+struct FlashPlan {
+  FlashPath path = FlashPath::kSimple;
+  // Non-empty: DJL_ATTN_FLASH_DECODE=on and the decode kernel cannot take this call; nothing
+  // runs, the launcher reports this.
+  std::string refusal;
+  // Run on padded, aligned copies (staged_layout); every field below describes those copies.
+  bool staged = false;
+  // The kernel sees fold_query_groups(params).
+  bool fold = false;
+  // kTiled
+  TiledKernel tiled{};
+  fwd::TileShape tile{};
+  int m_blocks = 0;  // query tiles per (batch, head); also kHopper
+  // kDecode
+  DecodeKernel decode{};
+  // kTiled and kDecode
+  KeySplit split{};
+  // kHopper: work items (128-row query tiles of every (batch, head)) over a persistent grid.
+  HopperKernel hopper{};
+  int hopper_items = 0;
+  int hopper_grid = 0;
+  // kSimple: blocks of 4 query rows per (batch, head).
+  int64_t simple_row_blocks = 0;
+};
+
+// The plan for `p` (as the binding filled it) on a device with `device` facts.
+FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
+                     const cuda::DeviceFacts& device, const Residency& residency);
+
+// The split of a decode-kernel call: one block per (batch row, head) with `rows` query rows
+// (<= decode::kMaxRows), `seqlen_k` keys, `blocks_per_sm` resident blocks per SM. Shared with
+// paged_attention, which runs the same kernel through block tables.
+KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t seqlen_k,
+                           int64_t head_dim, int blocks_per_sm, int sm_count);
+
+// Whether the decode kernel for `head_dim` is compiled and fits the device (sm_80+, its shared
+// memory).
+bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device);
+
+// Whether the GQA fold applies: one query row, grouped heads, batched, no q bias, the default
+// logsumexp layout. Computed once, here, for the plan and the paths it leads to.
+bool folds_query_groups(const FlashParams& p);
+
+// Decoding with grouped heads (Sq = 1, Hq = g * Hkv): the g query heads that share one
+// key/value head become g query rows of one head. The query, output and logsumexp strides
+// describe the same memory; a single query row sees every valid key, so the causal flag has no
+// effect and is dropped (it would otherwise shift the diagonal of the new rows).
+FlashParams fold_query_groups(const FlashParams& p);
+
+// The layout of the staged copies of `p` (flash_staged.h): head dim rounded up to a multiple of
+// 8, contiguous [B, S, H, D8] rows (one [total, H, D8] "batch" in varlen mode). The data
+// pointers are left null: the launcher allocates the copies.
+FlashParams staged_layout(const FlashParams& p);
+
+// "hopper/D128/grid132/pingpong", "tiled/D128/m128n64w4s2for/128x64/splits1",
+// "fold+decode/D128/splits8", "staged+tiled/D96/default/128x64/bias/splits1", "simple", or
+// "refused: <why>".
+std::string describe(const FlashPlan& plan);
+
+}  // namespace djl_attn::flash

@@ -1,0 +1,185 @@
+// The static facts of the CUDA flash kernels that the plan (flash_plan.h) decides with: tile
+// shapes, shared memory per block, the tile configurations of the sm_80 kernel and which of them
+// a build compiles. Plain C++ (no CUDA headers), so that the plan compiles into
+// libdjl_attn_plans.so without nvcc; the kernels read the same definitions (flash_fwd.cuh,
+// flash_fwd_kernel.cuh) or static_assert against them (flash_decode_kernel.cuh,
+// hopper/flash_hopper.cu).
+#pragma once
+
+#include <cstdint>
+
+#include "flash/flash_params.h"
+
+namespace djl_attn::flash {
+
+// The smallest head dim the tensor-core kernel is compiled for that is >= dim
+// (DJL_FLASH_FOR_EACH_HEAD_DIM), or 0 when dim exceeds them all.
+constexpr int padded_head_dim(int64_t dim) {
+#define DJL_FLASH_PAD_CASE_(D) \
+  if (dim <= D) return D;
+  DJL_FLASH_FOR_EACH_HEAD_DIM(DJL_FLASH_PAD_CASE_)
+#undef DJL_FLASH_PAD_CASE_
+  return 0;
+}
+
+// The most key ranges a tiled or decode call is split into: the combine pass keeps one weight
+// per range in shared memory (flash_combine.cu).
+constexpr int kMaxKeySplits = 128;
+
+// ---- the sm_80 tile kernel (flash_fwd_kernel.cuh) ----------------------------------------------
+
+namespace fwd {
+
+// Tile configurations of the sm_80 kernel, selectable at run time through DJL_ATTN_FLASH_CONFIG
+// (a name below; unset or "auto" = the measured default per head dim, tuned_config in
+// flash_plan.cpp), for tuning on the GPU without a rebuild. A named configuration applies only
+// where it is compiled: float16 and bfloat16, the head dims in its mask, no q/k/v bias, more
+// than 64 query rows, and its shared memory within the device's per-block limit; every other call
+// runs the default tiles. Names read m<query rows>n<keys per step>w<warps>s<cp.async buffers>.
+struct FwdConfig {
+  const char* name;
+  int block_m, block_n, warps, stages;  // 0s: the default tiles (tile_shape picks per head dim)
+  // __launch_bounds__ blocks per SM (0: none): caps registers at 64K / (min_blocks * threads).
+  int min_blocks;
+  int head_dims;   // bit mask of kCfgD64, kCfgD128
+  // Softmax on unscaled scores with the scale folded into the exponent's FFMA (name suffix f);
+  // needs scale > 0, and the plan runs the default tiles otherwise.
+  bool fused_scale = false;
+  // The output tile staged through shared memory and stored in 16-byte chunks (suffix o).
+  bool stage_o = false;
+  // Online softmax that rebases a warp's rows (and rescales their output accumulators) only
+  // when some row's maximum outgrew the base by more than 2^8 (suffix r).
+  bool lazy_rescale = false;
+};
+constexpr int kCfgD64 = 1, kCfgD128 = 2;
+// Indices are part of the instantiation files (flash_fwd_hdim*_cfg_*.cu): append, never reorder.
+inline constexpr FwdConfig kFwdConfigs[] = {
+    {"default", 0, 0, 0, 0, 0, 0},
+    {"m128n64w8s2", 128, 64, 8, 2, 0, kCfgD64 | kCfgD128},
+    {"m64n64w4s3", 64, 64, 4, 3, 0, kCfgD64 | kCfgD128},
+    {"m128n32w4s3", 128, 32, 4, 3, 0, kCfgD64 | kCfgD128},
+    {"m64n32w4s3b3", 64, 32, 4, 3, 3, kCfgD128},
+    {"m128n128w4s2", 128, 128, 4, 2, 0, kCfgD64},
+    {"m128n128w8s2b2", 128, 128, 8, 2, 2, kCfgD64},
+    {"m128n64w4s4", 128, 64, 4, 4, 0, kCfgD64},
+    {"m128n64w8s2b2", 128, 64, 8, 2, 2, kCfgD64},
+    {"m128n32w2s3", 128, 32, 2, 3, 0, kCfgD64},
+    {"m128n64w4s2f", 128, 64, 4, 2, 0, kCfgD128, true},
+    {"m128n64w4s3f", 128, 64, 4, 3, 0, kCfgD64, true},
+    {"m128n128w4s2f", 128, 128, 4, 2, 0, kCfgD64, true},
+    {"m128n64w4s2o", 128, 64, 4, 2, 0, kCfgD128, false, true},
+    {"m128n64w4s3o", 128, 64, 4, 3, 0, kCfgD64, false, true},
+    {"m128n64w4s2fo", 128, 64, 4, 2, 0, kCfgD128, true, true},
+    {"m128n128w4s2fo", 128, 128, 4, 2, 0, kCfgD64, true, true},
+    {"m128n64w4s2r", 128, 64, 4, 2, 0, kCfgD128, false, false, true},
+    {"m128n64w4s2for", 128, 64, 4, 2, 0, kCfgD128, true, true, true},
+    {"m128n64w4s3r", 128, 64, 4, 3, 0, kCfgD64, false, false, true},
+    {"m128n128w4s2for", 128, 128, 4, 2, 0, kCfgD64, true, true, true},
+};
+constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(kFwdConfigs[0]));
+
+// The configurations that run by default (tuned_config in flash_plan.cpp): the measured best at
+// D = 64 and D = 128. The shipped build (DJL_ATTN_TUNING off) compiles these and the default
+// tiles only; the others are tuning variants for bench_flash.py --configs.
+inline constexpr int kTunedD64 = 20;   // m128n128w4s2for
+inline constexpr int kTunedD128 = 18;  // m128n64w4s2for
+
+constexpr bool same_name(const char* a, const char* b) {
+  return *a == *b && (*a == '\0' || same_name(a + 1, b + 1));
+}
+static_assert(same_name(kFwdConfigs[kTunedD64].name, "m128n128w4s2for") &&
+                  same_name(kFwdConfigs[kTunedD128].name, "m128n64w4s2for"),
+              "the default configurations' indices follow kFwdConfigs");
+
+// Whether configuration `cfg` has an instantiation for `head_dim` (the default tiles have all) in
+// a build with (`tuning_build`) or without DJL_ATTN_TUNING.
+constexpr bool config_compiled(int cfg, int head_dim, bool tuning_build) {
+  if (cfg == 0) return true;
+  if (!tuning_build && !(cfg == kTunedD64 && head_dim == 64) &&
+      !(cfg == kTunedD128 && head_dim == 128)) {
+    return false;
+  }
+  return (head_dim == 64 && (kFwdConfigs[cfg].head_dims & kCfgD64) != 0) ||
+         (head_dim == 128 && (kFwdConfigs[cfg].head_dims & kCfgD128) != 0);
+}
+
+// kBlockM query rows x kBlockN keys per step, kStages cp.async buffers, kWarps warps.
+struct TileShape {
+  int block_m, block_n, stages, warps;
+};
+
+// The tiles of one instantiation (flash_fwd_kernel.cuh's Tile reads them). The default tiles
+// keep dynamic shared memory at or below 96 KiB, so that all sm_80+ parts (sm_86/89 have 99 KiB
+// per block) run every head dim: 128-row query tiles up to D = 128, 64-row ones at D = 256 and
+// for problems of at most 64 query rows (small_m); three buffers where they fit in 96 KiB.
+// cfg != 0: the shape of kFwdConfigs[cfg].
+constexpr TileShape tile_shape(int head_dim, bool small_m, int cfg) {
+  if (cfg != 0) {
+    const FwdConfig& c = kFwdConfigs[cfg];
+    return TileShape{c.block_m, c.block_n, c.stages, c.warps};
+  }
+  return TileShape{head_dim <= 128 && !small_m ? 128 : 64, head_dim <= 128 ? 64 : 32,
+                   head_dim <= 64 ? 3 : 2, 4};
+}
+
+// Dynamic shared memory of one instantiation: the query tile and kStages key and value tiles of
+// 16-bit elements.
+constexpr int tile_smem_bytes(int head_dim, bool small_m, int cfg) {
+  const TileShape t = tile_shape(head_dim, small_m, cfg);
+  return (t.block_m + 2 * t.stages * t.block_n) * head_dim * 2;
+}
+
+// Every default tile shape fits here: the tile kernel needs a GPU with this much opt-in shared
+// memory per block (and sm_80 for bfloat16 mma.sync and cp.async).
+constexpr int64_t kTileKernelMinSmem = 96 * 1024;
+
+}  // namespace fwd
+
+// ---- the split-KV decode kernel (flash_decode_kernel.cuh) --------------------------------------
+
+namespace decode {
+
+// Query rows of one thread block: one m16 mma tile.
+constexpr int64_t kMaxRows = 16;
+
+// Keys per tile: 4 warps x 16 rows.
+constexpr int kBlockN = 64;
+
+// Whether the kernel is compiled for this exact head dim (64, 128, 256).
+constexpr bool head_dim_compiled(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// cp.async buffers per warp ring: as many as keep 3 (D = 64), 2 (D = 128) or 1 (D = 256) blocks
+// on an SM with 228 KiB.
+constexpr int stages(int64_t head_dim) { return head_dim <= 64 ? 4 : (head_dim <= 128 ? 3 : 2); }
+
+// Dynamic shared memory: a K and a V ring per warp (4 warps x stages x 16 rows) and the 16-row
+// query tile, 16-bit elements.
+constexpr int smem_bytes(int64_t head_dim) {
+  return static_cast<int>(2 * 4 * stages(head_dim) * 16 * head_dim * 2 + 16 * head_dim * 2);
+}
+
+}  // namespace decode
+
+// ---- the Hopper kernel (hopper/flash_hopper.cu) ------------------------------------------------
+
+namespace hopper {
+
+constexpr int kBlockM = 128;  // query rows per work item: 2 consumer warpgroups x 64
+constexpr int kBlockN = 128;  // keys per tile
+
+// Whether the kernel is compiled for this exact head dim.
+constexpr bool head_dim_compiled(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+// Dynamic shared memory (Layout<D>::kSmemBytes in flash_hopper.cu, which static_asserts this):
+// the query tile, 2 stages of K and V tiles, 14 mbarriers, 2 work-item slots and 1 KiB of slack
+// for the 1024-byte alignment of the 128-byte swizzle.
+constexpr int smem_bytes(int64_t head_dim) {
+  const int tile = static_cast<int>(head_dim) * 2;
+  return kBlockM * tile + 2 * 2 * kBlockN * tile + 14 * 8 + 2 * 4 + 1024;
+}
+
+}  // namespace hopper
+
+}  // namespace djl_attn::flash

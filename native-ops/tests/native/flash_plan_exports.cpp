@@ -1,0 +1,131 @@
+// libdjl_attn_plans.so: the CUDA flash forward's plan (cuda/flash/flash_plan.h) for
+// tests/test_plans_flash.py. A call is described the way the binding fills FlashParams for
+// contiguous q, k, v [B, S, H, D] (varlen: packed [total, H, D] with B sequences of Sq and Sk
+// rows), with flags for what changes the plan; GPUs by their facts, and the two kernels' resident
+// blocks per SM (the occupancy API's answers on that GPU) as the test states them.
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+#include "cuda/flash/flash_plan.h"
+#include "tests/native/plan_exports.h"
+
+namespace {
+
+using namespace djl_attn::flash;
+using djl_attn::fail_invalid;
+
+// Flags of djl_attn_test_flash_plan.
+constexpr int32_t kCausal = 1;
+constexpr int32_t kVarlen = 2;
+constexpr int32_t kKvLens = 4;
+constexpr int32_t kBias = 8;        // q, k and v bias (the fused BERT path)
+constexpr int32_t kUnaligned = 16;  // q starts 2 bytes past a 16-byte boundary
+constexpr int32_t kHopperBuilt = 32;
+constexpr int32_t kTuningBuild = 64;
+constexpr int32_t kHopperFree = 128;  // DJL_ATTN_FLASH_HOPPER_SCHED=free
+
+bool is(const char* value, const char* name) { return std::strcmp(value, name) == 0; }
+
+DecodeMode decode_mode(const char* value) {
+  if (value == nullptr || *value == '\0' || is(value, "auto")) return DecodeMode::kAuto;
+  if (is(value, "on")) return DecodeMode::kOn;
+  if (is(value, "off")) return DecodeMode::kOff;
+  fail_invalid("decode: expected one of auto, on, off, got '", value, "'");
+}
+
+HopperMode hopper_mode(const char* value) {
+  if (value == nullptr || *value == '\0' || is(value, "auto")) return HopperMode::kAuto;
+  if (is(value, "on")) return HopperMode::kOn;
+  if (is(value, "off")) return HopperMode::kOff;
+  fail_invalid("hopper: expected one of auto, on, off, got '", value, "'");
+}
+
+int config_index(const char* value) {
+  if (value == nullptr || *value == '\0' || is(value, "auto")) return kAutoConfig;
+  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+    if (is(value, fwd::kFwdConfigs[c].name)) return c;
+  }
+  fail_invalid("config: no configuration named '", value, "'");
+}
+
+}  // namespace
+
+using djl_attn::plan_exports::keep;
+
+// The plan for a call of `dtype` (0 float32, 1 float16, 2 bfloat16) on a GPU with `sm_count` SMs,
+// `smem_optin` bytes of opt-in shared memory per block and compute capability
+// `cc_major`.`cc_minor`, where the tile kernel keeps `tiled_blocks_per_sm` and the decode kernel
+// `decode_blocks_per_sm` blocks resident per SM. `decode`, `hopper`, `config`: the
+// DJL_ATTN_FLASH_DECODE, _HOPPER and _CONFIG values. "error: ..." on failure.
+extern "C" const char* djl_attn_test_flash_plan(
+    int32_t dtype, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+    int64_t heads_kv, int64_t head_dim, double scale, int32_t flags, const char* decode,
+    const char* hopper, const char* config, int32_t sm_count, int64_t smem_optin,
+    int32_t cc_major, int32_t cc_minor, int32_t tiled_blocks_per_sm,
+    int32_t decode_blocks_per_sm) {
+  try {
+    if (dtype < 0 || dtype > 2) fail_invalid("dtype: expected 0, 1 or 2, got ", dtype);
+    FlashSwitches switches;
+    switches.decode = decode_mode(decode);
+    switches.hopper = hopper_mode(hopper);
+    switches.config = config_index(config);
+    switches.hopper_ping_pong = (flags & kHopperFree) == 0;
+    switches.hopper_built = (flags & kHopperBuilt) != 0;
+    switches.tuning_build = (flags & kTuningBuild) != 0;
+
+    // Distinct, 16-byte aligned stand-ins for the tensors' addresses: the plan reads only their
+    // alignment.
+    const uintptr_t base = 0x10000;
+    FlashParams p{};
+    p.q = reinterpret_cast<const void*>(base + ((flags & kUnaligned) != 0 ? 2 : 0));
+    p.k = reinterpret_cast<const void*>(base * 2);
+    p.v = reinterpret_cast<const void*>(base * 3);
+    p.out = reinterpret_cast<void*>(base * 4);
+    p.lse = reinterpret_cast<float*>(base * 5);
+    const bool varlen = (flags & kVarlen) != 0;
+    if (varlen) {
+      p.cu_seqlens_q = reinterpret_cast<const int32_t*>(base * 6);
+      p.cu_seqlens_k = reinterpret_cast<const int32_t*>(base * 7);
+      p.total_q = batch * seqlen_q;
+      p.total_k = batch * seqlen_k;
+      p.lse_head_stride = p.total_q;
+    }
+    if ((flags & kKvLens) != 0) p.kv_lens = reinterpret_cast<const int32_t*>(base * 8);
+    if ((flags & kBias) != 0) {
+      p.q_bias = reinterpret_cast<const void*>(base * 9);
+      p.k_bias = reinterpret_cast<const void*>(base * 10);
+      p.v_bias = reinterpret_cast<const void*>(base * 11);
+    }
+    p.q_seq_stride = heads_q * head_dim, p.q_head_stride = head_dim;
+    p.k_seq_stride = p.v_seq_stride = heads_kv * head_dim;
+    p.k_head_stride = p.v_head_stride = head_dim;
+    p.out_seq_stride = heads_q * head_dim, p.out_head_stride = head_dim;
+    if (!varlen) {
+      p.q_batch_stride = p.out_batch_stride = seqlen_q * heads_q * head_dim;
+      p.k_batch_stride = p.v_batch_stride = seqlen_k * heads_kv * head_dim;
+    }
+    p.batch = batch;
+    p.seqlen_q = seqlen_q;
+    p.seqlen_k = seqlen_k;
+    p.heads_q = heads_q;
+    p.heads_kv = heads_kv;
+    p.head_dim = head_dim;
+    p.scale = static_cast<float>(scale);
+    p.causal = (flags & kCausal) != 0;
+    p.dtype = static_cast<ElementType>(dtype);
+
+    const Residency residency{[&](const TiledKernel&) { return tiled_blocks_per_sm; },
+                              [&](const DecodeKernel&) { return decode_blocks_per_sm; }};
+    const djl_attn::cuda::DeviceFacts device{sm_count, smem_optin, cc_major, cc_minor};
+    const FlashPlan plan = plan_flash(p, switches, device, residency);
+    std::string text = describe(plan);
+    if (plan.split.scratch_bytes > 0) text += "/scratch" + std::to_string(plan.split.scratch_bytes);
+    return keep(text);
+  } catch (const std::exception& e) {
+    return keep(std::string("error: ") + e.what());
+  }
+}

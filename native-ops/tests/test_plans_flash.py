@@ -1,0 +1,251 @@
+"""The plans of the CUDA flash attention forward (cuda/flash/flash_plan.h): pure functions of a
+call, the DJL_ATTN_FLASH_* switches, what the build compiled and a GPU's facts, tested on any
+machine (tests/plans.py). The expectations for the benchmark shapes are the kernels the tables in
+docs/benchmarks.md were measured with on an H200 (132 SMs, 227 KiB of opt-in shared memory per
+block, sm_90, a build for 80-real;90 with the Hopper kernel): "ours" and "hopper" of the prefill
+table are the Hopper kernel, "sm80" (DJL_ATTN_FLASH_HOPPER=off) the tile kernel with the tuned
+tiles; "ours" of the decode table is the split-KV decode kernel on the folded query groups,
+"tile" (DJL_ATTN_FLASH_DECODE=off) the tile kernel's 64-row tiles split over the keys.
+
+Split counts depend on how many blocks of a kernel stay resident per SM, which the launcher asks
+the CUDA occupancy API; the tests state it. On an H200 both kernels of the decode table keep 2:
+the decode kernel at D = 128 needs 100 KiB of shared memory (DecodeTile<128>) and the tile
+kernel's 64-row tiles at D = 128 80 KiB, 2 blocks within the SM's 228 KiB, and their registers
+allow 2 (__launch_bounds__ of the decode kernel asks for 2; the tile kernel uses at most 176)."""
+
+import ctypes
+
+import pytest
+
+from plans import A100, ADA, H200, lib
+
+TURING = (40, 64 * 1024, 7, 5)  # sm_75: no bfloat16 mma.sync, no cp.async
+DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+_flash = lib.djl_attn_test_flash_plan
+_flash.restype = ctypes.c_char_p
+_flash.argtypes = ([ctypes.c_int32] + [ctypes.c_int64] * 6 +
+                   [ctypes.c_double, ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p,
+                    ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
+                    ctypes.c_int32, ctypes.c_int32, ctypes.c_int32])
+
+# Flags of djl_attn_test_flash_plan (tests/native/flash_plan_exports.cpp).
+FLAGS = {"causal": 1, "varlen": 2, "kv_lens": 4, "bias": 8, "unaligned": 16, "hopper_built": 32,
+         "tuning_build": 64, "hopper_free": 128}
+
+
+def flash_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype="float16", gpu=H200,
+               scale=None, decode="auto", hopper="auto", config="auto", tiled_per_sm=2,
+               decode_per_sm=2, hopper_built=True, **flags):
+    """The plan's description (describe() in flash_plan.h, plus /scratch<bytes> for a split)."""
+    scale = dim ** -0.5 if scale is None else scale
+    bits = FLAGS["hopper_built"] if hopper_built else 0
+    for name, on in flags.items():
+        bits |= FLAGS[name] if on else 0
+    sms, smem, major, minor = gpu
+    return _flash(DTYPES[dtype], batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, scale, bits,
+                  decode.encode(), hopper.encode(), config.encode(), sms, smem, major, minor,
+                  tiled_per_sm, decode_per_sm).decode()
+
+
+# --- the benchmark shapes (bench/bench_flash.py) --------------------------------------------------
+
+# Prefill: 16384 tokens per batch, H * D = 2048, S 512..16k, fp16/bf16, D 64/128, causal and not.
+PREFILL = [(dtype, dim, seqlen, causal)
+           for dtype in ("float16", "bfloat16") for dim in (64, 128)
+           for seqlen in (512, 1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
+# The sm_80 kernel's tuned tiles (kTunedD64, kTunedD128 in flash_shapes.h).
+SM80_TILES = {64: "m128n128w4s2for/128x128", 128: "m128n64w4s2for/128x64"}
+
+
+@pytest.mark.parametrize("dtype,dim,seqlen,causal", PREFILL)
+def test_prefill_benchmark_plans(dtype, dim, seqlen, causal):
+    batch, heads = 16384 // seqlen, 2048 // dim
+    shape = (batch, seqlen, seqlen, heads, heads, dim)
+    hopper = "hopper/D%d/grid132/pingpong" % dim
+    # "ours" (auto): the grid of 128-row tiles fills the GPU, so the Hopper kernel takes it.
+    assert flash_plan(*shape, dtype=dtype, causal=causal) == hopper
+    assert flash_plan(*shape, dtype=dtype, causal=causal, hopper="on") == hopper
+    # "sm80": thousands of tiles, no split.
+    assert (flash_plan(*shape, dtype=dtype, causal=causal, hopper="off")
+            == "tiled/D%d/%s/splits1" % (dim, SM80_TILES[dim]))
+    # A build without the sm_90a kernel, and an A100, run the sm_80 kernel with the same tiles.
+    assert (flash_plan(*shape, dtype=dtype, causal=causal, hopper_built=False)
+            == "tiled/D%d/%s/splits1" % (dim, SM80_TILES[dim]))
+    assert (flash_plan(*shape, dtype=dtype, causal=causal, gpu=A100)
+            == "tiled/D%d/%s/splits1" % (dim, SM80_TILES[dim]))
+
+
+# Decode: Sq = 1, Hq = 32, Hkv = 8, D = 128, float16, B 1 and 32, Sk 1k/8k/32k. The 4 query heads
+# of each kv head fold into 4 rows: blocks = B * 8. Expected splits and scratch (float32 partials
+# [splits, 8, B * 4, 129]) follow the wave-efficiency rules of flash_plan.cpp with 2 resident
+# blocks per SM (264 slots): a batch of 32 (256 blocks) already fills 97% of one wave.
+DECODE_PLANS = {
+    (1, 1024): ("fold+decode/D128/splits8/scratch132096",
+                "fold+tiled/D128/default/64x64/splits16/scratch264192"),
+    (1, 8192): ("fold+decode/D128/splits32/scratch528384",
+                "fold+tiled/D128/default/64x64/splits32/scratch528384"),
+    (1, 32768): ("fold+decode/D128/splits31/scratch511872",
+                 "fold+tiled/D128/default/64x64/splits31/scratch511872"),
+    (32, 1024): ("fold+decode/D128/splits1", "fold+tiled/D128/default/64x64/splits1"),
+    (32, 8192): ("fold+decode/D128/splits1", "fold+tiled/D128/default/64x64/splits1"),
+    (32, 32768): ("fold+decode/D128/splits1", "fold+tiled/D128/default/64x64/splits1"),
+}
+
+
+@pytest.mark.parametrize("batch,seqlen_k", sorted(DECODE_PLANS))
+def test_decode_benchmark_plans(batch, seqlen_k):
+    ours, tile = DECODE_PLANS[(batch, seqlen_k)]
+    shape = (batch, 1, seqlen_k, 32, 8, 128)
+    assert flash_plan(*shape) == ours
+    assert flash_plan(*shape, decode="on") == ours
+    assert flash_plan(*shape, decode="off") == tile
+    # The Hopper switch changes nothing here: 4 folded rows are the decode kernel's, and at most
+    # 64 rows keep the tile kernel's 64-row tiles.
+    assert flash_plan(*shape, hopper="on") == ours
+    assert flash_plan(*shape, decode="off", hopper="on") == tile
+
+
+# --- the rules ---------------------------------------------------------------------------------
+
+
+def test_what_the_tensor_core_kernels_cannot_read_in_place_is_staged():
+    # D % 8 != 0: copies padded to 40 run the D = 64 instantiation with the tuned tiles; their
+    # split scratch is sized by the copies' head dim (2 ranges x 4 heads x 512 rows x 41 floats).
+    assert flash_plan(16, 256, 256, 8, 8, 33) == "staged+tiled/D64/m128n128w4s2for/128x128/splits1"
+    assert flash_plan(2, 256, 256, 4, 4, 33) == \
+        "staged+tiled/D64/m128n128w4s2for/128x128/splits2/scratch671744"
+    # Rows that are not 16-byte aligned; the copies are, and take the Hopper kernel.
+    assert flash_plan(8, 1024, 1024, 16, 16, 128, unaligned=True) == \
+        "staged+hopper/D128/grid132/pingpong"
+    # A staged decode folds its copies (D = 125 padded to 128). D = 120 needs no copies, and the
+    # decode kernel takes exact head dims only: it runs on the tile kernel padded to 128.
+    assert flash_plan(1, 1, 4096, 32, 8, 125).startswith("staged+fold+decode/D128/")
+    assert flash_plan(1, 1, 4096, 32, 8, 120).startswith("fold+tiled/D128/default/64x64/")
+    # q/k/v bias would need the same padding: the simple kernel takes those.
+    assert flash_plan(2, 128, 128, 4, 4, 33, bias=True) == "simple"
+
+
+def test_float32_and_older_gpus_take_the_simple_kernel():
+    assert flash_plan(2, 1024, 1024, 16, 16, 128, dtype="float32") == "simple"
+    assert flash_plan(2, 1024, 1024, 16, 16, 128, gpu=TURING) == "simple"
+    # sm_80 but less than the 96 KiB every default tile shape needs.
+    assert flash_plan(2, 1024, 1024, 16, 16, 128, gpu=(108, 64 * 1024, 8, 0)) == "simple"
+    # Unaligned views are staged only where the tensor-core kernels run at all.
+    assert flash_plan(2, 64, 64, 4, 4, 33, dtype="float32") == "simple"
+    assert flash_plan(2, 64, 64, 4, 4, 33, gpu=TURING) == "simple"
+
+
+def test_hopper_auto_leaves_small_grids_to_the_split_tile_kernel():
+    # 2 * 8 * 2 = 32 tiles of 128 rows: less than 80% of 132 SMs.
+    small = (2, 256, 4096, 8, 8, 128)
+    plan = flash_plan(*small)
+    assert plan.startswith("tiled/D128/m128n64w4s2for/128x64/splits") and "/splits1" not in plan
+    assert flash_plan(*small, hopper="on") == "hopper/D128/grid32/pingpong"
+    # 106 tiles fill 80% of the SMs: the Hopper kernel, on a persistent grid of one block per SM.
+    assert flash_plan(1, 128 * 53, 1024, 2, 2, 64) == "hopper/D64/grid106/pingpong"
+    assert flash_plan(1, 128 * 52, 1024, 2, 2, 64).startswith("tiled/")
+
+
+def test_hopper_takes_only_what_it_covers():
+    big = (8, 1024, 1024, 16, 16)
+    assert flash_plan(*big, 64, hopper_free=True) == "hopper/D64/grid132/free"
+    # Head dims other than 64 and 128, bias, varlen, a scale <= 0, 64 rows or fewer.
+    assert flash_plan(*big, 96).startswith("tiled/D96/default/128x64/")
+    assert flash_plan(*big, 256).startswith("tiled/D256/default/64x32/")
+    assert flash_plan(*big, 128, bias=True) == "tiled/D128/default/128x64/bias/splits1"
+    assert flash_plan(*big, 128, varlen=True) == "tiled/D128/m128n64w4s2for/128x64/splits1"
+    # A scale <= 0 also rules out the folded-scale tuned tiles.
+    assert flash_plan(*big, 128, scale=0.0, hopper="on") == "tiled/D128/default/128x64/splits1"
+    assert flash_plan(64, 64, 1024, 16, 16, 128, hopper="on").startswith("tiled/D128/default/64x64/")
+    # Compute capability 9.0 only, with the kernel in the build.
+    assert flash_plan(*big, 128, gpu=(132, 227 * 1024, 10, 0)).startswith("tiled/")
+    assert flash_plan(*big, 128, hopper="on", hopper_built=False).startswith("tiled/")
+    # kv_lens and causal masks are the kernel's own business.
+    assert flash_plan(*big, 128, kv_lens=True, causal=True) == "hopper/D128/grid132/pingpong"
+
+
+def test_a_named_tile_configuration_is_an_sm80_measurement():
+    big = (8, 1024, 1024, 16, 16, 128)
+    # Under "auto" a named configuration keeps the call on the sm_80 kernel; "on" still runs
+    # the Hopper kernel.
+    assert flash_plan(*big, config="default") == "tiled/D128/default/128x64/splits1"
+    assert flash_plan(*big, config="default", hopper="on") == "hopper/D128/grid132/pingpong"
+    assert (flash_plan(*big, config="m128n64w8s2", tuning_build=True, hopper="off")
+            == "tiled/D128/m128n64w8s2/128x64/splits1")
+    # Where it is not compiled (a shipped build, or another head dim) the default tiles run.
+    assert (flash_plan(*big, config="m128n64w8s2", hopper="off")
+            == "tiled/D128/default/128x64/splits1")
+    assert (flash_plan(8, 1024, 1024, 16, 16, 96, config="m128n64w8s2", tuning_build=True)
+            == "tiled/D96/default/128x64/splits1")
+    # sm_86/89 (99 KiB per block) run the tuned tiles too: at most 96 KiB, like every default.
+    assert flash_plan(*big, gpu=ADA) == "tiled/D128/m128n64w4s2for/128x64/splits1"
+    assert flash_plan(8, 1024, 1024, 16, 16, 256, gpu=ADA) == "tiled/D256/default/64x32/splits1"
+
+
+def test_decode_kernel_rules():
+    # Up to 16 rows per (batch, head) after the fold, batched, no bias, D 64/128/256.
+    assert flash_plan(4, 16, 4096, 8, 8, 64, decode_per_sm=3).startswith("decode/D64/")
+    assert flash_plan(4, 17, 4096, 8, 8, 64).startswith("tiled/D64/default/64x64/")
+    assert flash_plan(1, 1, 4096, 64, 4, 128).startswith("fold+decode/D128/")  # 16 rows
+    assert flash_plan(1, 1, 4096, 64, 2, 128).startswith("fold+tiled/D128/default/64x64/")  # 32
+    assert flash_plan(4, 1, 4096, 8, 8, 96).startswith("tiled/D96/default/64x64/")
+    assert flash_plan(4, 1, 4096, 8, 2, 128, bias=True).startswith("tiled/D128/default/64x64/bias")
+    assert flash_plan(4, 1, 4096, 8, 2, 128, varlen=True).startswith("tiled/D128/default/64x64/splits1")
+    # The decode kernel's shared memory: D = 128 needs 100 KiB, more than sm_86/89 allow; A100 has
+    # room for D = 256 (136 KiB).
+    assert flash_plan(1, 1, 4096, 32, 8, 128, gpu=ADA).startswith("fold+tiled/D128/default/64x64/")
+    assert flash_plan(1, 1, 4096, 32, 8, 64, gpu=ADA).startswith("fold+decode/D64/")
+    assert flash_plan(1, 1, 4096, 32, 8, 256, gpu=A100).startswith("fold+decode/D256/")
+    assert flash_plan(1, 1, 4096, 32, 8, 256, gpu=ADA).startswith("fold+tiled/D256/default/64x32/")
+
+
+def test_the_fold():
+    # One query row of grouped heads in the default logsumexp layout: Hq / Hkv rows of Hkv heads.
+    assert flash_plan(2, 1, 1024, 8, 2, 64, decode_per_sm=3).startswith("fold+decode/D64/")
+    # Not for ungrouped heads, several rows, or varlen's [Hq, total_q] logsumexp.
+    assert flash_plan(2, 1, 1024, 8, 8, 64, decode_per_sm=3).startswith("decode/D64/")
+    assert flash_plan(2, 2, 1024, 8, 2, 64, decode_per_sm=3).startswith("decode/D64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, varlen=True).startswith("tiled/D64/")
+    # q bias is per query head: no fold (k/v bias alone would fold).
+    assert flash_plan(2, 1, 1024, 8, 2, 64, bias=True).startswith("tiled/D64/default/64x64/bias/")
+    # 128 query heads of one kv head fold into 128 rows: past the decode kernel, the Hopper
+    # kernel's when forced.
+    assert flash_plan(1, 1, 4096, 128, 1, 128, hopper="on") == "fold+hopper/D128/grid1/pingpong"
+
+
+def test_splits_follow_the_residency():
+    # 32 tiles of 128 rows over 4096 keys (64 key tiles): fewer slots, fewer ranges.
+    shape = (2, 256, 4096, 8, 8, 128)
+    one = flash_plan(*shape, tiled_per_sm=1)
+    two = flash_plan(*shape, tiled_per_sm=2)
+    assert one != two
+    assert all(p.startswith("tiled/D128/m128n64w4s2for/128x64/splits") for p in (one, two))
+    # A grid that fills 80% of the slots is not split.
+    assert flash_plan(8, 256, 4096, 8, 8, 128, hopper="off", tiled_per_sm=1).endswith("/splits1")
+    # Varlen batches are never split.
+    assert flash_plan(2, 256, 4096, 8, 8, 128, varlen=True, hopper="off").endswith("/splits1")
+
+
+def test_decode_on_refuses_what_the_decode_kernel_cannot_take():
+    refused = "refused: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take "
+    assert flash_plan(1, 1, 10, 4, 2, 96, decode="on") == \
+        refused + "a head dim other than 64, 128 or 256, or too little shared memory"
+    assert flash_plan(1, 1, 10, 4, 2, 64, dtype="float32", decode="on") == refused + \
+        "float32, a head dim that is not a multiple of 8, unaligned rows or a GPU before sm_80"
+    assert flash_plan(1, 4, 10, 4, 4, 64, decode="on", bias=True) == refused + "q/k/v bias"
+    assert flash_plan(1, 4, 10, 4, 4, 64, decode="on", varlen=True) == refused + "a varlen batch"
+    # Staged calls are judged on their copies (D = 61 is padded to 64).
+    assert flash_plan(1, 1, 10, 4, 2, 61, decode="on").startswith("staged+fold+decode/D64/")
+    assert flash_plan(1, 1, 10, 4, 2, 65, decode="on") == refused + \
+        "a head dim other than 64, 128 or 256, or too little shared memory"
+    # More than 16 rows is not the decode kernel's to refuse; "auto" falls back.
+    assert flash_plan(1, 17, 10, 4, 4, 96, decode="on").startswith("tiled/D96/")
+    assert flash_plan(1, 1, 10, 4, 2, 96).startswith("fold+tiled/D96/")
+
+
+def test_bad_switch_values_are_errors():
+    assert flash_plan(1, 1, 10, 4, 2, 64, decode="fast").startswith(
+        "error: decode: expected one of auto, on, off, got 'fast'")
+    assert flash_plan(1, 1, 10, 4, 2, 64, config="m999").startswith(
+        "error: config: no configuration named 'm999'")
