@@ -173,7 +173,7 @@ def test_config_non_positive_scale(options, config, dim, scale):
 @cuda_only
 @pytest.mark.parametrize("dim,tuned", [(128, "m128n64w4s2for"), (64, "m128n128w4s2for")])
 def test_unset_and_empty_select_the_tuned_config(options, dim, tuned):
-    # No configuration asked for: the measured best one per head dim (flash_fwd.cu,
+    # No configuration asked for: the measured best one per head dim (flash_plan.cpp,
     # tuned_config). Same kernel, so bit-identical results; "default" is the original tiles.
     q, k, v = inputs(1, 300, 300, 2, 2, dim, torch.float16)
     options.set(ENV, tuned)

@@ -8,7 +8,7 @@
 // synchronisation in the loop is __syncwarp. Each warp keeps its own online softmax (running
 // max and sum per row, division deferred) and output accumulator over its keys; at the end the
 // 4 warps' (max, sum, O) merge through shared memory. With several key ranges the block writes
-// float32 partial outputs and logsumexps that flash_combine_kernel (flash_fwd.cu) merges.
+// float32 partial outputs and logsumexps that flash_combine_kernel (flash_combine.cu) merges.
 //
 // Rows are addressed densely (row r at base + r * seq_stride) or through a paged cache's block
 // table (kPaged). Rows past the valid length are zero-filled on load and their scores masked to

@@ -1,4 +1,4 @@
-// Instantiations of the tuning configurations (kFwdConfigs in flash_fwd.cuh) of the tensor-core
+// Instantiations of the tuning configurations (kFwdConfigs in flash_shapes.h) of the tensor-core
 // flash forward for head dim 128, fp16; one file per (head dim, dtype) so that nvcc compiles them in
 // parallel. The indices must be those that config_compiled accepts for head dim 128.
 #include "cuda/flash/flash_fwd_kernel.cuh"

@@ -10,7 +10,7 @@
 // the row sum deferred to the end, and the logsumexp of every row is written.
 //
 // Included only by the instantiation files (flash_fwd_hdim*.cu, and flash_fwd_hdim*_cfg_*.cu for
-// the tuning configurations of flash_fwd.cuh).
+// the tuning configurations of flash_shapes.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,7 +40,7 @@ namespace djl_attn::flash::fwd {
 // groups, short chunks against long caches). 128-row tiles would spend half of each tile's
 // tensor-core and exp work on zero rows, which at D = 128 costs about as long as reading the
 // K/V tile.
-// kCfg != 0: the shape of kFwdConfigs[kCfg] (tuning alternatives, see flash_fwd.cuh).
+// kCfg != 0: the shape of kFwdConfigs[kCfg] (tuning alternatives, see flash_shapes.h).
 template <int kHeadDim, bool kSmallM, int kCfg = 0>
 struct Tile {
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head dim must be a multiple of 32");
@@ -130,7 +130,7 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_
 
 // Loads rows [0, kRows) of a tile whose row r starts at `src + r * row_stride`; rows at or past
 // `valid_rows` and columns at or past `dim` become zeros (zero keys score 0 and are masked; zero
-// values times a probability of 0 stay 0, where stale data could be NaN). The launcher
+// values times a probability of 0 stay 0, where stale data could be NaN). The plan
 // guarantees D % 8 == 0 and 16-byte aligned rows, so a 16-byte chunk is wholly in or out.
 // Each thread walks its rows with one running pointer: hoisted per-row addresses cost more
 // registers than the main loop can spare.
@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Unscaled scores: the tile maximum scales like every score (scale > 0, see the
-        // launcher), and -inf stays -inf.
+        // plan), and -inf stays -inf.
         if constexpr (kFusedScale) mx = fmaxf(row_max[mt][hf], mx * scale_log2);
         // A row with nothing visible yet keeps max -inf; subtracting 0 instead keeps
         // exp2(-inf - max) at 0 rather than NaN.
@@ -528,7 +528,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
       for (int idx = lane; idx < kWarpChunks; idx += 32) {
         const int r = warp_row0 + idx / kChunks;
         const int c = idx % kChunks;
-        // D % 8 == 0 and 16-byte aligned rows (the launcher checks): a chunk is wholly in or out.
+        // D % 8 == 0 and 16-byte aligned rows (the plan's condition): a chunk is wholly in or out.
         if (m0 + r < seqlen_q && c * 8 < dim) {
           *reinterpret_cast<uint4*>(out + (q_row0 + m0 + r) * p.out_seq_stride + c * 8) =
               *reinterpret_cast<const uint4*>(s_o + smem_offset<kHeadDim>(r, c));

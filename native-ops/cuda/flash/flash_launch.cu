@@ -30,7 +30,7 @@
 namespace djl_attn::flash {
 namespace {
 
-// ---- the switches --------------------------------------------------------------------------------
+// ---- the switches ------------------------------------------------------------------------------
 
 // DJL_ATTN_FLASH_CONFIG: a kFwdConfigs tile configuration (flash_shapes.h) by name, for tuning
 // runs; unset ("auto"): the measured best per head dim. The values are the configurations this
@@ -83,7 +83,7 @@ FlashSwitches switches() {
   return s;
 }
 
-// ---- run-time values to template instantiations -------------------------------------------------
+// ---- run-time values to template instantiations ------------------------------------------------
 
 // One instantiation of the tile kernel, as a type.
 template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
@@ -168,7 +168,7 @@ Residency residency(int device) {
       [device](const DecodeKernel& kernel) { return decode::blocks_per_sm(kernel, device); }};
 }
 
-// ---- the paths ----------------------------------------------------------------------------------
+// ---- the paths ---------------------------------------------------------------------------------
 
 void run_tiled(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int device) {
   fwd::FwdArgs args{};

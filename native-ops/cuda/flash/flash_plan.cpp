@@ -302,7 +302,9 @@ KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t s
   KeySplit split;
   const int splits = choose_decode_splits(blocks, slots, n_tiles);
   split.n_blocks_per_split = std::max(1, (n_tiles + splits - 1) / splits);
-  split.num_splits = std::max(1, (n_tiles + split.n_blocks_per_split - 1) / split.n_blocks_per_split);
+  // Whole tiles per range may need fewer ranges than asked for.
+  split.num_splits =
+      std::max(1, (n_tiles + split.n_blocks_per_split - 1) / split.n_blocks_per_split);
   if (split.num_splits > 1) {
     split.accum_rows = batch * rows;
     split.scratch_bytes = scratch_bytes(split.num_splits, heads, split.accum_rows, head_dim);
