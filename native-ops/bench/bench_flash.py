@@ -244,11 +244,11 @@ def compiled_configs():
 
 def config_rows(device, log, wanted):
     """TFLOP/s of every configuration in `wanted` that is compiled for the cell's head dim, and
-    of SDPA flash, on one set of inputs per cell; maxdiff against the default's output."""
+    of SDPA flash, on one set of inputs per cell; maxdiff against the base tiles' output."""
     # Only what this build compiled: all of kFwdConfigs in a DJL_ATTN_TUNING build.
     built = set(switches.values(CONFIG_ENV))
     configs = [(n, dims) for n, dims in compiled_configs()
-               if n in built and (n == "default" or n in wanted)]
+               if n in built and (n == "base" or n in wanted)]
     flash_backend = dict(BACKENDS).get("flash")
     saved = switches.get(CONFIG_ENV)
     rows = []
@@ -294,7 +294,7 @@ def config_rows(device, log, wanted):
 def config_markdown(rows, names):
     """One table per head dim: TFLOP/s and the ratio to SDPA flash; best per row in bold."""
     lines = ["", "Tile configurations (%s), TFLOP/s and ×SDPA flash; same inputs per row; maxdiff: "
-             "largest |config - default| over the outputs." % CONFIG_ENV, ""]
+             "largest |config - base| over the outputs." % CONFIG_ENV, ""]
     for dim in (64, 128):
         cols = [n for n in names if any(n in r["tf"] for r in rows if r["D"] == dim)]
         lines += ["| D=%d dtype | S | causal | flash | " % dim + " | ".join(cols) + " | maxdiff |",
@@ -309,12 +309,12 @@ def config_markdown(rows, names):
             lines.append("| %s | %d | %s | %s | %s | %.1e |" % (
                 r["dtype"], r["S"], "yes" if r["causal"] else "no", fmt(r["flash"]), " | ".join(cells),
                 r["maxdiff"]))
-        # Geometric mean of each configuration over the rows, relative to the default.
+        # Geometric mean of each configuration over the rows, relative to the base tiles.
         geo = []
         for n in cols:
-            ratios = [r["tf"][n] / r["tf"]["default"] for r in rows if r["D"] == dim]
+            ratios = [r["tf"][n] / r["tf"]["base"] for r in rows if r["D"] == dim]
             geo.append("%.3f" % math.exp(sum(math.log(x) for x in ratios) / len(ratios)))
-        lines += ["| geomean ×default | | | | " + " | ".join(geo) + " | |", ""]
+        lines += ["| geomean ×base | | | | " + " | ".join(geo) + " | |", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -27,7 +27,7 @@ ENV = "DJL_ATTN_FLASH_CONFIG"
 
 
 def compiled_configs():
-    """[(index, name, [head dims], (block_m, block_n, stages))] from kFwdConfigs, the default
+    """[(index, name, [head dims], (block_m, block_n, stages))] from kFwdConfigs, the base tiles
     (index 0) included."""
     header = pathlib.Path(__file__).resolve().parent.parent / "cuda" / "flash" / "flash_shapes.h"
     table = re.search(r"kFwdConfigs\[\] = \{(.*?)\n\};", header.read_text(), re.S).group(1)
@@ -41,15 +41,15 @@ def compiled_configs():
 
 
 # The configurations of kFwdConfigs this build compiled (DJL_ATTN_FLASH_CONFIG's values: all in a
-# DJL_ATTN_TUNING build, the default tiles and the two measured defaults otherwise).
+# DJL_ATTN_TUNING build, the base tiles and the two measured defaults otherwise).
 BUILT = set(option_values(ENV) or []) if CUDA else set()
 CONFIGS = [c for c in compiled_configs() if c[1] in BUILT] if CUDA else compiled_configs()
-# (name, head dim) for every compiled instantiation; the default at both.
+# (name, head dim) for every compiled instantiation; the base tiles at both.
 CASES = [(name, dim) for _, name, dims, _ in CONFIGS for dim in dims]
 
 
 def test_config_table_parses():
-    assert CONFIGS[0][1] == "default" and len(CONFIGS) > 1
+    assert CONFIGS[0][1] == "base" and len(CONFIGS) > 1
     assert all(dims for _, _, dims, _ in CONFIGS)
     assert all(min(shape) > 0 for _, _, _, shape in CONFIGS[1:])
 
@@ -71,7 +71,7 @@ def inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype):
     return q, k, v
 
 
-# Query lengths above 64 (shorter ones take the 64-row default tiles whatever is asked).
+# Query lengths above 64 (shorter ones take the 64-row base tiles whatever is asked).
 SHAPES = [
     # batch, Sq, Sk, Hq, Hkv
     (2, 1000, 1000, 4, 4),  # odd length: partial last query and key tiles
@@ -136,7 +136,7 @@ def test_config_runs_its_kernel(options, config, dim):
     block_m, block_n, stages = shape
     optin = getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", 1 << 30)
     if index != 0 and (block_m + 2 * stages * block_n) * dim * 2 > optin:
-        index = 0  # does not fit this GPU: the launcher runs the default
+        index = 0  # does not fit this GPU: the plan takes the base tiles
     options.set(ENV, config)
     q, k, v = inputs(1, 256, 256, 2, 2, dim, torch.float16)
     flash(q, k, v, None, 0.1, False)  # first call: shared-memory opt-in outside the trace
@@ -160,7 +160,7 @@ def test_config_runs_its_kernel(options, config, dim):
 @pytest.mark.parametrize("config,dim", CASES)
 @pytest.mark.parametrize("scale", [-0.3, 0.0])
 def test_config_non_positive_scale(options, config, dim, scale):
-    # The fused-scale configurations need scale > 0 and run the default otherwise.
+    # The fused-scale configurations need scale > 0 and run the base tiles otherwise.
     options.set(ENV, config)
     q, k, v = inputs(2, 200, 300, 4, 2, dim, torch.float16)
     reference.poison_allocator(q.device, (q.shape, q.dtype), ((2, 4, 200), torch.float32))
@@ -174,7 +174,7 @@ def test_config_non_positive_scale(options, config, dim, scale):
 @pytest.mark.parametrize("dim,tuned", [(128, "m128n64w4s2for"), (64, "m128n128w4s2for")])
 def test_unset_and_empty_select_the_tuned_config(options, dim, tuned):
     # No configuration asked for: the measured best one per head dim (flash_plan.cpp,
-    # tuned_config). Same kernel, so bit-identical results; "default" is the original tiles.
+    # tuned_config). Same kernel, so bit-identical results; "base" is the original tiles.
     q, k, v = inputs(1, 300, 300, 2, 2, dim, torch.float16)
     options.set(ENV, tuned)
     expected = flash(q, k, v, None, 0.1, True)[0]
@@ -182,7 +182,7 @@ def test_unset_and_empty_select_the_tuned_config(options, dim, tuned):
     assert torch.equal(flash(q, k, v, None, 0.1, True)[0], expected)
     options.set(ENV, "")
     assert torch.equal(flash(q, k, v, None, 0.1, True)[0], expected)
-    options.set(ENV, "default")
+    options.set(ENV, "base")
     original = flash(q, k, v, None, 0.1, True)[0]
     ref_out, _ = reference.flash_attention(q, k, v, None, 0.1, True)
     assert_close(original.cpu(), ref_out.cpu(), q.dtype, "out")
@@ -194,6 +194,6 @@ def test_unknown_config_is_rejected(options):
     with pytest.raises(ValueError) as info:
         options.set(ENV, "m999")
     msg = str(info.value)
-    assert "DJL_ATTN_FLASH_CONFIG: expected one of auto, default, " in msg and "got 'm999'" in msg
+    assert "DJL_ATTN_FLASH_CONFIG: expected one of auto, base, " in msg and "got 'm999'" in msg
     # Refused where it is set: the switch keeps its value and calls work.
     check(q, k, v, None, False)

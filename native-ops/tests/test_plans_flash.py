@@ -82,14 +82,14 @@ def test_prefill_benchmark_plans(dtype, dim, seqlen, causal):
 # blocks per SM (264 slots): a batch of 32 (256 blocks) already fills 97% of one wave.
 DECODE_PLANS = {
     (1, 1024): ("fold+decode/D128/splits8/scratch132096",
-                "fold+tiled/D128/default/64x64/splits16/scratch264192"),
+                "fold+tiled/D128/base/64x64/splits16/scratch264192"),
     (1, 8192): ("fold+decode/D128/splits32/scratch528384",
-                "fold+tiled/D128/default/64x64/splits32/scratch528384"),
+                "fold+tiled/D128/base/64x64/splits32/scratch528384"),
     (1, 32768): ("fold+decode/D128/splits31/scratch511872",
-                 "fold+tiled/D128/default/64x64/splits31/scratch511872"),
-    (32, 1024): ("fold+decode/D128/splits1", "fold+tiled/D128/default/64x64/splits1"),
-    (32, 8192): ("fold+decode/D128/splits1", "fold+tiled/D128/default/64x64/splits1"),
-    (32, 32768): ("fold+decode/D128/splits1", "fold+tiled/D128/default/64x64/splits1"),
+                 "fold+tiled/D128/base/64x64/splits31/scratch511872"),
+    (32, 1024): ("fold+decode/D128/splits1", "fold+tiled/D128/base/64x64/splits1"),
+    (32, 8192): ("fold+decode/D128/splits1", "fold+tiled/D128/base/64x64/splits1"),
+    (32, 32768): ("fold+decode/D128/splits1", "fold+tiled/D128/base/64x64/splits1"),
 }
 
 
@@ -121,7 +121,7 @@ def test_what_the_tensor_core_kernels_cannot_read_in_place_is_staged():
     # A staged decode folds its copies (D = 125 padded to 128). D = 120 needs no copies, and the
     # decode kernel takes exact head dims only: it runs on the tile kernel padded to 128.
     assert flash_plan(1, 1, 4096, 32, 8, 125).startswith("staged+fold+decode/D128/")
-    assert flash_plan(1, 1, 4096, 32, 8, 120).startswith("fold+tiled/D128/default/64x64/")
+    assert flash_plan(1, 1, 4096, 32, 8, 120).startswith("fold+tiled/D128/base/64x64/")
     # q/k/v bias would need the same padding: the simple kernel takes those.
     assert flash_plan(2, 128, 128, 4, 4, 33, bias=True) == "simple"
 
@@ -151,13 +151,13 @@ def test_hopper_takes_only_what_it_covers():
     big = (8, 1024, 1024, 16, 16)
     assert flash_plan(*big, 64, hopper_free=True) == "hopper/D64/grid132/free"
     # Head dims other than 64 and 128, bias, varlen, a scale <= 0, 64 rows or fewer.
-    assert flash_plan(*big, 96).startswith("tiled/D96/default/128x64/")
-    assert flash_plan(*big, 256).startswith("tiled/D256/default/64x32/")
-    assert flash_plan(*big, 128, bias=True) == "tiled/D128/default/128x64/bias/splits1"
+    assert flash_plan(*big, 96).startswith("tiled/D96/base/128x64/")
+    assert flash_plan(*big, 256).startswith("tiled/D256/base/64x32/")
+    assert flash_plan(*big, 128, bias=True) == "tiled/D128/base/128x64/bias/splits1"
     assert flash_plan(*big, 128, varlen=True) == "tiled/D128/m128n64w4s2for/128x64/splits1"
     # A scale <= 0 also rules out the folded-scale tuned tiles.
-    assert flash_plan(*big, 128, scale=0.0, hopper="on") == "tiled/D128/default/128x64/splits1"
-    assert flash_plan(64, 64, 1024, 16, 16, 128, hopper="on").startswith("tiled/D128/default/64x64/")
+    assert flash_plan(*big, 128, scale=0.0, hopper="on") == "tiled/D128/base/128x64/splits1"
+    assert flash_plan(64, 64, 1024, 16, 16, 128, hopper="on").startswith("tiled/D128/base/64x64/")
     # Compute capability 9.0 only, with the kernel in the build.
     assert flash_plan(*big, 128, gpu=(132, 227 * 1024, 10, 0)).startswith("tiled/")
     assert flash_plan(*big, 128, hopper="on", hopper_built=False).startswith("tiled/")
@@ -169,35 +169,35 @@ def test_a_named_tile_configuration_is_an_sm80_measurement():
     big = (8, 1024, 1024, 16, 16, 128)
     # Under "auto" a named configuration keeps the call on the sm_80 kernel; "on" still runs
     # the Hopper kernel.
-    assert flash_plan(*big, config="default") == "tiled/D128/default/128x64/splits1"
-    assert flash_plan(*big, config="default", hopper="on") == "hopper/D128/grid132/pingpong"
+    assert flash_plan(*big, config="base") == "tiled/D128/base/128x64/splits1"
+    assert flash_plan(*big, config="base", hopper="on") == "hopper/D128/grid132/pingpong"
     assert (flash_plan(*big, config="m128n64w8s2", tuning_build=True, hopper="off")
             == "tiled/D128/m128n64w8s2/128x64/splits1")
     # Where it is not compiled (a shipped build, or another head dim) the default tiles run.
     assert (flash_plan(*big, config="m128n64w8s2", hopper="off")
-            == "tiled/D128/default/128x64/splits1")
+            == "tiled/D128/base/128x64/splits1")
     assert (flash_plan(8, 1024, 1024, 16, 16, 96, config="m128n64w8s2", tuning_build=True)
-            == "tiled/D96/default/128x64/splits1")
+            == "tiled/D96/base/128x64/splits1")
     # sm_86/89 (99 KiB per block) run the tuned tiles too: at most 96 KiB, like every default.
     assert flash_plan(*big, gpu=ADA) == "tiled/D128/m128n64w4s2for/128x64/splits1"
-    assert flash_plan(8, 1024, 1024, 16, 16, 256, gpu=ADA) == "tiled/D256/default/64x32/splits1"
+    assert flash_plan(8, 1024, 1024, 16, 16, 256, gpu=ADA) == "tiled/D256/base/64x32/splits1"
 
 
 def test_decode_kernel_rules():
     # Up to 16 rows per (batch, head) after the fold, batched, no bias, D 64/128/256.
     assert flash_plan(4, 16, 4096, 8, 8, 64, decode_per_sm=3).startswith("decode/D64/")
-    assert flash_plan(4, 17, 4096, 8, 8, 64).startswith("tiled/D64/default/64x64/")
+    assert flash_plan(4, 17, 4096, 8, 8, 64).startswith("tiled/D64/base/64x64/")
     assert flash_plan(1, 1, 4096, 64, 4, 128).startswith("fold+decode/D128/")  # 16 rows
-    assert flash_plan(1, 1, 4096, 64, 2, 128).startswith("fold+tiled/D128/default/64x64/")  # 32
-    assert flash_plan(4, 1, 4096, 8, 8, 96).startswith("tiled/D96/default/64x64/")
-    assert flash_plan(4, 1, 4096, 8, 2, 128, bias=True).startswith("tiled/D128/default/64x64/bias")
-    assert flash_plan(4, 1, 4096, 8, 2, 128, varlen=True).startswith("tiled/D128/default/64x64/splits1")
+    assert flash_plan(1, 1, 4096, 64, 2, 128).startswith("fold+tiled/D128/base/64x64/")  # 32
+    assert flash_plan(4, 1, 4096, 8, 8, 96).startswith("tiled/D96/base/64x64/")
+    assert flash_plan(4, 1, 4096, 8, 2, 128, bias=True).startswith("tiled/D128/base/64x64/bias")
+    assert flash_plan(4, 1, 4096, 8, 2, 128, varlen=True).startswith("tiled/D128/base/64x64/splits1")
     # The decode kernel's shared memory: D = 128 needs 100 KiB, more than sm_86/89 allow; A100 has
     # room for D = 256 (136 KiB).
-    assert flash_plan(1, 1, 4096, 32, 8, 128, gpu=ADA).startswith("fold+tiled/D128/default/64x64/")
+    assert flash_plan(1, 1, 4096, 32, 8, 128, gpu=ADA).startswith("fold+tiled/D128/base/64x64/")
     assert flash_plan(1, 1, 4096, 32, 8, 64, gpu=ADA).startswith("fold+decode/D64/")
     assert flash_plan(1, 1, 4096, 32, 8, 256, gpu=A100).startswith("fold+decode/D256/")
-    assert flash_plan(1, 1, 4096, 32, 8, 256, gpu=ADA).startswith("fold+tiled/D256/default/64x32/")
+    assert flash_plan(1, 1, 4096, 32, 8, 256, gpu=ADA).startswith("fold+tiled/D256/base/64x32/")
 
 
 def test_the_fold():
@@ -208,7 +208,7 @@ def test_the_fold():
     assert flash_plan(2, 2, 1024, 8, 2, 64, decode_per_sm=3).startswith("decode/D64/")
     assert flash_plan(2, 1, 1024, 8, 2, 64, varlen=True).startswith("tiled/D64/")
     # q bias is per query head: no fold (k/v bias alone would fold).
-    assert flash_plan(2, 1, 1024, 8, 2, 64, bias=True).startswith("tiled/D64/default/64x64/bias/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, bias=True).startswith("tiled/D64/base/64x64/bias/")
     # 128 query heads of one kv head fold into 128 rows: past the decode kernel, the Hopper
     # kernel's when forced.
     assert flash_plan(1, 1, 4096, 128, 1, 128, hopper="on") == "fold+hopper/D128/grid1/pingpong"

@@ -45,7 +45,7 @@ struct FwdShape {
 };
 
 // kBias: the parameters carry q/k/v bias pointers. kSmallM: 64-row query tiles, for at most
-// 64 query rows. kCfg: an index into kFwdConfigs (0 = default; others only where
+// 64 query rows. kCfg: an index into kFwdConfigs (0 = the base tiles; others only where
 // config_compiled and with kBias = kSmallM = false).
 template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 void launch_fwd(const FwdArgs& args, cudaStream_t stream);

@@ -31,7 +31,7 @@ namespace djl_attn::flash::fwd {
 
 // ---- tile shapes -------------------------------------------------------------------------------
 
-// kBlockM query rows x kBlockN keys per step. Every default shape keeps dynamic shared memory at
+// kBlockM query rows x kBlockN keys per step. Every base shape keeps dynamic shared memory at
 // or below 96 KiB, so that all sm_80+ parts (sm_86/89 have 99 KiB per block) run every head dim.
 // Registers (ptxas, sm_90, no bias): 128-row tiles 182 at D = 32, 240 at D = 64, and all 255
 // with 60-68 bytes spilled at D = 96 and 128; 64-row tiles 100-176, no spills; D = 256 255, no
@@ -45,7 +45,7 @@ template <int kHeadDim, bool kSmallM, int kCfg = 0>
 struct Tile {
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head dim must be a multiple of 32");
   static_assert(kCfg >= 0 && kCfg < kNumFwdConfigs, "configuration index");
-  static constexpr bool kDefault = kCfg == 0;
+  static constexpr bool kBase = kCfg == 0;  // the base tiles, kFwdConfigs[0]
   // The shape is the plan's (flash_shapes.h): one definition for the kernel and its launcher.
   static constexpr TileShape kShape = tile_shape(kHeadDim, kSmallM, kCfg);
   static constexpr int kBlockM = kShape.block_m;
@@ -53,15 +53,15 @@ struct Tile {
   static constexpr int kStages = kShape.stages;
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = kWarps * 32;
-  // 0 leaves the bound unset: the PTX of the default kernels is what it was before the
+  // 0 leaves the bound unset: the PTX of the base kernels is what it was before the
   // configurations existed (an explicit 1 changes ptxas's register choices).
-  static constexpr int kMinBlocks = kDefault ? 0 : kFwdConfigs[kCfg].min_blocks;
+  static constexpr int kMinBlocks = kBase ? 0 : kFwdConfigs[kCfg].min_blocks;
   // Scores stay unscaled until the exponent, where the scale folds into one FFMA.
-  static constexpr bool kFusedScale = !kDefault && kFwdConfigs[kCfg].fused_scale;
+  static constexpr bool kFusedScale = !kBase && kFwdConfigs[kCfg].fused_scale;
   // The output goes through shared memory for 16-byte stores (not in split mode).
-  static constexpr bool kStageO = !kDefault && kFwdConfigs[kCfg].stage_o;
+  static constexpr bool kStageO = !kBase && kFwdConfigs[kCfg].stage_o;
   // The running max moves (and acc_o is rescaled) only when it grows by more than a margin.
-  static constexpr bool kLazyRescale = !kDefault && kFwdConfigs[kCfg].lazy_rescale;
+  static constexpr bool kLazyRescale = !kBase && kFwdConfigs[kCfg].lazy_rescale;
   static_assert(kBlockM % (16 * kWarps) == 0, "whole m16 tiles per warp");
   static_assert(kBlockN % 16 == 0 && kStages >= 2, "k16 steps over the keys; a ring");
   static constexpr int kMTiles = kBlockM / (16 * kWarps);  // m16 tiles per warp
@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
         for (int nt = 0; nt < kNTiles; ++nt) {
           float p0, p1;
           if constexpr (kFusedScale) {
-            // One FFMA per score where the default spends an FMUL and an FADD.
+            // One FFMA per score where the base tiles spend an FMUL and an FADD.
             p0 = fast_exp2(fmaf(acc_s[mt][nt][2 * hf], scale_log2, -base));
             p1 = fast_exp2(fmaf(acc_s[mt][nt][2 * hf + 1], scale_log2, -base));
           } else {

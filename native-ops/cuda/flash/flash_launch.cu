@@ -34,7 +34,7 @@ namespace {
 
 // DJL_ATTN_FLASH_CONFIG: a kFwdConfigs tile configuration (flash_shapes.h) by name, for tuning
 // runs; unset ("auto"): the measured best per head dim. The values are the configurations this
-// build compiled (all of kFwdConfigs in a DJL_ATTN_TUNING build; the default tiles and the two
+// build compiled (all of kFwdConfigs in a DJL_ATTN_TUNING build; the base tiles and the two
 // measured defaults otherwise), so that a typo or a configuration this build lacks is reported
 // once, at load, instead of passing for a measurement.
 std::vector<std::string> config_choices() {

@@ -101,11 +101,12 @@ int64_t scratch_bytes(int splits, int64_t heads, int64_t rows, int64_t head_dim)
   return splits > 1 ? static_cast<int64_t>(splits) * heads * rows * (head_dim + 1) * 4 : 0;
 }
 
-// What the tuned default is per padded head dim. Measured on an H200 (docs/benchmarks.md,
-// S = 2k and 8k, fp16/bf16, causal and not, in one run against SDPA's flash backend): at
-// D = 128 the lazy-rescale, folded-scale, staged-output variant of the default tiles ran 1.057x
-// the default (geomean; 0.97-1.08x SDPA flash against 0.94-1.03x), at D = 64 the same variant on
-// 128x128 tiles 1.040x (0.93-1.02x against 0.90-0.95x). Other head dims keep the default tiles.
+// The configuration that runs by default per padded head dim. Measured on an H200
+// (docs/benchmarks.md, S = 2k and 8k, fp16/bf16, causal and not, in one run against SDPA's flash
+// backend): at D = 128 the lazy-rescale, folded-scale, staged-output variant of the base tiles
+// ran 1.057x the base tiles (geomean; 0.97-1.08x SDPA flash against 0.94-1.03x), at D = 64 the
+// same variant on 128x128 tiles 1.040x (0.93-1.02x against 0.90-0.95x). Other head dims keep the
+// base tiles.
 int tuned_config(int padded) {
   if (padded == 64) return fwd::kTunedD64;
   if (padded == 128) return fwd::kTunedD128;
@@ -314,7 +315,7 @@ KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t s
 
 FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
                      const cuda::DeviceFacts& device, const Residency& residency) {
-  // mma.sync with bfloat16 and cp.async need sm_80; every default tile shape fits in 96 KiB.
+  // mma.sync with bfloat16 and cp.async need sm_80; every base tile shape fits in 96 KiB.
   const bool capable = p.dtype != ElementType::kFloat32 && device.cc_major >= 8 &&
                        device.smem_optin >= fwd::kTileKernelMinSmem;
   const bool tensor_cores = capable && padded_head_dim(p.head_dim) != 0 && vectorizable(p);

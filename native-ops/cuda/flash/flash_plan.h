@@ -43,7 +43,7 @@ enum class DecodeMode { kAuto, kOn, kOff };
 // (wherever it applies, small grids too: tests), off (the sm_80 kernel, for comparisons).
 enum class HopperMode { kAuto, kOn, kOff };
 
-// DJL_ATTN_FLASH_CONFIG unset ("auto"): the measured default tiles per head dim.
+// DJL_ATTN_FLASH_CONFIG unset ("auto"): the measured default configuration per head dim.
 constexpr int kAutoConfig = -1;
 
 // The switches' values and what this build of libdjl_attn_cuda.so compiled.
@@ -70,7 +70,7 @@ struct TiledKernel {
   int head_dim;  // the compiled head dim the problem's D is padded to
   bool bias;
   bool small_m;  // 64-row query tiles for at most 64 query rows
-  int config;    // kFwdConfigs index, 0 = the default tiles
+  int config;    // kFwdConfigs index, 0 = the base tiles
 };
 
 // One instantiation of the decode kernel (flash_decode_*.cu).
@@ -158,7 +158,7 @@ FlashParams fold_query_groups(const FlashParams& p);
 FlashParams staged_layout(const FlashParams& p);
 
 // "hopper/D128/grid132/pingpong", "tiled/D128/m128n64w4s2for/128x64/splits1",
-// "fold+decode/D128/splits8", "staged+tiled/D96/default/128x64/bias/splits1", "simple", or
+// "fold+decode/D128/splits8", "staged+tiled/D96/base/128x64/splits1", "simple", or
 // "refused: <why>".
 std::string describe(const FlashPlan& plan);
 

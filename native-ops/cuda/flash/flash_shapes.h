@@ -32,13 +32,14 @@ namespace fwd {
 
 // Tile configurations of the sm_80 kernel, selectable at run time through DJL_ATTN_FLASH_CONFIG
 // (a name below; unset or "auto" = the measured default per head dim, tuned_config in
-// flash_plan.cpp), for tuning on the GPU without a rebuild. A named configuration applies only
+// flash_plan.cpp; "base" = the original tiles, which run where no tuned configuration applies),
+// for tuning on the GPU without a rebuild. A named configuration applies only
 // where it is compiled: float16 and bfloat16, the head dims in its mask, no q/k/v bias, more
 // than 64 query rows, and its shared memory within the device's per-block limit; every other call
 // runs the default tiles. Names read m<query rows>n<keys per step>w<warps>s<cp.async buffers>.
 struct FwdConfig {
   const char* name;
-  int block_m, block_n, warps, stages;  // 0s: the default tiles (tile_shape picks per head dim)
+  int block_m, block_n, warps, stages;  // 0s: the base tiles (tile_shape picks per head dim)
   // __launch_bounds__ blocks per SM (0: none): caps registers at 64K / (min_blocks * threads).
   int min_blocks;
   int head_dims;   // bit mask of kCfgD64, kCfgD128
@@ -54,7 +55,7 @@ struct FwdConfig {
 constexpr int kCfgD64 = 1, kCfgD128 = 2;
 // Indices are part of the instantiation files (flash_fwd_hdim*_cfg_*.cu): append, never reorder.
 inline constexpr FwdConfig kFwdConfigs[] = {
-    {"default", 0, 0, 0, 0, 0, 0},
+    {"base", 0, 0, 0, 0, 0, 0},
     {"m128n64w8s2", 128, 64, 8, 2, 0, kCfgD64 | kCfgD128},
     {"m64n64w4s3", 64, 64, 4, 3, 0, kCfgD64 | kCfgD128},
     {"m128n32w4s3", 128, 32, 4, 3, 0, kCfgD64 | kCfgD128},
@@ -79,7 +80,7 @@ inline constexpr FwdConfig kFwdConfigs[] = {
 constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(kFwdConfigs[0]));
 
 // The configurations that run by default (tuned_config in flash_plan.cpp): the measured best at
-// D = 64 and D = 128. The shipped build (DJL_ATTN_TUNING off) compiles these and the default
+// D = 64 and D = 128. The shipped build (DJL_ATTN_TUNING off) compiles these and the base
 // tiles only; the others are tuning variants for bench_flash.py --configs.
 inline constexpr int kTunedD64 = 20;   // m128n128w4s2for
 inline constexpr int kTunedD128 = 18;  // m128n64w4s2for
@@ -91,7 +92,7 @@ static_assert(same_name(kFwdConfigs[kTunedD64].name, "m128n128w4s2for") &&
                   same_name(kFwdConfigs[kTunedD128].name, "m128n64w4s2for"),
               "the default configurations' indices follow kFwdConfigs");
 
-// Whether configuration `cfg` has an instantiation for `head_dim` (the default tiles have all) in
+// Whether configuration `cfg` has an instantiation for `head_dim` (the base tiles have all) in
 // a build with (`tuning_build`) or without DJL_ATTN_TUNING.
 constexpr bool config_compiled(int cfg, int head_dim, bool tuning_build) {
   if (cfg == 0) return true;
@@ -108,7 +109,7 @@ struct TileShape {
   int block_m, block_n, stages, warps;
 };
 
-// The tiles of one instantiation (flash_fwd_kernel.cuh's Tile reads them). The default tiles
+// The tiles of one instantiation (flash_fwd_kernel.cuh's Tile reads them). The base tiles
 // keep dynamic shared memory at or below 96 KiB, so that all sm_80+ parts (sm_86/89 have 99 KiB
 // per block) run every head dim: 128-row query tiles up to D = 128, 64-row ones at D = 256 and
 // for problems of at most 64 query rows (small_m); three buffers where they fit in 96 KiB.
@@ -129,7 +130,7 @@ constexpr int tile_smem_bytes(int head_dim, bool small_m, int cfg) {
   return (t.block_m + 2 * t.stages * t.block_n) * head_dim * 2;
 }
 
-// Every default tile shape fits here: the tile kernel needs a GPU with this much opt-in shared
+// Every base tile shape fits here: the tile kernel needs a GPU with this much opt-in shared
 // memory per block (and sm_80 for bfloat16 mma.sync and cp.async).
 constexpr int64_t kTileKernelMinSmem = 96 * 1024;
 
