@@ -8,20 +8,9 @@
 #include "cuda/bert/bert_plan.h"
 #include "tests/native/plan_exports.h"
 
+using djl_attn::plan_exports::address;
+using djl_attn::plan_exports::element_type_of;
 using djl_attn::plan_exports::keep;
-
-namespace {
-
-using djl_attn::ElementType;
-
-// 4: float32, 2: float16 (bfloat16 plans the same).
-ElementType element_type_of(int32_t element_size) {
-  return element_size == 4 ? ElementType::kFloat32 : ElementType::kFloat16;
-}
-
-const void* address(uint64_t value) { return reinterpret_cast<const void*>(value); }
-
-}  // namespace
 
 // The add_bias_residual_layernorm plan for [rows, C] activations of `element_size` bytes at
 // `activation_address` (x, residual and output alike) and per-channel vectors of `param_size`
@@ -35,7 +24,7 @@ extern "C" const char* djl_attn_test_layernorm_plan(int64_t rows, int64_t channe
   using namespace djl_attn::bert;
   LayerNormParams p{};
   p.x = p.residual = address(activation_address);
-  p.out = const_cast<void*>(address(activation_address));
+  p.out = address(activation_address);
   p.gamma = p.beta = address(param_address);
   p.bias = bias ? address(param_address) : nullptr;
   p.rows = rows;
@@ -54,7 +43,7 @@ extern "C" const char* djl_attn_test_elementwise_plan(int64_t rows, int64_t chan
   using namespace djl_attn::bert;
   ElementwiseParams p{};
   p.x = address(activation_address);
-  p.out = const_cast<void*>(address(activation_address));
+  p.out = address(activation_address);
   p.bias = address(param_address);
   if (affine) {
     p.residual = address(activation_address);
@@ -75,8 +64,8 @@ extern "C" const char* djl_attn_test_padding_plan(int64_t rows, int64_t seqlen, 
                                                    uint64_t packed_address) {
   using namespace djl_attn::bert;
   PaddingParams p{};
-  p.padded = const_cast<void*>(address(padded_address));
-  p.packed = const_cast<void*>(address(packed_address));
+  p.padded = address(padded_address);
+  p.packed = address(packed_address);
   p.padded_batch_stride = seqlen * channels;
   p.padded_seq_stride = channels;
   p.seqlen = seqlen;

@@ -9,19 +9,9 @@
 #include "cuda/paged/paged_plan.h"
 #include "tests/native/plan_exports.h"
 
+using djl_attn::plan_exports::address;
+using djl_attn::plan_exports::element_type_of;
 using djl_attn::plan_exports::keep;
-
-namespace {
-
-using djl_attn::ElementType;
-
-ElementType element_type_of(int32_t element_size) {
-  return element_size == 4 ? ElementType::kFloat32 : ElementType::kFloat16;
-}
-
-const void* address(uint64_t value) { return reinterpret_cast<const void*>(value); }
-
-}  // namespace
 
 // The paged_attention plan for a GPU of `sm_count` SMs. `kernel`, `config`: DJL_ATTN_PAGED_KERNEL
 // and DJL_ATTN_PAGED_CONFIG values; `partition_size`: DJL_ATTN_PAGED_PARTITION. `flash_runs`: the
@@ -49,7 +39,7 @@ extern "C" const char* djl_attn_test_paged_attention_plan(
     p.query = address(query_address);
     p.key_cache = p.value_cache = address(cache_address);
     p.alibi_slopes = alibi ? &kSlope : nullptr;
-    p.out = const_cast<void*>(address(0x10000));
+    p.out = address(0x10000);
     p.q_seq_stride = q_seq_stride;
     p.q_head_stride = q_head_stride;
     p.num_seqs = num_seqs;
@@ -86,7 +76,7 @@ extern "C" const char* djl_attn_test_reshape_and_cache_plan(
   using namespace djl_attn::paged;
   ReshapeAndCacheParams p{};
   p.key = p.value = address(key_address);
-  p.key_cache = p.value_cache = const_cast<void*>(address(cache_address));
+  p.key_cache = p.value_cache = address(cache_address);
   p.key_token_stride = p.value_token_stride = token_stride;
   p.key_head_stride = p.value_head_stride = head_stride;
   p.num_tokens = tokens;
