@@ -8,14 +8,16 @@ import ctypes
 
 import pytest
 
-from plans import A100, H200, lib
+from plans import A100, ADA, H200, lib
+
+TURING = (40, 64 * 1024, 7, 5)  # sm_75: no cp.async, no flash decode kernel
 
 _decode = lib.djl_attn_test_paged_attention_plan
 _decode.restype = ctypes.c_char_p
 _decode.argtypes = ([ctypes.c_int64] * 6 + [ctypes.c_int32, ctypes.c_int32, ctypes.c_uint64,
                     ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p,
-                    ctypes.c_char_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32,
-                    ctypes.c_int64])
+                    ctypes.c_char_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
+                    ctypes.c_int32, ctypes.c_int32])
 _prefill = lib.djl_attn_test_paged_prefill_plan
 _prefill.restype = ctypes.c_char_p
 _prefill.argtypes = [ctypes.c_int64] * 3
@@ -33,17 +35,16 @@ def fields(text):
 
 
 def decode_plan(num_seqs, context, kernel="auto", config="smem4", partition=512, heads_q=32,
-                heads_kv=8, dim=128, block_size=16, element_size=2, alibi=False, flash=True,
-                gpu=H200, query_address=ALIGNED, q_seq_stride=None, q_head_stride=None,
+                heads_kv=8, dim=128, block_size=16, element_size=2, alibi=False, gpu=H200,
+                query_address=ALIGNED, q_seq_stride=None, q_head_stride=None,
                 cache_address=ALIGNED):
     """The plan of paged_attention for a query [num_seqs, Hq, D] (contiguous unless strides are
-    given) and max_context_len = context; `flash`: the flash decode kernel exists for D there."""
+    given) and max_context_len = context."""
     q_head_stride = dim if q_head_stride is None else q_head_stride
     q_seq_stride = heads_q * dim if q_seq_stride is None else q_seq_stride
     return fields(_decode(num_seqs, heads_q, heads_kv, dim, block_size, context, element_size,
                           int(alibi), query_address, q_seq_stride, q_head_stride, cache_address,
-                          kernel.encode(), config.encode(), partition, int(flash), gpu[0],
-                          gpu[1]).decode())
+                          kernel.encode(), config.encode(), partition, *gpu).decode())
 
 
 def v2(partition_size, partitions, num_seqs, config="smem4", heads_q=32, dim=128, head_tiles=1):
@@ -139,7 +140,9 @@ def test_decode_stream_configs_exist_for_half_precision_d64_d128_only():
 
 def test_decode_flash_rules():
     # Each of these keeps the flash kernel off; auto (and a forced flash) then run v1/v2.
-    off = [dict(element_size=4), dict(alibi=True), dict(flash=False),
+    off = [dict(element_size=4), dict(alibi=True),
+           dict(dim=96),  # no flash kernel for D = 96 (64, 128, 256 only)
+           dict(gpu=TURING),  # sm_75: the flash kernel needs sm_80
            dict(heads_q=136, heads_kv=8),  # a group of 17 query heads: more than one m16 tile
            dict(query_address=ALIGNED + 2),  # query rows not 16-byte aligned
            dict(q_seq_stride=32 * 128 + 4), dict(q_head_stride=132)]
@@ -147,6 +150,12 @@ def test_decode_flash_rules():
         for kernel in ("auto", "flash"):
             assert decode_plan(32, 4096, kernel, **case)["kernel"] == "v2", (case, kernel)
     assert decode_plan(32, 4096, heads_q=128, heads_kv=8) == flash(32)  # a group of 16
+    # The flash kernel's shared memory (flash_shapes.h): D = 64 takes 66 KiB, D = 128 100 KiB
+    # and D = 256 136 KiB, so an sm_89 part (99 KiB) runs it at D = 64 only, an A100 at all three.
+    assert decode_plan(32, 4096, dim=64, heads_q=8, heads_kv=2, gpu=ADA) == flash(32)
+    for dim in (128, 256):
+        assert decode_plan(32, 4096, dim=dim, gpu=ADA)["kernel"] == "v2"
+        assert decode_plan(32, 4096, dim=dim, gpu=A100) == flash(32)
 
 
 def test_decode_forced_v2_lengthens_partitions_past_8192():

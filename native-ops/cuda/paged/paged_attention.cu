@@ -157,10 +157,7 @@ void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
 void run_paged_attention_cuda(const PagedAttentionParams& p) {
   const int device = cuda::device_of(p.query);
   cuda::DeviceGuard guard(device);
-  const FlashDecodeFacts flash_facts{flash::decode::runs_on(p.head_dim, device),
-                                     flash::decode::kMaxRows};
-  const DecodePlan plan =
-      plan_paged_attention(p, decode_options(), flash_facts, cuda::device_facts(device));
+  const DecodePlan plan = plan_paged_attention(p, decode_options(), cuda::device_facts(device));
   if (plan.kernel == DecodeKernel::kRows) return run_rows(p);
 
   // v2's workspace, for one launch: the launches of one call run in stream order and reuse it.

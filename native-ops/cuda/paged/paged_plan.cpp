@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "cuda/flash/flash_plan.h"
+#include "cuda/flash/flash_shapes.h"
+
 namespace djl_attn::paged {
 namespace {
 
@@ -27,10 +30,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Whether the flash decode kernel runs this call: float16/bfloat16, a head dim it has on this
 // device, no ALiBi, a GQA group that fits its query rows, and 16-byte aligned query rows and
 // output (its loads and stores are 16-byte vectors).
-bool flash_runs(const PagedAttentionParams& p, const FlashDecodeFacts& flash) {
-  return p.dtype != ElementType::kFloat32 && flash.runs && p.alibi_slopes == nullptr &&
-         p.heads_q / p.heads_kv <= flash.max_rows && aligned16(p.query) &&
-         p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 && aligned16(p.out);
+bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
+  return p.dtype != ElementType::kFloat32 && flash::decode_runs_on(p.head_dim, device) &&
+         p.alibi_slopes == nullptr && p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
+         aligned16(p.query) && p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
+         aligned16(p.out);
 }
 
 const char* stream_config_name(StreamConfig config) {
@@ -48,7 +52,7 @@ const char* stream_config_name(StreamConfig config) {
 }  // namespace
 
 DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
-                                const FlashDecodeFacts& flash, const cuda::DeviceFacts& device) {
+                                const cuda::DeviceFacts& device) {
   DecodePlan plan{};
   plan.config = StreamConfig::kDefault;
   plan.head_tiles = 1;
@@ -62,7 +66,7 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   }
   // A forced flash that cannot run this call runs what auto would choose between v1 and v2.
   if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
-      flash_runs(p, flash)) {
+      flash_runs(p, device)) {
     plan.kernel = DecodeKernel::kFlash;
     // The flash grid is (batch x kv heads) blocks in x.
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridX / p.heads_kv);

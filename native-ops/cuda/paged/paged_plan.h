@@ -57,13 +57,6 @@ struct DecodeOptions {
   int64_t partition_size = kPartitionSize;  // v2's starting partition length, tokens
 };
 
-// What the flash family's decode kernel offers for this head dim on this device: facts the
-// launcher reads from cuda/flash/flash_decode.h (runs_on, kMaxRows).
-struct FlashDecodeFacts {
-  bool runs;         // a kernel is compiled for the head dim and fits the device (sm_80+)
-  int64_t max_rows;  // query rows per block: the largest GQA group it folds
-};
-
 struct DecodePlan {
   DecodeKernel kernel;
   StreamConfig config;      // v1/v2: what runs (kDefault where the asked one has no kernel)
@@ -83,8 +76,10 @@ constexpr bool has_stream_configs(ElementType dtype, int64_t head_dim) {
   return dtype != ElementType::kFloat32 && (head_dim == 64 || head_dim == 128);
 }
 
+// The flash decode kernel's own rules (which head dims, what device, how many query rows) come
+// from the flash family's plan (cuda/flash/flash_plan.h: decode_runs_on, decode::kMaxRows).
 DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
-                                const FlashDecodeFacts& flash, const cuda::DeviceFacts& device);
+                                const cuda::DeviceFacts& device);
 
 // "kernel=v2 config=smem4 head_tiles=1 partition_size=64 partitions=16 seqs_per_launch=1
 // workspace_floats=..." (the fields that apply to the kernel).

@@ -13,17 +13,18 @@ using djl_attn::plan_exports::address;
 using djl_attn::plan_exports::element_type_of;
 using djl_attn::plan_exports::keep;
 
-// The paged_attention plan for a GPU of `sm_count` SMs. `kernel`, `config`: DJL_ATTN_PAGED_KERNEL
-// and DJL_ATTN_PAGED_CONFIG values; `partition_size`: DJL_ATTN_PAGED_PARTITION. `flash_runs`: the
-// flash decode kernel exists for the head dim on this GPU (flash::decode::runs_on). The query is
+// The paged_attention plan for a GPU of `sm_count` SMs, `smem_optin` bytes of opt-in shared
+// memory per block and compute capability cc_major.cc_minor. `kernel`, `config`:
+// DJL_ATTN_PAGED_KERNEL and DJL_ATTN_PAGED_CONFIG values; `partition_size`:
+// DJL_ATTN_PAGED_PARTITION. The query is
 // [num_seqs, Hq, D] with strides (q_seq_stride, q_head_stride) at `query_address`; both caches
 // start at `cache_address`; the output is allocated (aligned). "error: ..." on failure.
 extern "C" const char* djl_attn_test_paged_attention_plan(
     int64_t num_seqs, int64_t heads_q, int64_t heads_kv, int64_t head_dim, int64_t block_size,
     int64_t max_context_len, int32_t element_size, int32_t alibi, uint64_t query_address,
     int64_t q_seq_stride, int64_t q_head_stride, uint64_t cache_address, const char* kernel,
-    const char* config, int64_t partition_size, int32_t flash_runs, int32_t sm_count,
-    int64_t smem_optin) {
+    const char* config, int64_t partition_size, int32_t sm_count, int64_t smem_optin,
+    int32_t cc_major, int32_t cc_minor) {
   using namespace djl_attn::paged;
   try {
     DecodeOptions options;
@@ -50,8 +51,8 @@ extern "C" const char* djl_attn_test_paged_attention_plan(
     p.max_blocks = (max_context_len + block_size - 1) / block_size;
     p.max_context_len = max_context_len;
     p.dtype = element_type_of(element_size);
-    const FlashDecodeFacts flash{flash_runs != 0, 16};
-    return keep(describe(plan_paged_attention(p, options, flash, {sm_count, smem_optin, 9, 0})));
+    return keep(describe(
+        plan_paged_attention(p, options, {sm_count, smem_optin, cc_major, cc_minor})));
   } catch (const std::exception& e) {
     return keep(std::string("error: ") + e.what());
   }
