@@ -626,13 +626,14 @@ public final class Decoder extends AbstractBlock {
     // to the host. Every temporary attaches to the step's inputs' manager: a step's operator never
     // takes a weight as its first operand.
 
-    /** The step's arrays: the weights and, for LLaMA, the rotary cos and sin of its positions. */
+    /** The step's arrays: the weights and, for LLaMA, the rotation of each position. */
     private final class Step {
         final StepWeights w;
-        /** float32 {@code [..., 1, D]} cos, duplicated over both halves of each pair. */
-        final NDArray cos;
-        /** float32 {@code [..., 1, D]} sin, negated on the half that {@code rotate} moves first. */
-        final NDArray sin;
+        /**
+         * LLaMA: float32 {@code [..., D, D]}, the rotary embedding of each position as a matrix
+         * ({@link #rope}); made once per step, so each layer's rotation is one matmul.
+         */
+        final NDArray rotation;
 
         Step(NDArray positions) {
             w = stepWeights();
@@ -646,11 +647,13 @@ public final class Decoder extends AbstractBlock {
                 NDList cosSin =
                         rows.reshape(lead.addAll(new Shape(2, config.getHeadDim())))
                                 .split(2, lead.dimension());
-                cos = cosSin.get(0);
-                sin = cosSin.get(1);
+                // R[i][j] = cos_j if i == j, sinSigned_j if i == partner(j), else 0.
+                rotation =
+                        cosSin.get(0)
+                                .mul(w.rotaryIdentity)
+                                .add(cosSin.get(1).mul(w.rotaryPartner));
             } else {
-                cos = null;
-                sin = null;
+                rotation = null;
             }
         }
     }
@@ -711,7 +714,7 @@ public final class Decoder extends AbstractBlock {
                                 s.slice(0, s.dimension() - 1)
                                         .add(heads + 2 * kvHeads, config.getHeadDim()));
         int axis = s.dimension() - 1;
-        if (step.cos == null) {
+        if (step.rotation == null) {
             NDList parts = fused.split(new long[] {heads, heads + kvHeads}, axis);
             return new NDArray[] {parts.get(0), parts.get(1), parts.get(2)};
         }
@@ -721,27 +724,15 @@ public final class Decoder extends AbstractBlock {
     }
 
     /**
-     * Rotary embedding of {@code x [..., H, D]} in float32: {@code x·cos + rotate(x)·sin}, where
-     * {@code rotate} swaps the two elements of each rotated pair; with the sign folded into the
-     * sin table, each output is {@code x0·cos - x1·sin} or {@code x1·cos + x0·sin}, the same
-     * float32 operations as the textbook form.
+     * Rotary embedding of {@code x [..., H, D]} in float32 as one matmul with the step's rotation
+     * matrices: output {@code j} is {@code x_j·cos + x_partner(j)·sinSigned}, that is {@code
+     * x0·cos - x1·sin} or {@code x1·cos + x0·sin} for each rotated pair {@code (x0, x1)} (the
+     * other products of the row are exact zeros).
      */
     private NDArray rope(NDArray x, Step step) {
-        NDArray xf = x.toType(DataType.FLOAT32, false);
-        Shape s = xf.getShape();
-        int d = config.getHeadDim();
-        NDArray rotated;
-        if (config.getRopeStyle() == DecoderConfig.RopeStyle.INTERLEAVED) {
-            rotated =
-                    xf.reshape(s.slice(0, s.dimension() - 1).add(d / 2, 2))
-                            .flip(s.dimension())
-                            .reshape(s);
-        } else {
-            NDList halves = xf.split(2, s.dimension() - 1);
-            rotated = halves.get(1).concat(halves.get(0), -1);
-        }
-        NDArray out = xf.mul(step.cos).add(rotated.mul(step.sin));
-        return out.toType(x.getDataType(), false);
+        return x.toType(DataType.FLOAT32, false)
+                .matMul(step.rotation)
+                .toType(x.getDataType(), false);
     }
 
     private NDArray mlp(LayerWeights w, NDArray h) {
@@ -807,6 +798,13 @@ public final class Decoder extends AbstractBlock {
          * #rope}; null for GPT-2.
          */
         final NDArray rotaryTable;
+        /** LLaMA: float32 identity {@code [D, D]}; null for GPT-2. */
+        final NDArray rotaryIdentity;
+        /**
+         * LLaMA: float32 {@code [D, D]}, 1 at {@code [partner(j), j]} where {@code partner} pairs
+         * the rotated elements (j and j ± D/2, or j and j ^ 1 interleaved); null for GPT-2.
+         */
+        final NDArray rotaryPartner;
 
         /**
          * @param stacked LLaMA's stacked matrices by {@code model.layers.i.qkv} and {@code
@@ -862,6 +860,19 @@ public final class Decoder extends AbstractBlock {
                                 ? tokenTable
                                 : weight("lm_head.weight");
                 rotaryTable = own(rotaryTable(tokenTable.getManager()));
+                int d = config.getHeadDim();
+                float[] identity = new float[d * d];
+                float[] partner = new float[d * d];
+                boolean interleaved =
+                        config.getRopeStyle() == DecoderConfig.RopeStyle.INTERLEAVED;
+                for (int j = 0; j < d; ++j) {
+                    identity[j * d + j] = 1;
+                    int i = interleaved ? j ^ 1 : (j + d / 2) % d;
+                    partner[i * d + j] = 1;
+                }
+                NDManager m = tokenTable.getManager();
+                rotaryIdentity = own(m.create(identity, new Shape(d, d)));
+                rotaryPartner = own(m.create(partner, new Shape(d, d)));
             } else {
                 for (int l = 0; l < numLayers; ++l) {
                     String p = "h." + l + ".";
@@ -886,6 +897,8 @@ public final class Decoder extends AbstractBlock {
                 finalBias = weight("ln_f.bias");
                 head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
                 rotaryTable = null;
+                rotaryIdentity = null;
+                rotaryPartner = null;
             }
         }
 
@@ -937,8 +950,8 @@ public final class Decoder extends AbstractBlock {
 
     /**
      * cos and sin of every position's rotary angles, float32 {@code [maxPositions, 2 D]}, laid
-     * out for {@link #rope}: the cos row holds each pair's cos twice, the sin row {@code -sin}
-     * where the pair's first element goes and {@code sin} where its second goes.
+     * out for the step's rotation matrices: the cos row holds each pair's cos twice, the sin row
+     * {@code -sin} where the pair's first element goes and {@code sin} where its second goes.
      */
     private NDArray rotaryTable(NDManager manager) {
         int d = config.getHeadDim();
