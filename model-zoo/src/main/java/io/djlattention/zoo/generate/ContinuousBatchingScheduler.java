@@ -499,9 +499,9 @@ public final class ContinuousBatchingScheduler {
      * uncached ones); those whose tokens are then all cached sample their next token.
      */
     private void run(List<Sequence> seqs, int[] queryLens, List<GenerationResult> finished) {
-        float[] logits;
+        StepOutput output;
         try {
-            logits = forward(seqs, queryLens);
+            output = forward(seqs, queryLens);
         } catch (RuntimeException e) {
             if (seqs.size() == 1) {
                 fail(seqs.get(0), e, finished);
@@ -513,7 +513,7 @@ public final class ContinuousBatchingScheduler {
             }
             return;
         }
-        sample(seqs, queryLens, logits, finished);
+        sample(seqs, queryLens, output, finished);
     }
 
     private void fail(Sequence seq, RuntimeException e, List<GenerationResult> finished) {
@@ -527,9 +527,41 @@ public final class ContinuousBatchingScheduler {
         seq.pendingForks.clear();
     }
 
-    /** The forward pass of {@link #run}: logits {@code [numSeqs * V]}. */
+    /**
+     * What a forward step reads back: every sequence's logits row, or, when no sequence of the
+     * step samples, only each row's argmax (computed where the logits are, so a GPU step copies
+     * {@code numSeqs} ids to the host instead of {@code numSeqs × V} floats).
+     */
+    private static final class StepOutput {
+        /** {@code [numSeqs * V]}, or null when {@link #argMax} holds the tokens. */
+        final float[] logits;
+        /** The first maximum of each row, or null. */
+        final long[] argMax;
+
+        StepOutput(float[] logits, long[] argMax) {
+            this.logits = logits;
+            this.argMax = argMax;
+        }
+    }
+
+    /** Whether any sequence of the step, or a fork waiting on it, samples its next token. */
+    private static boolean anySampling(List<Sequence> seqs) {
+        for (Sequence seq : seqs) {
+            if (seq.config.isSampling()) {
+                return true;
+            }
+            for (Sequence fork : seq.pendingForks) {
+                if (fork.config.isSampling()) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The forward pass of {@link #run}: logits {@code [numSeqs, V]} or their argmax. */
     @SuppressWarnings("try")
-    private float[] forward(List<Sequence> seqs, int[] queryLens) {
+    private StepOutput forward(List<Sequence> seqs, int[] queryLens) {
         int numSeqs = seqs.size();
         long[] ids = new long[numSeqs];
         int total = 0;
@@ -557,17 +589,27 @@ public final class ContinuousBatchingScheduler {
             NDArray out =
                     decoder.forwardPaged(
                             cache, batch, step.create(tokens), step.create(positions), prefill);
-            return out.toFloatArray();
+            if (anySampling(seqs)) {
+                return new StepOutput(out.toFloatArray(), null);
+            }
+            // Greedy: the same first maximum TokenSampler.argMax finds (argmax returns the first
+            // of equal maxima).
+            return new StepOutput(null, out.argMax(1).toLongArray());
         }
     }
 
     /** Samples the next token of each sequence whose tokens are now all cached. */
     private void sample(
-            List<Sequence> seqs, int[] queryLens, float[] logits, List<GenerationResult> finished) {
+            List<Sequence> seqs,
+            int[] queryLens,
+            StepOutput output,
+            List<GenerationResult> finished) {
         int numSeqs = seqs.size();
-        int vocab = logits.length / numSeqs;
+        float[] logits = output.logits;
+        int vocab = logits == null ? 0 : logits.length / numSeqs;
         List<Sequence> sampled = new ArrayList<>(numSeqs);
         List<float[]> rows = new ArrayList<>(numSeqs);
+        List<Integer> greedyTokens = new ArrayList<>(numSeqs);
         for (int s = 0; s < numSeqs; ++s) {
             Sequence seq = seqs.get(s);
             seq.cached += queryLens[s];
@@ -578,9 +620,15 @@ public final class ContinuousBatchingScheduler {
                 continue; // a chunk of a longer prefill: no token yet
             }
             seq.prefilled = true;
-            float[] row = Arrays.copyOfRange(logits, s * vocab, (s + 1) * vocab);
+            // A greedy step read back the argmax of each row, not the row.
+            float[] row =
+                    logits == null
+                            ? null
+                            : Arrays.copyOfRange(logits, s * vocab, (s + 1) * vocab);
+            int greedy = logits == null ? (int) output.argMax[s] : -1;
             sampled.add(seq);
             rows.add(row);
+            greedyTokens.add(greedy);
             // Parallel samples fork from the prefilled prompt: they share its blocks and its
             // logits, and each draws its own first token.
             for (Sequence fork : seq.pendingForks) {
@@ -590,12 +638,14 @@ public final class ContinuousBatchingScheduler {
                 running.add(running.indexOf(seq) + 1, fork);
                 sampled.add(fork);
                 rows.add(row);
+                greedyTokens.add(greedy);
             }
             seq.pendingForks.clear();
         }
         for (int s = 0; s < sampled.size(); ++s) {
             Sequence seq = sampled.get(s);
-            int next = seq.sampler.next(rows.get(s));
+            int next =
+                    rows.get(s) == null ? greedyTokens.get(s) : seq.sampler.next(rows.get(s));
             seq.append(next);
             if (tokenListener != null) {
                 tokenListener.onToken(seq.id, next);
