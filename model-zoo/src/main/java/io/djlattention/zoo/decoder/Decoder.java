@@ -412,34 +412,56 @@ public final class Decoder extends AbstractBlock {
         boolean padded = mask.eq(0).any().getBoolean();
         boolean flash = contiguousAttention == ContiguousAttention.FLASH && !padded;
         NDList presents = new NDList(2 * layers);
-        Step step = new Step(positionIds);
-        NDArray x = embed(step, inputIds, positionIds);
+        // The layers run on [B * S] rows, as the paged path does.
+        NDArray positions = positionIds.reshape(-1);
+        Step step = new Step(positions);
+        NDArray x = embed(step, inputIds.reshape(-1), positions); // [B * S, C]
         AttentionOptions causal = AttentionOptions.builder().optCausal(true).build();
+        int heads = config.getNumHeads();
+        int kvHeads = config.getNumKvHeads();
+        int dim = config.getHeadDim();
         for (int l = 0; l < layers; ++l) {
-            LayerWeights w = step.w.layers[l];
-            NDArray[] qkv = qkv(step, w, norm(x, w.norm1Gain, w.norm1Bias)); // [B, S, H, D]
-            NDArray kNew = qkv[1].transpose(0, 2, 1, 3); // [B, Hkv, S, D]
-            NDArray vNew = qkv[2].transpose(0, 2, 1, 3);
-            NDArray kAll = past == 0 ? kNew : inputs.get(3 + 2 * l).concat(kNew, 2);
-            NDArray vAll = past == 0 ? vNew : inputs.get(4 + 2 * l).concat(vNew, 2);
-            presents.add(kAll);
-            presents.add(vAll);
-            NDArray attn;
-            if (flash) {
-                attn =
-                        AttentionOps.flashAttention(
-                                qkv[0],
-                                kAll.transpose(0, 2, 1, 3),
-                                vAll.transpose(0, 2, 1, 3),
-                                causal);
-            } else {
-                attn = stockAttention(qkv[0], kAll, vAll, mask, past);
-            }
-            NDArray merged = attn.reshape(batch, seq, config.getAttentionSize());
-            x = x.add(linear(merged, w.outWeight, w.outBias));
-            x = x.add(mlp(w, norm(x, w.norm2Gain, w.norm2Bias)));
+            int layer = l;
+            x =
+                    layer(
+                            step,
+                            l,
+                            x,
+                            qkv -> {
+                                NDArray q = qkv[0].reshape(batch, seq, heads, dim);
+                                // [B, Hkv, S, D]
+                                NDArray kNew =
+                                        qkv[1].reshape(batch, seq, kvHeads, dim)
+                                                .transpose(0, 2, 1, 3);
+                                NDArray vNew =
+                                        qkv[2].reshape(batch, seq, kvHeads, dim)
+                                                .transpose(0, 2, 1, 3);
+                                NDArray kAll =
+                                        past == 0
+                                                ? kNew
+                                                : inputs.get(3 + 2 * layer).concat(kNew, 2);
+                                NDArray vAll =
+                                        past == 0
+                                                ? vNew
+                                                : inputs.get(4 + 2 * layer).concat(vNew, 2);
+                                presents.add(kAll);
+                                presents.add(vAll);
+                                NDArray attn;
+                                if (flash) {
+                                    attn =
+                                            AttentionOps.flashAttention(
+                                                    q,
+                                                    kAll.transpose(0, 2, 1, 3),
+                                                    vAll.transpose(0, 2, 1, 3),
+                                                    causal);
+                                } else {
+                                    attn = stockAttention(q, kAll, vAll, mask, past);
+                                }
+                                return attn.reshape(batch * seq, config.getAttentionSize());
+                            });
         }
-        NDArray logits = logits(step.w, x);
+        NDArray logits =
+                logits(step, x, null).reshape(batch, seq, config.getVocabSize());
         NDList out = new NDList(1 + 2 * layers);
         out.add(logits);
         out.addAll(presents);
@@ -550,37 +572,52 @@ public final class Decoder extends AbstractBlock {
         NDArray padKv = null;
         if (cacheDim != dim) {
             NDManager m = x.getManager();
-            padQ = m.zeros(new Shape(numTokens, config.getNumHeads(), cacheDim - dim), x.getDataType());
+            padQ =
+                    m.zeros(
+                            new Shape(numTokens, config.getNumHeads(), cacheDim - dim),
+                            x.getDataType());
             padKv =
                     m.zeros(
                             new Shape(numTokens, config.getNumKvHeads(), cacheDim - dim),
                             x.getDataType());
         }
+        NDArray finalPadQ = padQ;
+        NDArray finalPadKv = padKv;
         for (int l = 0; l < config.getNumLayers(); ++l) {
-            LayerWeights w = step.w.layers[l];
-            NDArray[] qkv = qkv(step, w, norm(x, w.norm1Gain, w.norm1Bias)); // [T, H, D]
-            cache.write(l, padHeadDim(qkv[1], padKv), padHeadDim(qkv[2], padKv), batch);
-            NDArray attn;
-            if (flash) {
-                attn = flashPrefill(qkv, queryLens);
-            } else {
-                NDArray q = padHeadDim(qkv[0], padQ);
-                if (decode) {
-                    // The batch's tables were checked once when it was built: no per-layer
-                    // device-to-host copy of them (a synchronisation per layer on a GPU).
-                    attn = AttentionOps.pagedAttention(q, cache, l, batch, scale, null);
-                } else {
-                    attn = AttentionOps.pagedPrefillAttention(q, cache, l, batch, scale, null);
-                }
-                if (cacheDim != dim) {
-                    attn = attn.get(new NDIndex("..., :{}", dim));
-                }
-            }
-            x = x.add(linear(attn.reshape(numTokens, attnWidth), w.outWeight, w.outBias));
-            x = x.add(mlp(w, norm(x, w.norm2Gain, w.norm2Bias)));
+            int layer = l;
+            x =
+                    layer(
+                            step,
+                            l,
+                            x,
+                            qkv -> {
+                                cache.write(
+                                        layer,
+                                        padHeadDim(qkv[1], finalPadKv),
+                                        padHeadDim(qkv[2], finalPadKv),
+                                        batch);
+                                NDArray attn;
+                                if (flash) {
+                                    attn = flashPrefill(qkv, queryLens);
+                                } else {
+                                    NDArray q = padHeadDim(qkv[0], finalPadQ);
+                                    // The batch's tables were checked once when it was built:
+                                    // no per-layer device-to-host copy of them.
+                                    attn =
+                                            decode
+                                                    ? AttentionOps.pagedAttention(
+                                                            q, cache, layer, batch, scale, null)
+                                                    : AttentionOps.pagedPrefillAttention(
+                                                            q, cache, layer, batch, scale, null);
+                                    if (cacheDim != dim) {
+                                        attn = attn.get(new NDIndex("..., :{}", dim));
+                                    }
+                                }
+                                return attn.reshape(numTokens, attnWidth);
+                            });
         }
         if (decode) {
-            return logits(step.w, x); // every row is its sequence's last
+            return logits(step, x, null); // every row is its sequence's last
         }
         long[] last = new long[queryLens.length];
         int end = 0;
@@ -588,7 +625,7 @@ public final class Decoder extends AbstractBlock {
             end += queryLens[s];
             last[s] = end - 1;
         }
-        return logits(step.w, x.get(x.getManager().create(last)));
+        return logits(step, x, x.getManager().create(last));
     }
 
     /** Causal flash attention per sequence (nothing cached before the chunk). */
@@ -620,20 +657,34 @@ public final class Decoder extends AbstractBlock {
     // ---- the layers, shared by every path ---------------------------------------------------
     //
     // A step issues few operator calls, because each costs the host a JNI round trip (8-12 us on
-    // a GPU, more than the GPU work of a small model): one GEMM with its bias per projection
-    // group, DJL's one-call layer_norm and the fused add_bias_gelu, the rotary cos/sin gathered
-    // once per step from a table, views (split, reshape) rather than copies, and nothing read back
-    // to the host. Every temporary attaches to the step's inputs' manager: a step's operator never
-    // takes a weight as its first operand.
+    // a GPU, more than the GPU work of a small model): one GEMM per projection group, with the
+    // residual add folded into the GEMMs that end a sub-layer (the stream is linear's bias, which
+    // libtorch adds as addmm's input), one call per norm for GPT-2 (the fused
+    // add_bias_residual_layernorm) and the fused add_bias_gelu, the rotary embedding as one
+    // matmul with rotations made once per step, views (split, reshape) rather than copies, and
+    // nothing read back to the host. Every temporary attaches to the step's inputs' manager: a
+    // step's operator never takes a weight as its first operand.
+    //
+    // GPT-2's stream x' is the residual stream less the biases of the projections that ended a
+    // sub-layer so far ("pending"; c_proj of attention and of the MLP): each norm adds them back
+    // (LayerNorm(x' + pending)) in the same fused call, and the GEMMs that end a sub-layer add
+    // their output to x' without a bias. The pending sums are made once, in float32, at load.
 
-    /** The step's arrays: the weights and, for LLaMA, the rotation of each position. */
+    /** A layer's attention: q, k, v {@code [N, H, D]} to the merged heads {@code [N, Hq D]}. */
+    private interface LayerAttention {
+        NDArray attend(NDArray[] qkv);
+    }
+
+    /** The step's arrays: the weights and what is made once per step for every layer. */
     private final class Step {
         final StepWeights w;
         /**
-         * LLaMA: float32 {@code [..., D, D]}, the rotary embedding of each position as a matrix
+         * LLaMA: float32 {@code [N, D, D]}, the rotary embedding of each position as a matrix
          * ({@link #rope}); made once per step, so each layer's rotation is one matmul.
          */
         final NDArray rotation;
+        /** GPT-2: zeros {@code [N, C]}, the residual argument of the fused norm; set by embed. */
+        NDArray zeros;
 
         Step(NDArray positions) {
             w = stepWeights();
@@ -658,6 +709,7 @@ public final class Decoder extends AbstractBlock {
         }
     }
 
+    /** The token (and GPT-2 position) embeddings of {@code [N]} ids: the stream {@code [N, C]}. */
     private NDArray embed(Step step, NDArray tokenIds, NDArray positions) {
         NDArrayEx ex = tokenIds.getNDArrayInternal();
         NDArray x = ex.embedding(tokenIds, step.w.tokenTable, SparseFormat.DENSE).get(0);
@@ -668,19 +720,40 @@ public final class Decoder extends AbstractBlock {
                             .embedding(positions, step.w.positionTable, SparseFormat.DENSE)
                             .get(0);
             x = x.add(pos);
+            step.zeros = x.getManager().zeros(x.getShape(), x.getDataType());
         }
         return x;
     }
 
-    /** LLaMA's RMSNorm ({@code bias == null}) or GPT-2's LayerNorm. */
-    private NDArray norm(NDArray x, NDArray gain, NDArray bias) {
-        if (bias == null) {
-            return rmsNorm(x, gain);
+    /**
+     * One decoder layer on the stream {@code x [N, C]}: pre-norm attention, then pre-norm MLP,
+     * each added to the stream by the GEMM that ends it.
+     */
+    private NDArray layer(Step step, int l, NDArray x, LayerAttention attention) {
+        LayerWeights w = step.w.layers[l];
+        NDArray merged = attention.attend(qkv(step, w, norm(step, x, w.norm1)));
+        x = linear(merged, w.outWeight, x);
+        return linear(mlpHidden(w, norm(step, x, w.norm2)), w.downWeight, x);
+    }
+
+    /** A norm's parameters as a step reads them. */
+    private static final class NormWeights {
+        /** The gain, in the model's dtype (LLaMA) or float32 (GPT-2). */
+        NDArray gain;
+        /** GPT-2: float32 bias; null for LLaMA's RMSNorm. */
+        NDArray bias;
+        /** GPT-2: float32 biases not yet added to the stream x', or null for none. */
+        NDArray pending;
+    }
+
+    /** LLaMA's RMSNorm or GPT-2's LayerNorm of the stream. */
+    private NDArray norm(Step step, NDArray x, NormWeights n) {
+        if (n.bias == null) {
+            return rmsNorm(x, n.gain);
         }
-        // One call; statistics in float32 also for a float16 x (libtorch's layer_norm).
-        return x.getNDArrayInternal()
-                .layerNorm(x, new Shape(config.getHiddenSize()), gain, bias, config.getNormEps())
-                .get(0);
+        // One call: LayerNorm(x' + pending) with float32 statistics, also for a float16 x.
+        return AttentionOps.addBiasResidualLayerNorm(
+                x, n.pending, step.zeros, n.gain, n.bias, config.getNormEps());
     }
 
     // RMSNorm computes in float32; mixing in a float16 gain promotes to float32. There is no
@@ -692,7 +765,12 @@ public final class Decoder extends AbstractBlock {
         return y.toType(x.getDataType(), false);
     }
 
-    /** {@code x W^T + b} in one call ({@code weightOutIn [out, in]}, {@code bias} or null). */
+    /**
+     * {@code x W^T + b} in one call, {@code weightOutIn [out, in]}. {@code bias} is {@code
+     * [out]}, null, or, for a 2-D {@code x}, the stream {@code [N, out]} the product is added to:
+     * libtorch's linear is then {@code addmm(bias, x, W^T)}, one GEMM that also does the
+     * residual add.
+     */
     private static NDArray linear(NDArray x, NDArray weightOutIn, NDArray bias) {
         return x.getNDArrayInternal().linear(x, weightOutIn, bias).get(0);
     }
@@ -701,30 +779,26 @@ public final class Decoder extends AbstractBlock {
      * The attention projections of a layer, rotary embeddings applied (LLaMA): one GEMM over the
      * stacked q|k|v weights; q, k and v are views of its output (or of the rotated q|k).
      *
-     * @param h normed input {@code [..., C]}
-     * @return q {@code [..., Hq, D]}, k and v {@code [..., Hkv, D]}
+     * @param h normed input {@code [N, C]}
+     * @return q {@code [N, Hq, D]}, k and v {@code [N, Hkv, D]}
      */
     private NDArray[] qkv(Step step, LayerWeights w, NDArray h) {
         int heads = config.getNumHeads();
         int kvHeads = config.getNumKvHeads();
-        Shape s = h.getShape();
         NDArray fused =
                 linear(h, w.qkvWeight, w.qkvBias)
-                        .reshape(
-                                s.slice(0, s.dimension() - 1)
-                                        .add(heads + 2 * kvHeads, config.getHeadDim()));
-        int axis = s.dimension() - 1;
+                        .reshape(h.getShape().get(0), heads + 2 * kvHeads, config.getHeadDim());
         if (step.rotation == null) {
-            NDList parts = fused.split(new long[] {heads, heads + kvHeads}, axis);
+            NDList parts = fused.split(new long[] {heads, heads + kvHeads}, 1);
             return new NDArray[] {parts.get(0), parts.get(1), parts.get(2)};
         }
-        NDList qkAndV = fused.split(new long[] {heads + kvHeads}, axis);
-        NDList qk = rope(qkAndV.get(0), step).split(new long[] {heads}, axis);
+        NDList qkAndV = fused.split(new long[] {heads + kvHeads}, 1);
+        NDList qk = rope(qkAndV.get(0), step).split(new long[] {heads}, 1);
         return new NDArray[] {qk.get(0), qk.get(1), qkAndV.get(1)};
     }
 
     /**
-     * Rotary embedding of {@code x [..., H, D]} in float32 as one matmul with the step's rotation
+     * Rotary embedding of {@code x [N, H, D]} in float32 as one matmul with the step's rotation
      * matrices: output {@code j} is {@code x_j·cos + x_partner(j)·sinSigned}, that is {@code
      * x0·cos - x1·sin} or {@code x1·cos + x0·sin} for each rotated pair {@code (x0, x1)} (the
      * other products of the row are exact zeros).
@@ -735,52 +809,53 @@ public final class Decoder extends AbstractBlock {
                 .toType(x.getDataType(), false);
     }
 
-    private NDArray mlp(LayerWeights w, NDArray h) {
+    /** The MLP's hidden activations, the input of its down projection. */
+    private NDArray mlpHidden(LayerWeights w, NDArray h) {
         if (w.upBias == null) {
-            NDList gateUp = linear(h, w.upWeight, null).split(2, h.getShape().dimension() - 1);
+            NDList gateUp = linear(h, w.upWeight, null).split(2, 1);
             NDArray gate = gateUp.get(0);
-            NDArray act = gate.mul(Activation.sigmoid(gate)).mul(gateUp.get(1));
-            return linear(act, w.downWeight, null);
+            return gate.mul(Activation.sigmoid(gate)).mul(gateUp.get(1));
         }
         // GPT-2's gelu_new is the tanh approximation.
-        NDArray fc = AttentionOps.addBiasGelu(linear(h, w.upWeight, null), w.upBias, true);
-        return linear(fc, w.downWeight, w.downBias);
+        return AttentionOps.addBiasGelu(linear(h, w.upWeight, null), w.upBias, true);
     }
 
-    /** Final norm and output projection: float32 {@code [..., V]}. */
-    private NDArray logits(StepWeights w, NDArray x) {
-        return linear(norm(x, w.finalGain, w.finalBias), w.head, null)
-                .toType(DataType.FLOAT32, false);
+    /**
+     * Final norm and output projection of the stream's rows (or of the given rows): float32
+     * {@code [rows, V]}.
+     */
+    private NDArray logits(Step step, NDArray x, NDArray rows) {
+        NDArray h = norm(step, x, step.w.finalNorm);
+        if (rows != null) {
+            h = h.get(rows);
+        }
+        return linear(h, step.w.head, null).toType(DataType.FLOAT32, false);
     }
 
     /** One layer's arrays as a step reads them. */
     private static final class LayerWeights {
-        NDArray norm1Gain;
-        /** GPT-2's ln_1 bias; null for LLaMA's RMSNorm. */
-        NDArray norm1Bias;
+        final NormWeights norm1 = new NormWeights();
         /** {@code [(Hq + 2 Hkv) D, C]}: q, k and v rows stacked. */
         NDArray qkvWeight;
         /** GPT-2 {@code [3 C]}; null for LLaMA. */
         NDArray qkvBias;
-        /** {@code [C, Hq D]}. */
+        /** {@code [C, Hq D]}; its GPT-2 bias is pending in norm2. */
         NDArray outWeight;
-        NDArray outBias;
-        NDArray norm2Gain;
-        NDArray norm2Bias;
+        final NormWeights norm2 = new NormWeights();
         /** GPT-2's c_fc {@code [I, C]}; LLaMA's gate and up rows stacked {@code [2 I, C]}. */
         NDArray upWeight;
         /** GPT-2's c_fc bias {@code [I]}; null for LLaMA. */
         NDArray upBias;
-        /** {@code [C, I]}. */
+        /** {@code [C, I]}; its GPT-2 bias is pending in the next norm. */
         NDArray downWeight;
-        NDArray downBias;
     }
 
     /**
      * The arrays a step reads, made once from the parameters: every matrix as {@code [out, in]}
      * for DJL's {@code linear} (GPT-2's Conv1D {@code [in, out]} matrices as transposed views, no
-     * copy), LLaMA's stacked q|k|v and gate|up matrices, and LLaMA's rotary table. Made again when
-     * a parameter's array was replaced (for example by DJL's {@code loadParameters}).
+     * copy), LLaMA's stacked q|k|v and gate|up matrices, GPT-2's float32 norm parameters and
+     * pending bias sums, and LLaMA's rotary tables. Made again when a parameter's array was
+     * replaced (for example by DJL's {@code loadParameters}).
      */
     private final class StepWeights implements AutoCloseable {
         private final NDArray[] sources;
@@ -789,13 +864,12 @@ public final class Decoder extends AbstractBlock {
         final NDArray tokenTable;
         /** GPT-2's position embeddings; null for LLaMA. */
         final NDArray positionTable;
-        final NDArray finalGain;
-        final NDArray finalBias;
+        final NormWeights finalNorm = new NormWeights();
         /** {@code [V, C]}. */
         final NDArray head;
         /**
-         * LLaMA: float32 {@code [maxPositions, 2 D]}, each position's cos then sin row for {@link
-         * #rope}; null for GPT-2.
+         * LLaMA: float32 {@code [maxPositions, 2 D]}, each position's cos then sin row; null for
+         * GPT-2.
          */
         final NDArray rotaryTable;
         /** LLaMA: float32 identity {@code [D, D]}; null for GPT-2. */
@@ -826,7 +900,7 @@ public final class Decoder extends AbstractBlock {
                 for (int l = 0; l < numLayers; ++l) {
                     String p = "model.layers." + l + ".";
                     LayerWeights w = new LayerWeights();
-                    w.norm1Gain = weight(p + "input_layernorm.weight");
+                    w.norm1.gain = weight(p + "input_layernorm.weight");
                     w.qkvWeight =
                             stacked.containsKey(p + "qkv")
                                     ? stacked.get(p + "qkv")
@@ -838,7 +912,7 @@ public final class Decoder extends AbstractBlock {
                                                             weight(p + "self_attn.v_proj.weight")),
                                                     0));
                     w.outWeight = weight(p + "self_attn.o_proj.weight");
-                    w.norm2Gain = weight(p + "post_attention_layernorm.weight");
+                    w.norm2.gain = weight(p + "post_attention_layernorm.weight");
                     w.upWeight =
                             stacked.containsKey(p + "gate_up")
                                     ? stacked.get(p + "gate_up")
@@ -853,12 +927,8 @@ public final class Decoder extends AbstractBlock {
                 }
                 tokenTable = weight("model.embed_tokens.weight");
                 positionTable = null;
-                finalGain = weight("model.norm.weight");
-                finalBias = null;
-                head =
-                        config.isTieEmbeddings()
-                                ? tokenTable
-                                : weight("lm_head.weight");
+                finalNorm.gain = weight("model.norm.weight");
+                head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
                 rotaryTable = own(rotaryTable(tokenTable.getManager()));
                 int d = config.getHeadDim();
                 float[] identity = new float[d * d];
@@ -874,32 +944,47 @@ public final class Decoder extends AbstractBlock {
                 rotaryIdentity = own(m.create(identity, new Shape(d, d)));
                 rotaryPartner = own(m.create(partner, new Shape(d, d)));
             } else {
+                NDArray pending = null; // float32 sum of the c_proj biases so far
                 for (int l = 0; l < numLayers; ++l) {
                     String p = "h." + l + ".";
                     LayerWeights w = new LayerWeights();
-                    w.norm1Gain = weight(p + "ln_1.weight");
-                    w.norm1Bias = weight(p + "ln_1.bias");
+                    layerNorm(w.norm1, p + "ln_1.", pending);
                     w.qkvWeight = own(weight(p + "attn.c_attn.weight").transpose());
                     w.qkvBias = weight(p + "attn.c_attn.bias");
                     w.outWeight = own(weight(p + "attn.c_proj.weight").transpose());
-                    w.outBias = weight(p + "attn.c_proj.bias");
-                    w.norm2Gain = weight(p + "ln_2.weight");
-                    w.norm2Bias = weight(p + "ln_2.bias");
+                    pending = addPending(pending, weight(p + "attn.c_proj.bias"));
+                    layerNorm(w.norm2, p + "ln_2.", pending);
                     w.upWeight = own(weight(p + "mlp.c_fc.weight").transpose());
                     w.upBias = weight(p + "mlp.c_fc.bias");
                     w.downWeight = own(weight(p + "mlp.c_proj.weight").transpose());
-                    w.downBias = weight(p + "mlp.c_proj.bias");
+                    pending = addPending(pending, weight(p + "mlp.c_proj.bias"));
                     layers[l] = w;
                 }
                 tokenTable = weight("wte.weight");
                 positionTable = weight("wpe.weight");
-                finalGain = weight("ln_f.weight");
-                finalBias = weight("ln_f.bias");
+                layerNorm(finalNorm, "ln_f.", pending);
                 head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
                 rotaryTable = null;
                 rotaryIdentity = null;
                 rotaryPartner = null;
             }
+        }
+
+        private void layerNorm(NormWeights n, String prefix, NDArray pending) {
+            n.gain = float32(weight(prefix + "weight"));
+            n.bias = float32(weight(prefix + "bias"));
+            n.pending = pending;
+        }
+
+        private NDArray addPending(NDArray pending, NDArray bias) {
+            NDArray b = float32(bias);
+            return pending == null ? b : own(pending.add(b));
+        }
+
+        /** The array in float32: itself if it is, else an owned copy. */
+        private NDArray float32(NDArray array) {
+            NDArray f = array.toType(DataType.FLOAT32, false);
+            return f == array ? array : own(f);
         }
 
         private NDArray own(NDArray array) {
