@@ -88,7 +88,6 @@ FlashSwitches switches() {
 // One instantiation of the tile kernel, as a type.
 template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
 struct TiledInstance {
-  using Element = T;
   // Opts the kernel into its shared memory on `device` (once) and returns its static facts.
   static fwd::FwdShape prepare(int device) {
     return fwd::fwd_shape<T, kHeadDim, kBias, kSmallM, kCfg>(device);
