@@ -54,6 +54,7 @@ int config_index(const char* value) {
 
 }  // namespace
 
+using djl_attn::plan_exports::address;
 using djl_attn::plan_exports::keep;
 
 // The plan for a call of `dtype` (0 float32, 1 float16, 2 bfloat16) on a GPU with `sm_count` SMs,
@@ -79,26 +80,26 @@ extern "C" const char* djl_attn_test_flash_plan(
 
     // Distinct, 16-byte aligned stand-ins for the tensors' addresses: the plan reads only their
     // alignment.
-    const uintptr_t base = 0x10000;
+    const uint64_t base = 0x10000;
     FlashParams p{};
-    p.q = reinterpret_cast<const void*>(base + ((flags & kUnaligned) != 0 ? 2 : 0));
-    p.k = reinterpret_cast<const void*>(base * 2);
-    p.v = reinterpret_cast<const void*>(base * 3);
-    p.out = reinterpret_cast<void*>(base * 4);
-    p.lse = reinterpret_cast<float*>(base * 5);
+    p.q = address(base + ((flags & kUnaligned) != 0 ? 2 : 0));
+    p.k = address(base * 2);
+    p.v = address(base * 3);
+    p.out = address(base * 4);
+    p.lse = static_cast<float*>(address(base * 5));
     const bool varlen = (flags & kVarlen) != 0;
     if (varlen) {
-      p.cu_seqlens_q = reinterpret_cast<const int32_t*>(base * 6);
-      p.cu_seqlens_k = reinterpret_cast<const int32_t*>(base * 7);
+      p.cu_seqlens_q = static_cast<const int32_t*>(address(base * 6));
+      p.cu_seqlens_k = static_cast<const int32_t*>(address(base * 7));
       p.total_q = batch * seqlen_q;
       p.total_k = batch * seqlen_k;
       p.lse_head_stride = p.total_q;
     }
-    if ((flags & kKvLens) != 0) p.kv_lens = reinterpret_cast<const int32_t*>(base * 8);
+    if ((flags & kKvLens) != 0) p.kv_lens = static_cast<const int32_t*>(address(base * 8));
     if ((flags & kBias) != 0) {
-      p.q_bias = reinterpret_cast<const void*>(base * 9);
-      p.k_bias = reinterpret_cast<const void*>(base * 10);
-      p.v_bias = reinterpret_cast<const void*>(base * 11);
+      p.q_bias = address(base * 9);
+      p.k_bias = address(base * 10);
+      p.v_bias = address(base * 11);
     }
     p.q_seq_stride = heads_q * head_dim, p.q_head_stride = head_dim;
     p.k_seq_stride = p.v_seq_stride = heads_kv * head_dim;
