@@ -14,6 +14,8 @@
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/flash_decode.h"
+#include "cuda/flash/flash_plan.h"
+#include "flash/flash_op.h"
 #include "flash/flash_params.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
@@ -83,33 +85,27 @@ PagedAttentionParams sequences(const PagedAttentionParams& p, int64_t first, int
 // The decode as the flash decode kernel sees it: the g = Hq / Hkv query heads of one kv head are
 // g query rows of one block, and the keys of a sequence are read through its block table.
 void run_flash_decode(const PagedAttentionParams& p, int device) {
-  const int64_t group = p.heads_q / p.heads_kv;
-  flash::FlashParams f{};
-  f.q = p.query;
-  f.k = p.key_cache;
-  f.v = p.value_cache;
-  f.out = p.out;
-  f.lse = nullptr;  // paged_attention has no logsumexp output
-  f.kv_lens = p.context_lens;
-  f.q_batch_stride = p.q_seq_stride;
-  f.q_seq_stride = p.q_head_stride;
-  f.q_head_stride = p.q_head_stride * group;
-  // Within a cache block, token t of kv head h is at (t * Hkv + h) * D.
-  f.k_seq_stride = f.v_seq_stride = p.heads_kv * p.head_dim;
-  f.k_head_stride = f.v_head_stride = p.head_dim;
-  // out is [num_seqs, Hq, D], contiguous.
-  f.out_batch_stride = p.heads_q * p.head_dim;
-  f.out_seq_stride = p.head_dim;
-  f.out_head_stride = group * p.head_dim;
-  f.batch = p.num_seqs;
-  f.seqlen_q = group;
-  f.seqlen_k = p.max_context_len;
-  f.heads_q = p.heads_kv;
-  f.heads_kv = p.heads_kv;
-  f.head_dim = p.head_dim;
-  f.scale = p.scale;
-  f.causal = false;
-  f.dtype = p.dtype;
+  // The call as flash_attention would describe it: one query row of Hq heads per sequence (query
+  // [num_seqs, Hq, D]), keys and values at (t * Hkv + h) * D within a cache block (batch stride
+  // unused: rows go through the block table), out [num_seqs, Hq, D] contiguous, no logsumexp
+  // output. flash_params fills FlashParams as for every flash call; the GQA fold makes the
+  // groups rows.
+  flash::FlashCall call{{p.query, p.q_seq_stride, p.q_seq_stride, p.q_head_stride},
+                        {p.key_cache, 0, p.heads_kv * p.head_dim, p.head_dim},
+                        {p.value_cache, 0, p.heads_kv * p.head_dim, p.head_dim},
+                        p.out,
+                        /*lse=*/nullptr,
+                        p.num_seqs,
+                        /*seqlen_q=*/1,
+                        p.max_context_len,
+                        p.heads_q,
+                        p.heads_kv,
+                        p.head_dim,
+                        p.scale,
+                        /*causal=*/false,
+                        p.dtype};
+  call.kv_lens = p.context_lens;
+  const flash::FlashParams f = flash::fold_query_groups(flash::flash_params(call));
   const flash::decode::PagedRows rows{p.block_tables, p.max_blocks, static_cast<int>(p.block_size)};
   flash::decode::run(f, &rows, cuda::current_stream(device), device);
 }
