@@ -36,23 +36,31 @@ namespace {
 // runs; unset ("auto"): the measured best per head dim. The values are the configurations this
 // build compiled (all of kFwdConfigs in a DJL_ATTN_TUNING build; the base tiles and the two
 // measured defaults otherwise), so that a typo or a configuration this build lacks is reported
-// once, at load, instead of passing for a measurement.
-std::vector<std::string> config_choices() {
+// once, at load, instead of passing for a measurement. kConfigChoices.configs[i] is the
+// kFwdConfigs index of value i (kAutoConfig for "auto").
+struct ConfigChoices {
   std::vector<std::string> names{"auto"};
-  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
-    if (fwd::config_compiled(c, 64) || fwd::config_compiled(c, 128)) {
-      names.push_back(fwd::kFwdConfigs[c].name);
+  std::vector<int> configs{kAutoConfig};
+  ConfigChoices() {
+    for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
+      if (fwd::config_compiled(c, 64) || fwd::config_compiled(c, 128)) {
+        names.push_back(fwd::kFwdConfigs[c].name);
+        configs.push_back(c);
+      }
     }
   }
-  return names;
-}
+};
+const ConfigChoices kConfigChoices;
 
-Option kFlashConfig("DJL_ATTN_FLASH_CONFIG", config_choices(),
+Option kFlashConfig("DJL_ATTN_FLASH_CONFIG", kConfigChoices.names,
                     "a tile configuration of the sm_80 flash kernel (tuning runs)");
+// The values of these two switches in the order of the modes (flash_plan.h).
 Option kFlashDecode("DJL_ATTN_FLASH_DECODE", {"auto", "on", "off"},
                     "the flash decode kernel: auto, forced (tests), or off (comparisons)");
+constexpr DecodeMode kDecodeModes[] = {DecodeMode::kAuto, DecodeMode::kOn, DecodeMode::kOff};
 Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
                     "the Hopper flash kernel: auto, forced (tests), or off (comparisons)");
+constexpr HopperMode kHopperModes[] = {HopperMode::kAuto, HopperMode::kOn, HopperMode::kOff};
 #if defined(DJL_ATTN_HOPPER)
 // "pingpong" or "free" picks the Hopper consumers' GEMM scheduling for a measurement
 // (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured 1.00-1.19x
@@ -61,20 +69,13 @@ Option kHopperSched("DJL_ATTN_FLASH_HOPPER_SCHED", {"pingpong", "free"},
                     "the Hopper kernel's GEMM scheduling (measurements)");
 #endif
 
-// The switches' current values (djl_attn_set_option switches them in-process) and what this
-// build compiled: the plan's inputs.
+// The switches' current values (djl_attn_set_option switches them in-process; each is an index
+// into its values, read without parsing) and what this build compiled: the plan's inputs.
 FlashSwitches switches() {
   FlashSwitches s;
-  s.decode = kFlashDecode.is("on") ? DecodeMode::kOn
-             : kFlashDecode.is("off") ? DecodeMode::kOff
-                                      : DecodeMode::kAuto;
-  s.hopper = kFlashHopper.is("on") ? HopperMode::kOn
-             : kFlashHopper.is("off") ? HopperMode::kOff
-                                      : HopperMode::kAuto;
-  s.config = kAutoConfig;
-  for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
-    if (kFlashConfig.index() != 0 && kFlashConfig.value() == fwd::kFwdConfigs[c].name) s.config = c;
-  }
+  s.decode = kDecodeModes[kFlashDecode.index()];
+  s.hopper = kHopperModes[kFlashHopper.index()];
+  s.config = kConfigChoices.configs[kFlashConfig.index()];
 #if defined(DJL_ATTN_HOPPER)
   s.hopper_ping_pong = kHopperSched.index() == 0;
   s.hopper_built = true;
