@@ -340,6 +340,8 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
     return plan;
   }
   if (!tensor_cores) {
+    // float32, GPUs before sm_80 and bias at head dims staging cannot pad: one warp per query row.
+    // (A float32 kernel of its own is chosen here, for the float32 calls it applies to.)
     FlashPlan plan;
     plan.path = FlashPath::kSimple;
     plan.simple_row_blocks = (p.seqlen_q + 3) / 4;
