@@ -39,6 +39,14 @@ void causal_dot_product_boxed(shim::StableIValue* stack, const CausalDotProductB
   if (dim_v < 1 || dim_v > kMaxDim) {
     fail_invalid(v_name.prefix(), ": expected a feature dim M in [1, ", kMaxDim, "], got ", dim_v);
   }
+  // The CUDA kernels run one thread block per (batch, head, value column or tile of columns) in
+  // one grid of at most 2^31 - 1 blocks: the rule is stated here, for every backend, so that the
+  // CPU and CUDA accept the same calls (divided, not multiplied: the sizes may be absurd).
+  if (batch > 0 && heads > 0 &&
+      (batch > kMaxGridBlocks / heads || batch * heads > kMaxGridBlocks / dim_v)) {
+    fail_invalid(q_name.prefix(), ": expected B * H * M <= 2^31 - 1 (the thread blocks of one ",
+                 "CUDA grid), got B = ", batch, ", H = ", heads, ", M = ", dim_v);
+  }
   check_kernel_dtype(q, q_name);
   check_same_dtype(k, k_name, q, q_name);
   check_same_dtype(v, v_name, q, q_name);

@@ -39,4 +39,8 @@ struct CausalDotProductParams {
 // many rows per thread group).
 constexpr int64_t kMaxDim = 256;
 
+// The most thread blocks of one CUDA grid; the binding refuses B * H * M above it on every
+// backend (the low-occupancy kernel runs a block per value column of each head).
+constexpr int64_t kMaxGridBlocks = 0x7fffffff;
+
 }  // namespace djl_attn::linear

@@ -1,0 +1,1197 @@
+"""One table of bad calls for every djl_attn operator, run on every backend and through the C
+interface the Java bridge calls (djl_attn_call).
+
+Each operator has a good call (small, awkward shapes: grouped heads, odd sizes, a padded batch
+row) that is checked against the float64 reference; each row of BAD_CALLS changes one thing of
+such a call and names the argument and the rule the operator's message must state. A row runs:
+
+  * on the CPU always, and on CUDA when PyTorch sees a GPU (conftest.py then loads
+    libdjl_attn_cuda.so): first the unchanged call, which must succeed and match the reference
+    (so a row cannot pass by an operator rejecting everything), then the changed call, which must
+    raise ValueError with "<operator>: <argument>: <rule>";
+  * through djl_attn_call, which must return DJL_ATTN_INVALID_ARGUMENT with the same message;
+  * with a GPU, on both backends at once: the CPU and CUDA exceptions must be of one type with one
+    message (device names aside, for the rows that mix devices). This is the check that the two
+    backends accept exactly the same inputs (issue 13: all validation in the bindings).
+
+ACCEPTED_CALLS are the inputs that a CUDA-only rule once refused (unaligned views, odd head dims
+and strides, more sequences or heads than one CUDA grid dimension holds, empty sizes): they must
+run on every backend and match the reference.
+
+The table covers every operator the library registers: an operator without rows (a new one)
+fails test_every_operator_has_bad_rows.
+"""
+
+import ctypes
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import pytest
+import torch
+
+import reference
+from conftest import DEVICES, _find, supported_ints, supported_values
+from reference import assert_close
+from test_c_api import INVALID_ARGUMENT, call as c_call
+
+lib = ctypes.CDLL(str(_find("libdjl_attn.so")))
+lib.djl_attn_operator_count.restype = ctypes.c_int32
+lib.djl_attn_operator_name.restype = ctypes.c_char_p
+lib.djl_attn_operator_name.argtypes = [ctypes.c_int32]
+lib.djl_attn_operator_num_outputs.restype = ctypes.c_int32
+lib.djl_attn_operator_num_outputs.argtypes = [ctypes.c_int32]
+lib.djl_attn_operator_arg_kinds.restype = ctypes.c_int32
+lib.djl_attn_operator_arg_kinds.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32),
+                                            ctypes.c_int32]
+
+# The library's own lists: every limit a row tests comes from here, not from a copy.
+PAGED_HEAD_DIMS = supported_ints("paged.head_dims")
+PAGED_BLOCK_SIZES = supported_ints("paged.block_sizes")
+FLASH_MAX_HEAD_DIM = supported_ints("flash.max_head_dim")[0]
+LINEAR_MAX_DIM = supported_ints("linear.max_dim")[0]
+DTYPES = [getattr(torch, name) for name in supported_values("dtypes")]
+DTYPE_LIST = "{" + ", ".join(supported_values("dtypes")) + "}"
+
+
+def _list(values):
+    return "{" + ", ".join(str(v) for v in values) + "}"
+
+
+def _not_in(values, start, step=1):
+    """The first value from `start` (by `step`) that is not in `values`."""
+    v = start
+    while v in values:
+        v += step
+    return v
+
+
+# A paged head dim and block size the kernels lack, and an odd head dim (not a whole number of
+# 16-byte vectors in any dtype).
+PAGED_BAD_HEAD_DIM = _not_in(PAGED_HEAD_DIMS, PAGED_HEAD_DIMS[0] + 8, 8)
+PAGED_ODD_HEAD_DIM = PAGED_HEAD_DIMS[0] - 1
+PAGED_BAD_BLOCK_SIZE = _not_in(PAGED_BLOCK_SIZES, PAGED_BLOCK_SIZES[0] // 2 or 1)
+PAGED_ODD_BLOCK_SIZE = PAGED_BLOCK_SIZES[0] + 1 if PAGED_BLOCK_SIZES[0] + 1 not in PAGED_BLOCK_SIZES \
+    else _not_in(PAGED_BLOCK_SIZES, 3, 2)
+
+
+# ---- operators: the schema, a good call and its reference -------------------------------------
+
+
+def _operators():
+    """name -> (index, argument names, number of outputs), from the library and its schemas."""
+    ops = {}
+    for i in range(lib.djl_attn_operator_count()):
+        name = lib.djl_attn_operator_name(i).decode()
+        (schema,) = torch._C._jit_get_schemas_for_operator("djl_attn::" + name)
+        ops[name] = (i, [a.name for a in schema.arguments], lib.djl_attn_operator_num_outputs(i))
+    return ops
+
+
+OPERATORS = _operators()
+
+
+def randn(*shape, dtype=torch.float32, device="cpu"):
+    return torch.randn(*shape, dtype=torch.float32, device=device).to(dtype)
+
+
+def ints(values, device, dtype=torch.int32):
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+def good_flash_attention(d, dtype=torch.float32, batch=2, seqlen_q=5, seqlen_k=7, heads_q=6,
+                         heads_kv=3, dim=24, kv_lens=(7, 3)):
+    return dict(q=randn(batch, seqlen_q, heads_q, dim, dtype=dtype, device=d),
+                k=randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=d),
+                v=randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=d),
+                kv_lens=None if kv_lens is None else ints(list(kv_lens), d), scale=0.3,
+                causal=True)
+
+
+def good_flash_attention_varlen(d, dtype=torch.float32, lens_q=(3, 0, 4), lens_k=(5, 2, 4),
+                                heads_q=4, heads_kv=2, dim=24):
+    cu_q = [0] + [sum(lens_q[: i + 1]) for i in range(len(lens_q))]
+    cu_k = [0] + [sum(lens_k[: i + 1]) for i in range(len(lens_k))]
+    return dict(q=randn(cu_q[-1], heads_q, dim, dtype=dtype, device=d),
+                k=randn(cu_k[-1], heads_kv, dim, dtype=dtype, device=d),
+                v=randn(cu_k[-1], heads_kv, dim, dtype=dtype, device=d),
+                cu_seqlens_q=ints(cu_q, d), cu_seqlens_k=ints(cu_k, d),
+                max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k), scale=0.25, causal=True)
+
+
+def good_bert_attention(d, dtype=torch.float32, batch=2, seqlen=5, heads=2, dim=12):
+    width = 3 * heads * dim
+    return dict(qkv=randn(batch, seqlen, width, dtype=dtype, device=d),
+                qkv_bias=randn(width, dtype=dtype, device=d),
+                kv_lens=ints([min(2, seqlen) if b % 2 else seqlen for b in range(batch)], d),
+                num_heads=heads, scale=0.25)
+
+
+def good_layernorm(d, dtype=torch.float32, shape=(2, 3, 24)):
+    c = shape[-1]
+    return dict(x=randn(*shape, dtype=dtype, device=d), bias=randn(c, dtype=dtype, device=d),
+                residual=randn(*shape, dtype=dtype, device=d),
+                gamma=randn(c, dtype=dtype, device=d), beta=randn(c, dtype=dtype, device=d),
+                eps=1e-5)
+
+
+def good_gelu(d, dtype=torch.float32, shape=(2, 3, 24)):
+    return dict(x=randn(*shape, dtype=dtype, device=d),
+                bias=randn(shape[-1], dtype=dtype, device=d), tanh_approximation=False)
+
+
+def good_affine(d, dtype=torch.float32, shape=(2, 3, 24)):
+    c = shape[-1]
+    return dict(x=randn(*shape, dtype=dtype, device=d), bias=randn(c, dtype=dtype, device=d),
+                residual=randn(*shape, dtype=dtype, device=d),
+                scale=randn(c, dtype=dtype, device=d), shift=randn(c, dtype=dtype, device=d))
+
+
+def good_remove_padding(d, dtype=torch.float32, batch=3, seqlen=5, channels=8, lens=(5, 0, 2)):
+    return dict(x=randn(batch, seqlen, channels, dtype=dtype, device=d), lens=ints(list(lens), d))
+
+
+def good_restore_padding(d, dtype=torch.float32, lens=(5, 0, 2), seqlen=5, channels=8):
+    cu = [0] + [sum(lens[: i + 1]) for i in range(len(lens))]
+    return dict(packed=randn(cu[-1], channels, dtype=dtype, device=d), cu_seqlens=ints(cu, d),
+                seqlen=seqlen)
+
+
+def good_causal_dot_product(d, dtype=torch.float32, batch=2, heads=2, seqlen=6, dim_qk=8,
+                            dim_v=12):
+    return dict(q=randn(batch, heads, seqlen, dim_qk, dtype=dtype, device=d),
+                k=randn(batch, heads, seqlen, dim_qk, dtype=dtype, device=d),
+                v=randn(batch, heads, seqlen, dim_v, dtype=dtype, device=d))
+
+
+def _caches(d, dtype, num_blocks, block_size, heads_kv, dim):
+    return (randn(num_blocks, block_size, heads_kv, dim, dtype=dtype, device=d),
+            randn(num_blocks, block_size, heads_kv, dim, dtype=dtype, device=d))
+
+
+def _tables(lens, block_size, d, num_blocks):
+    """Block tables for sequences of `lens` tokens, each using blocks from the end of the cache
+    backwards (so ids are not simply the row index), unused columns -1."""
+    max_blocks = max([1] + [(n + block_size - 1) // block_size for n in lens])
+    tables, next_block = [], num_blocks - 1
+    for n in lens:
+        used = (n + block_size - 1) // block_size
+        row = list(range(next_block, next_block - used, -1))
+        next_block -= used
+        tables.append(row + [-1] * (max_blocks - used))
+    return ints(tables, d) if tables else torch.zeros(0, max_blocks, dtype=torch.int32, device=d)
+
+
+def good_reshape_and_cache(d, dtype=torch.float32, tokens=3, heads_kv=2, dim=40, num_blocks=4,
+                           block_size=8):
+    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim)
+    slots = [(5 * t + 3) % (num_blocks * block_size) for t in range(tokens)]
+    if tokens > 1:
+        slots[1] = -1  # skipped
+    return dict(key=randn(tokens, heads_kv, dim, dtype=dtype, device=d),
+                value=randn(tokens, heads_kv, dim, dtype=dtype, device=d),
+                key_cache=key_cache, value_cache=value_cache,
+                slot_mapping=ints(slots, d, torch.int64), check_slots=True)
+
+
+def good_paged_attention(d, dtype=torch.float32, lens=(20, 9, 0), heads_q=4, heads_kv=2, dim=None,
+                         block_size=None, num_blocks=6, alibi=True):
+    dim = dim or PAGED_HEAD_DIMS[0]
+    block_size = block_size or PAGED_BLOCK_SIZES[0]
+    needed = sum((n + block_size - 1) // block_size for n in lens)
+    num_blocks = max(num_blocks, needed)
+    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim)
+    return dict(query=randn(len(lens), heads_q, dim, dtype=dtype, device=d), key_cache=key_cache,
+                value_cache=value_cache, block_tables=_tables(lens, block_size, d, num_blocks),
+                context_lens=ints(list(lens), d), scale=0.125, max_context_len=max(lens, default=0),
+                alibi_slopes=torch.rand(heads_q, device=d) if alibi else None, check_indices=True)
+
+
+def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks=(3, 2, 0),
+                                 heads_q=4, heads_kv=2, dim=None, block_size=None, num_blocks=6,
+                                 alibi=True):
+    dim = dim or PAGED_HEAD_DIMS[0]
+    block_size = block_size or PAGED_BLOCK_SIZES[0]
+    needed = sum((n + block_size - 1) // block_size for n in lens)
+    num_blocks = max(num_blocks, needed)
+    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim)
+    cu = [0] + [sum(chunks[: i + 1]) for i in range(len(chunks))]
+    return dict(query=randn(cu[-1], heads_q, dim, dtype=dtype, device=d), key_cache=key_cache,
+                value_cache=value_cache, block_tables=_tables(lens, block_size, d, num_blocks),
+                cu_seqlens_q=ints(cu, d), context_lens=ints(list(lens), d), scale=0.125,
+                max_seqlen_q=max(chunks, default=0), alibi_slopes=torch.rand(heads_q, device=d) if alibi else None,
+                check_indices=True)
+
+
+def check_reshape_and_cache(a, _outputs):
+    # The keys and values of every token with a slot are in it; nothing else changed is not
+    # checked here (test_paged.py does), the written rows are.
+    slots = a["slot_mapping"].cpu().tolist()
+    kc = a["key_cache"].reshape(-1, *a["key_cache"].shape[2:]).cpu()
+    vc = a["value_cache"].reshape(-1, *a["value_cache"].shape[2:]).cpu()
+    for t, s in enumerate(slots):
+        if s >= 0:
+            assert torch.equal(kc[s], a["key"][t].cpu()) and torch.equal(vc[s], a["value"][t].cpu())
+
+
+def _compare(expected_fn):
+    """A check of an operator's outputs against a float64 reference of its arguments."""
+
+    def check(a, outputs):
+        expected = expected_fn(a)
+        if not isinstance(expected, tuple):
+            expected = (expected,)
+        for i, (out, exp) in enumerate(zip(outputs, expected)):
+            if out.dtype == torch.int32:
+                assert torch.equal(out.cpu(), exp.cpu()), "output %d" % i
+            else:
+                # The logsumexp is float32 whatever the inputs' dtype.
+                assert_close(out.cpu(), exp.cpu(), out.dtype if i == 0 else torch.float32,
+                             "output %d" % i)
+        assert len(outputs) == len(expected)
+
+    return check
+
+
+@dataclass
+class Operator:
+    good: Callable  # (device, **shape) -> {argument: value}, in any order
+    check: Callable  # (arguments, outputs) -> None, asserting the outputs
+
+
+OPS = {
+    "flash_attention": Operator(good_flash_attention, _compare(
+        lambda a: reference.flash_attention(a["q"], a["k"], a["v"], a["kv_lens"], a["scale"],
+                                            a["causal"]))),
+    "flash_attention_varlen": Operator(good_flash_attention_varlen, _compare(
+        lambda a: reference.flash_attention_varlen(a["q"], a["k"], a["v"], a["cu_seqlens_q"],
+                                                   a["cu_seqlens_k"], a["scale"], a["causal"]))),
+    "bert_attention": Operator(good_bert_attention, _compare(
+        lambda a: reference.bert_attention(a["qkv"], a["qkv_bias"], a["kv_lens"], a["num_heads"],
+                                           a["scale"]))),
+    "add_bias_residual_layernorm": Operator(good_layernorm, _compare(
+        lambda a: reference.add_bias_residual_layernorm(a["x"], a["bias"], a["residual"],
+                                                        a["gamma"], a["beta"], a["eps"]))),
+    "add_bias_gelu": Operator(good_gelu, _compare(
+        lambda a: reference.add_bias_gelu(a["x"], a["bias"], a["tanh_approximation"]))),
+    "add_bias_residual_affine": Operator(good_affine, _compare(
+        lambda a: reference.add_bias_residual_affine(a["x"], a["bias"], a["residual"], a["scale"],
+                                                     a["shift"]))),
+    "remove_padding": Operator(good_remove_padding, _compare(
+        lambda a: reference.remove_padding(a["x"].double(), a["lens"]))),
+    "restore_padding": Operator(good_restore_padding, _compare(
+        lambda a: reference.restore_padding(a["packed"].double(), a["cu_seqlens"], a["seqlen"]))),
+    "causal_dot_product": Operator(good_causal_dot_product, _compare(
+        lambda a: reference.causal_dot_product(a["q"], a["k"], a["v"]))),
+    "reshape_and_cache": Operator(good_reshape_and_cache, check_reshape_and_cache),
+    "paged_attention": Operator(good_paged_attention, _compare(
+        lambda a: reference.paged_attention(a["query"], a["key_cache"], a["value_cache"],
+                                            a["block_tables"], a["context_lens"], a["scale"],
+                                            a["alibi_slopes"]))),
+    "paged_prefill_attention": Operator(good_paged_prefill_attention, _compare(
+        lambda a: reference.paged_prefill_attention(
+            a["query"], a["key_cache"], a["value_cache"], a["block_tables"], a["cu_seqlens_q"],
+            a["context_lens"], a["scale"], a["alibi_slopes"]))),
+}
+
+
+# ---- changes a row makes to a good call ---------------------------------------------------------
+
+
+def other_device(device):
+    """A device other than `device` for the rows that mix devices: the GPU's counterpart where
+    there is one, else PyTorch's `meta` device (its tensors have no storage; the bindings see
+    an unsupported device, reached through djl_attn_call only)."""
+    if device != "cpu":
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "meta"
+
+
+def set_arg(name, make):
+    """Replaces argument `name` by make(old value, device)."""
+
+    def change(a, d):
+        a[name] = make(a[name], d)
+
+    return change
+
+
+def set_args(**makes):
+    def change(a, d):
+        for name, make in makes.items():
+            a[name] = make(a[name], d)
+
+    return change
+
+
+def value(v):
+    return lambda _old, _d: v
+
+
+def drop_dim(t, _d):
+    return t[0]
+
+
+def add_dim(t, _d):
+    return t[None]
+
+
+def to_dtype(dtype):
+    return lambda t, _d: t.to(dtype)
+
+
+def to_other_device(t, d):
+    return t.to(other_device(d))
+
+
+def strided_last_dim(t, _d):
+    """The same values with a last-dim stride of 2."""
+    wide = torch.empty(*t.shape, 2, dtype=t.dtype, device=t.device)
+    wide[..., 0] = t
+    return wide[..., 0]
+
+
+def strided(t, _d):
+    """The same values, the first dim with double its stride (last dim still contiguous)."""
+    wide = torch.empty(t.shape[0], 2, *t.shape[1:], dtype=t.dtype, device=t.device)
+    wide[:, 0] = t
+    return wide[:, 0]
+
+
+def resize(dim, size):
+    """A new random tensor like the old one with dim `dim` of `size`."""
+
+    def make(t, _d):
+        shape = list(t.shape)
+        shape[dim] = size
+        if t.is_floating_point():
+            return randn(*shape, dtype=t.dtype, device=t.device)
+        return torch.zeros(shape, dtype=t.dtype, device=t.device)
+
+    return make
+
+
+def expand_to(*shape):
+    """A tensor of `shape` with no memory of its own (stride 0 in every dim but the last): sizes
+    past any real allocation, for the limits on sequence counts and grids."""
+    return lambda t, _d: randn(shape[-1], dtype=t.dtype, device=t.device).expand(*shape)
+
+
+def set_item(index, v):
+    def make(t, _d):
+        t = t.clone()
+        t[index] = v
+        return t
+
+    return make
+
+
+def unaligned(t, _d):
+    """The same values in a contiguous view one element past its storage's (aligned) start."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = flat[1:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    op: str
+    what: str  # the row's id
+    change: Callable  # (arguments, device) -> None
+    arg: str  # the argument the message names
+    rule: str  # the rest of the message must contain this
+    base: dict = field(default_factory=dict)  # shape of the good call the row changes
+    mixes_devices: bool = False
+
+    @property
+    def id(self):
+        return "%s-%s" % (self.op, self.what)
+
+
+def rows_for(op, arg, entries, **common):
+    return [Row(op, what, change, arg if a is None else a, rule, **{**common, **extra})
+            for what, change, a, rule, extra in entries]
+
+
+def row(what, change, rule, arg=None, **extra):
+    return (what, change, arg, rule, extra)
+
+
+def device_row(what, name, arg=None, ref="q"):
+    return row(what, set_arg(name, to_other_device), "expected the device of %s (" % ref,
+               arg=arg or name, mixes_devices=True)
+
+
+BIG = 2**30 + 1  # one past the longest sequence the flash kernels index with 32-bit ints
+
+FLASH = "flash_attention"
+BAD_CALLS = rows_for(FLASH, "q", [
+    row("q-rank", set_arg("q", drop_dim), "expected 4 dims [B, Sq, Hq, D], got 3 dims"),
+    row("k-rank", set_arg("k", add_dim), "expected 4 dims [B, Sk, Hkv, D], got 5 dims", arg="k"),
+    row("v-rank", set_arg("v", drop_dim), "expected 4 dims [B, Sk, Hkv, D], got 3 dims", arg="v"),
+    row("k-batch", set_arg("k", resize(0, 3)), "expected size 2 for B (the batch of q)", arg="k"),
+    row("v-batch", set_arg("v", resize(0, 1)), "expected size 2 for B (the batch of q)", arg="v"),
+    row("k-head-dim", set_arg("k", resize(3, 16)), "expected size 24 for D (the head dim of q)",
+        arg="k"),
+    row("v-head-dim", set_arg("v", resize(3, 25)), "expected size 24 for D (the head dim of q)",
+        arg="v"),
+    row("v-seqlen", set_arg("v", resize(1, 6)), "expected size 7 for Sk (the sequence length of k)",
+        arg="v"),
+    row("v-heads", set_arg("v", resize(2, 1)), "expected size 3 for Hkv (the heads of k)", arg="v"),
+    row("heads-not-dividing", set_args(k=resize(2, 4), v=resize(2, 4)),
+        "expected a number of heads Hkv >= 1 that divides the query heads Hq = 6, got Hkv = 4",
+        arg="k"),
+    row("zero-kv-heads", set_args(k=resize(2, 0), v=resize(2, 0)),
+        "expected a number of heads Hkv >= 1", arg="k"),
+    row("head-dim-too-large",
+        set_args(q=resize(3, FLASH_MAX_HEAD_DIM + 1), k=resize(3, FLASH_MAX_HEAD_DIM + 1),
+                 v=resize(3, FLASH_MAX_HEAD_DIM + 1)),
+        "expected a head dim D in [1, %d], got %d" % (FLASH_MAX_HEAD_DIM, FLASH_MAX_HEAD_DIM + 1)),
+    row("head-dim-zero", set_args(q=resize(3, 0), k=resize(3, 0), v=resize(3, 0)),
+        "expected a head dim D in [1, %d], got 0" % FLASH_MAX_HEAD_DIM),
+    row("q-float64", set_arg("q", to_dtype(torch.float64)),
+        "expected dtype in %s, got an unsupported dtype" % DTYPE_LIST),
+    row("q-int32", set_args(q=to_dtype(torch.int32), k=to_dtype(torch.int32),
+                            v=to_dtype(torch.int32)), "expected dtype in %s, got int32" % DTYPE_LIST),
+    row("k-dtype", set_arg("k", to_dtype(torch.float16)),
+        "expected the dtype of q (float32), got float16", arg="k"),
+    row("v-dtype", set_arg("v", to_dtype(torch.bfloat16)),
+        "expected the dtype of q (float16), got bfloat16", arg="v", base=dict(dtype=torch.float16)),
+    device_row("k-device", "k"),
+    device_row("v-device", "v"),
+    device_row("kv-lens-device", "kv_lens"),
+    row("q-strided-last-dim", set_arg("q", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2"),
+    row("k-strided-last-dim", set_arg("k", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2", arg="k"),
+    row("v-transposed", set_arg("v", lambda t, _d: t.transpose(1, 3).contiguous().transpose(1, 3)),
+        "expected a contiguous last dim (stride 1)", arg="v"),
+    row("q-seqlen-past-2^30", set_arg("q", expand_to(1, BIG, 6, 24)), "expected Sq <= 2^30",
+        base=dict(batch=1, kv_lens=None)),
+    row("k-seqlen-past-2^30", set_args(k=expand_to(1, BIG, 3, 24), v=expand_to(1, BIG, 3, 24)),
+        "expected Sk <= 2^30", arg="k", base=dict(batch=1, kv_lens=None)),
+    # More 64-row query tiles than one CUDA grid holds: a CUDA-only limit once, now the binding's.
+    row("query-tiles-past-a-grid",
+        set_args(q=expand_to(2**16, 2**22, 1, 8), k=expand_to(2**16, 1, 1, 8),
+                 v=expand_to(2**16, 1, 1, 8)),
+        "expected B * Hq * ceil(Sq / 64) <= 2^31 - 1 (the query tiles of one CUDA grid), "
+        "got B = 65536, Hq = 1, Sq = 4194304",
+        base=dict(batch=1, heads_q=1, heads_kv=1, dim=8, kv_lens=None)),
+    row("scale-nan", set_arg("scale", value(float("nan"))), "expected a finite value, got nan",
+        arg="scale"),
+    row("scale-inf", set_arg("scale", value(float("inf"))), "expected a finite value, got inf",
+        arg="scale"),
+    row("kv-lens-rank", set_arg("kv_lens", add_dim), "expected 1 dims [B], got 2 dims",
+        arg="kv_lens"),
+    row("kv-lens-size", set_arg("kv_lens", lambda t, d: ints([7, 3, 1], d)),
+        "expected size 2 for B (the batch of q)", arg="kv_lens"),
+    row("kv-lens-int64", set_arg("kv_lens", to_dtype(torch.int64)),
+        "expected dtype int32, got int64", arg="kv_lens"),
+    row("kv-lens-strided", set_arg("kv_lens", strided_last_dim),
+        "expected a contiguous tensor, got stride 2 at dim 0", arg="kv_lens"),
+    row("kv-lens-past-sk", set_arg("kv_lens", set_item(1, 8)),
+        "expected values in [0, Sk = 7], got 8 at index 1", arg="kv_lens"),
+    row("kv-lens-negative", set_arg("kv_lens", set_item(0, -1)),
+        "expected values in [0, Sk = 7], got -1 at index 0", arg="kv_lens"),
+])
+
+VARLEN = "flash_attention_varlen"
+BAD_CALLS += rows_for(VARLEN, "q", [
+    row("q-rank", set_arg("q", add_dim), "expected 3 dims [total_q, Hq, D], got 4 dims"),
+    row("k-rank", set_arg("k", drop_dim), "expected 3 dims [total_k, Hkv, D], got 2 dims", arg="k"),
+    row("v-total", set_arg("v", resize(0, 10)),
+        "expected size 11 for total_k (the sequence length of k)", arg="v"),
+    row("k-head-dim", set_arg("k", resize(2, 8)), "expected size 24 for D (the head dim of q)",
+        arg="k"),
+    row("heads-not-dividing", set_args(k=resize(1, 3), v=resize(1, 3)),
+        "expected a number of heads Hkv >= 1 that divides the query heads Hq = 4, got Hkv = 3",
+        arg="k"),
+    row("head-dim-too-large",
+        set_args(q=resize(2, FLASH_MAX_HEAD_DIM + 8), k=resize(2, FLASH_MAX_HEAD_DIM + 8),
+                 v=resize(2, FLASH_MAX_HEAD_DIM + 8)),
+        "expected a head dim D in [1, %d]" % FLASH_MAX_HEAD_DIM),
+    row("q-float64", set_arg("q", to_dtype(torch.float64)), "expected dtype in %s" % DTYPE_LIST),
+    row("v-dtype", set_arg("v", to_dtype(torch.float16)), "expected the dtype of q (float32)",
+        arg="v"),
+    device_row("k-device", "k"),
+    device_row("cu-seqlens-k-device", "cu_seqlens_k"),
+    row("q-strided-last-dim", set_arg("q", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2"),
+    row("max-seqlen-q-negative", set_arg("max_seqlen_q", value(-1)),
+        "expected a value in [0, total_q = 7], got -1", arg="max_seqlen_q"),
+    row("max-seqlen-q-past-total", set_arg("max_seqlen_q", value(8)),
+        "expected a value in [0, total_q = 7], got 8", arg="max_seqlen_q"),
+    row("max-seqlen-k-past-total", set_arg("max_seqlen_k", value(12)),
+        "expected a value in [0, total_k = 11], got 12", arg="max_seqlen_k"),
+    row("max-seqlen-q-below-a-length", set_arg("max_seqlen_q", value(3)),
+        "expected sequence lengths <= max_seqlen_q = 3, got 4 for sequence 2", arg="cu_seqlens_q"),
+    row("scale-nan", set_arg("scale", value(float("nan"))), "expected a finite value",
+        arg="scale"),
+    row("cu-seqlens-q-rank", set_arg("cu_seqlens_q", add_dim), "expected 1 dims [B + 1]",
+        arg="cu_seqlens_q"),
+    row("cu-seqlens-q-empty", set_arg("cu_seqlens_q", lambda t, d: t[:0]),
+        "expected at least 1 element [B + 1], got 0", arg="cu_seqlens_q"),
+    row("cu-seqlens-k-size", set_arg("cu_seqlens_k", lambda t, d: t[:3]),
+        "expected size 4 for B + 1 (the size of cu_seqlens_q)", arg="cu_seqlens_k"),
+    row("cu-seqlens-q-int64", set_arg("cu_seqlens_q", to_dtype(torch.int64)),
+        "expected dtype int32, got int64", arg="cu_seqlens_q"),
+    row("cu-seqlens-k-strided", set_arg("cu_seqlens_k", strided_last_dim),
+        "expected a contiguous tensor", arg="cu_seqlens_k"),
+    row("cu-seqlens-q-start", set_arg("cu_seqlens_q", set_item(0, 1)),
+        "expected 0 at index 0, got 1", arg="cu_seqlens_q"),
+    row("cu-seqlens-k-decreasing", set_arg("cu_seqlens_k", set_item(2, 4)),
+        "expected non-decreasing values, got 4 after 5 at index 2", arg="cu_seqlens_k"),
+    row("cu-seqlens-q-end", set_arg("cu_seqlens_q", set_item(3, 6)),
+        "expected a last value equal to total_q = 7, got 6", arg="cu_seqlens_q"),
+])
+
+BERT = "bert_attention"
+BAD_CALLS += rows_for(BERT, "qkv", [
+    row("qkv-rank", set_arg("qkv", add_dim), "expected 3 dims [B, S, 3 * H * D], got 4 dims"),
+    row("num-heads-zero", set_arg("num_heads", value(0)), "expected a value >= 1, got 0",
+        arg="num_heads"),
+    row("width-not-divisible", set_arg("qkv", resize(2, 70)),
+        "expected a last dim 3 * H * D divisible by 3 * num_heads (num_heads = 2), got 70"),
+    row("width-not-divisible-by-heads", set_arg("num_heads", value(5)),
+        "expected a last dim 3 * H * D divisible by 3 * num_heads (num_heads = 5), got 72"),
+    row("head-dim-too-large",
+        set_args(qkv=resize(2, 3 * (FLASH_MAX_HEAD_DIM + 1)),
+                 qkv_bias=resize(0, 3 * (FLASH_MAX_HEAD_DIM + 1)), num_heads=value(1)),
+        "expected a head dim D = last dim / (3 * num_heads) in [1, %d], got %d"
+        % (FLASH_MAX_HEAD_DIM, FLASH_MAX_HEAD_DIM + 1)),
+    row("head-dim-zero", set_args(qkv=resize(2, 0), qkv_bias=resize(0, 0)),
+        "expected a head dim D = last dim / (3 * num_heads) in [1, %d], got 0" % FLASH_MAX_HEAD_DIM),
+    row("qkv-float64", set_args(qkv=to_dtype(torch.float64), qkv_bias=to_dtype(torch.float64)),
+        "expected dtype in %s, got an unsupported dtype" % DTYPE_LIST),
+    row("qkv-strided-last-dim", set_arg("qkv", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2"),
+    row("seqlen-past-2^30", set_args(qkv=expand_to(1, BIG, 72), kv_lens=value(None)),
+        "expected S <= 2^30", base=dict(batch=1)),
+    row("query-tiles-past-a-grid",
+        set_args(qkv=expand_to(2**17, 2**20, 3 * 64 * 1), qkv_bias=value(None), kv_lens=value(None),
+                 num_heads=value(64)),
+        "expected B * Hq * ceil(Sq / 64) <= 2^31 - 1", base=dict(batch=1)),
+    row("bias-rank", set_arg("qkv_bias", add_dim), "expected 1 dims [3 * H * D], got 2 dims",
+        arg="qkv_bias"),
+    row("bias-size", set_arg("qkv_bias", resize(0, 71)),
+        "expected size 72 for 3 * H * D (the last dim of qkv)", arg="qkv_bias"),
+    row("bias-dtype", set_arg("qkv_bias", to_dtype(torch.float32)),
+        "expected the dtype of qkv (float16), got float32", arg="qkv_bias",
+        base=dict(dtype=torch.float16)),
+    device_row("bias-device", "qkv_bias", ref="qkv"),
+    row("bias-strided", set_arg("qkv_bias", strided_last_dim), "expected a contiguous tensor",
+        arg="qkv_bias"),
+    row("scale-inf", set_arg("scale", value(-float("inf"))), "expected a finite value",
+        arg="scale"),
+    row("kv-lens-size", set_arg("kv_lens", resize(0, 3)), "expected size 2 for B (the batch of qkv)",
+        arg="kv_lens"),
+    row("kv-lens-dtype", set_arg("kv_lens", to_dtype(torch.float32)),
+        "expected dtype int32, got float32", arg="kv_lens"),
+    device_row("kv-lens-device", "kv_lens", ref="qkv"),
+    row("kv-lens-past-s", set_arg("kv_lens", set_item(1, 6)),
+        "expected values in [0, S = 5], got 6 at index 1", arg="kv_lens"),
+])
+
+LAYERNORM = "add_bias_residual_layernorm"
+BAD_CALLS += rows_for(LAYERNORM, "x", [
+    row("x-scalar", set_args(x=lambda t, d: t.reshape(-1)[0], residual=lambda t, d: t.reshape(-1)[0]),
+        "expected at least 1 dim [..., C], got 0 dims"),
+    row("x-no-channels", set_args(x=resize(2, 0), residual=resize(2, 0), gamma=resize(0, 0),
+                                  beta=resize(0, 0), bias=resize(0, 0)),
+        "expected a last dim C >= 1, got 0"),
+    row("x-float64", set_args(x=to_dtype(torch.float64), residual=to_dtype(torch.float64)),
+        "expected dtype in %s, got an unsupported dtype" % DTYPE_LIST),
+    row("x-not-contiguous", set_args(x=lambda t, d: t.transpose(0, 1).contiguous().transpose(0, 1)),
+        "expected a contiguous tensor, got stride"),
+    row("residual-shape", set_arg("residual", resize(1, 4)),
+        "expected the shape of x [2, 3, 24], got [2, 4, 24]", arg="residual"),
+    row("residual-dtype", set_arg("residual", to_dtype(torch.float16)),
+        "expected the dtype of x (float32), got float16", arg="residual"),
+    device_row("residual-device", "residual", ref="x"),
+    row("residual-strided", set_arg("residual", strided), "expected a contiguous tensor",
+        arg="residual"),
+    row("gamma-rank", set_arg("gamma", add_dim), "expected 1 dims [C], got 2 dims", arg="gamma"),
+    row("gamma-size", set_arg("gamma", resize(0, 23)),
+        "expected size 24 for C (the last dim of x), got 23", arg="gamma"),
+    # Parameters are the activations' dtype or float32; a third dtype is refused.
+    row("gamma-dtype", set_arg("gamma", to_dtype(torch.bfloat16)),
+        "expected dtype float16 (the dtype of x) or float32, got bfloat16", arg="gamma",
+        base=dict(dtype=torch.float16)),
+    row("beta-dtype-unlike-gamma", set_arg("beta", to_dtype(torch.float32)),
+        "expected the dtype of gamma (float16), got float32", arg="beta",
+        base=dict(dtype=torch.float16)),
+    row("bias-size", set_arg("bias", resize(0, 25)), "expected size 24 for C", arg="bias"),
+    device_row("gamma-device", "gamma", ref="x"),
+    row("beta-strided", set_arg("beta", strided_last_dim), "expected a contiguous tensor",
+        arg="beta"),
+    row("eps-negative", set_arg("eps", value(-1e-5)), "expected a finite value >= 0",
+        arg="eps"),
+    row("eps-nan", set_arg("eps", value(float("nan"))), "expected a finite value >= 0, got nan",
+        arg="eps"),
+])
+
+GELU = "add_bias_gelu"
+BAD_CALLS += rows_for(GELU, "x", [
+    row("x-scalar", set_arg("x", lambda t, d: t.reshape(-1)[0]),
+        "expected at least 1 dim [..., C], got 0 dims"),
+    row("x-int64", set_arg("x", to_dtype(torch.int64)), "expected dtype in %s, got int64"
+        % DTYPE_LIST),
+    row("x-strided", set_arg("x", strided), "expected a contiguous tensor"),
+    row("bias-rank", set_arg("bias", add_dim), "expected 1 dims [C]", arg="bias"),
+    row("bias-size", set_arg("bias", resize(0, 12)), "expected size 24 for C (the last dim of x)",
+        arg="bias"),
+    row("bias-dtype", set_arg("bias", to_dtype(torch.float16)),
+        "expected dtype bfloat16 (the dtype of x) or float32, got float16", arg="bias",
+        base=dict(dtype=torch.bfloat16)),
+    device_row("bias-device", "bias", ref="x"),
+])
+
+AFFINE = "add_bias_residual_affine"
+BAD_CALLS += rows_for(AFFINE, "x", [
+    row("x-scalar", set_args(x=lambda t, d: t.reshape(-1)[0], residual=lambda t, d: t.reshape(-1)[0]),
+        "expected at least 1 dim [..., C], got 0 dims"),
+    row("x-float64", set_args(x=to_dtype(torch.float64), residual=to_dtype(torch.float64)),
+        "expected dtype in %s" % DTYPE_LIST),
+    row("residual-shape", set_arg("residual", add_dim),
+        "expected the shape of x [2, 3, 24], got [1, 2, 3, 24]", arg="residual"),
+    row("scale-size", set_arg("scale", resize(0, 8)), "expected size 24 for C", arg="scale"),
+    row("scale-dtype", set_arg("scale", to_dtype(torch.float64)),
+        "expected dtype float32 (the dtype of x) or float32, got an unsupported dtype", arg="scale"),
+    row("shift-dtype-unlike-scale", set_arg("shift", to_dtype(torch.float32)),
+        "expected the dtype of scale (float16), got float32", arg="shift",
+        base=dict(dtype=torch.float16)),
+    row("bias-dtype-unlike-scale", set_arg("bias", to_dtype(torch.float32)),
+        "expected the dtype of scale (bfloat16), got float32", arg="bias",
+        base=dict(dtype=torch.bfloat16)),
+    device_row("shift-device", "shift", ref="x"),
+    row("shift-strided", set_arg("shift", strided_last_dim), "expected a contiguous tensor",
+        arg="shift"),
+])
+
+REMOVE = "remove_padding"
+BAD_CALLS += rows_for(REMOVE, "x", [
+    row("x-rank", set_arg("x", drop_dim), "expected 3 dims [B, S, C], got 2 dims"),
+    row("x-float64", set_arg("x", to_dtype(torch.float64)), "expected dtype in %s" % DTYPE_LIST),
+    row("x-not-contiguous", set_arg("x", lambda t, d: t.transpose(0, 1).contiguous().transpose(0, 1)),
+        "expected a contiguous tensor"),
+    row("lens-rank", set_arg("lens", add_dim), "expected 1 dims [B], got 2 dims", arg="lens"),
+    row("lens-size", set_arg("lens", lambda t, d: t[:2]), "expected size 3 for B (the batch of x)",
+        arg="lens"),
+    row("lens-int64", set_arg("lens", to_dtype(torch.int64)), "expected dtype int32, got int64",
+        arg="lens"),
+    device_row("lens-device", "lens", ref="x"),
+    row("lens-strided", set_arg("lens", strided_last_dim), "expected a contiguous tensor",
+        arg="lens"),
+    row("lens-past-s", set_arg("lens", set_item(2, 6)), "expected values in [0, S = 5], got 6 at "
+        "index 2", arg="lens"),
+    row("lens-negative", set_arg("lens", set_item(1, -1)),
+        "expected values in [0, S = 5], got -1 at index 1", arg="lens"),
+    # The prefix sums are int32: more than 2^31 - 1 tokens in all are refused (x has no
+    # channels, so no memory behind its 2^20 x 2^12 rows).
+    row("lens-sum-past-int32",
+        set_args(x=lambda t, d: torch.empty(2**20, 2**12, 0, dtype=t.dtype, device=d),
+                 lens=lambda t, d: torch.full((2**20,), 2**12, dtype=torch.int32, device=d)),
+        "expected a sum of at most 2^31 - 1 tokens", arg="lens"),
+])
+
+RESTORE = "restore_padding"
+BAD_CALLS += rows_for(RESTORE, "packed", [
+    row("packed-rank", set_arg("packed", add_dim), "expected 2 dims [total, C], got 3 dims"),
+    row("packed-int32", set_arg("packed", to_dtype(torch.int32)), "expected dtype in %s"
+        % DTYPE_LIST),
+    row("packed-strided", set_arg("packed", strided), "expected a contiguous tensor"),
+    row("cu-seqlens-rank", set_arg("cu_seqlens", add_dim), "expected 1 dims [B + 1], got 2 dims",
+        arg="cu_seqlens"),
+    row("cu-seqlens-empty", set_arg("cu_seqlens", lambda t, d: t[:0]),
+        "expected at least 1 element [B + 1], got 0", arg="cu_seqlens"),
+    row("cu-seqlens-int64", set_arg("cu_seqlens", to_dtype(torch.int64)),
+        "expected dtype int32, got int64", arg="cu_seqlens"),
+    device_row("cu-seqlens-device", "cu_seqlens", ref="packed"),
+    row("cu-seqlens-strided", set_arg("cu_seqlens", strided_last_dim),
+        "expected a contiguous tensor", arg="cu_seqlens"),
+    row("seqlen-negative", set_arg("seqlen", value(-1)), "expected a value >= 0, got -1",
+        arg="seqlen"),
+    row("cu-seqlens-start", set_arg("cu_seqlens", set_item(0, 1)), "expected 0 at index 0, got 1",
+        arg="cu_seqlens"),
+    row("length-past-seqlen", set_arg("seqlen", value(4)),
+        "expected lengths cu_seqlens[b + 1] - cu_seqlens[b] in [0, seqlen = 4], got 5 at b = 0",
+        arg="cu_seqlens"),
+    row("length-negative", set_arg("cu_seqlens", set_item(2, 3)),
+        "expected lengths cu_seqlens[b + 1] - cu_seqlens[b] in [0, seqlen = 5], got -2 at b = 1",
+        arg="cu_seqlens"),
+    row("cu-seqlens-end", set_arg("packed", resize(0, 8)),
+        "expected a last value equal to the tokens of packed (8), got 7", arg="cu_seqlens"),
+])
+
+LINEAR = "causal_dot_product"
+BAD_CALLS += rows_for(LINEAR, "q", [
+    row("q-rank", set_arg("q", drop_dim), "expected 4 dims [B, H, L, E], got 3 dims"),
+    row("k-rank", set_arg("k", add_dim), "expected 4 dims [B, H, L, E], got 5 dims", arg="k"),
+    row("v-rank", set_arg("v", drop_dim), "expected 4 dims [B, H, L, M], got 3 dims", arg="v"),
+    row("k-batch", set_arg("k", resize(0, 1)), "expected size 2 for B (the batch of q)", arg="k"),
+    row("k-heads", set_arg("k", resize(1, 3)), "expected size 2 for H (the heads of q)", arg="k"),
+    row("k-length", set_arg("k", resize(2, 5)), "expected size 6 for L (the length of q)", arg="k"),
+    row("k-feature-dim", set_arg("k", resize(3, 9)), "expected size 8 for E (the feature dim of q)",
+        arg="k"),
+    row("v-length", set_arg("v", resize(2, 7)), "expected size 6 for L (the length of q)", arg="v"),
+    row("v-heads", set_arg("v", resize(1, 1)), "expected size 2 for H (the heads of q)", arg="v"),
+    row("e-too-large", set_args(q=resize(3, LINEAR_MAX_DIM + 1), k=resize(3, LINEAR_MAX_DIM + 1)),
+        "expected a feature dim E in [1, %d], got %d" % (LINEAR_MAX_DIM, LINEAR_MAX_DIM + 1)),
+    row("e-zero", set_args(q=resize(3, 0), k=resize(3, 0)),
+        "expected a feature dim E in [1, %d], got 0" % LINEAR_MAX_DIM),
+    row("m-too-large", set_arg("v", resize(3, LINEAR_MAX_DIM + 1)),
+        "expected a feature dim M in [1, %d], got %d" % (LINEAR_MAX_DIM, LINEAR_MAX_DIM + 1),
+        arg="v"),
+    row("m-zero", set_arg("v", resize(3, 0)), "expected a feature dim M in [1, %d], got 0"
+        % LINEAR_MAX_DIM, arg="v"),
+    row("q-float64", set_args(q=to_dtype(torch.float64), k=to_dtype(torch.float64),
+                              v=to_dtype(torch.float64)), "expected dtype in %s" % DTYPE_LIST),
+    # More thread blocks than one CUDA grid holds: a CUDA-only refusal (a NativeError of the
+    # launcher) until the binding stated it for both backends.
+    row("blocks-past-a-grid",
+        set_args(q=expand_to(2**16, 2**8, 1, 8), k=expand_to(2**16, 2**8, 1, 8),
+                 v=expand_to(2**16, 2**8, 1, 2**8)),
+        "expected B * H * M <= 2^31 - 1 (the thread blocks of one CUDA grid), got B = 65536, "
+        "H = 256, M = 256"),
+    row("k-dtype", set_arg("k", to_dtype(torch.bfloat16)),
+        "expected the dtype of q (float32), got bfloat16", arg="k"),
+    row("v-dtype", set_arg("v", to_dtype(torch.float32)),
+        "expected the dtype of q (float16), got float32", arg="v", base=dict(dtype=torch.float16)),
+    device_row("k-device", "k"),
+    device_row("v-device", "v"),
+    row("q-strided-last-dim", set_arg("q", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2"),
+    row("v-strided-last-dim", set_arg("v", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2", arg="v"),
+])
+
+CACHE = "reshape_and_cache"
+BAD_CALLS += rows_for(CACHE, "key", [
+    row("key-rank", set_arg("key", add_dim), "expected 3 dims [T, Hkv, D], got 4 dims"),
+    row("value-rank", set_arg("value", drop_dim), "expected 3 dims [T, Hkv, D], got 2 dims",
+        arg="value"),
+    row("key-float64", set_args(key=to_dtype(torch.float64), value=to_dtype(torch.float64),
+                                key_cache=to_dtype(torch.float64),
+                                value_cache=to_dtype(torch.float64)),
+        "expected dtype in %s, got an unsupported dtype" % DTYPE_LIST),
+    row("value-dtype", set_arg("value", to_dtype(torch.float16)),
+        "expected the dtype of key (float32), got float16", arg="value"),
+    device_row("value-device", "value", ref="key"),
+    device_row("key-cache-device", "key_cache", ref="key"),
+    device_row("slot-mapping-device", "slot_mapping", ref="key"),
+    row("key-strided-last-dim", set_arg("key", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2"),
+    row("value-tokens", set_arg("value", resize(0, 4)), "expected size 3 for T (the tokens of key)",
+        arg="value"),
+    row("value-heads", set_arg("value", resize(1, 1)), "expected size 2 for Hkv (the heads of key)",
+        arg="value"),
+    row("value-head-dim", set_arg("value", resize(2, 39)),
+        "expected size 40 for D (the head dim of key)", arg="value"),
+    row("key-cache-rank", set_arg("key_cache", drop_dim),
+        "expected 4 dims [num_blocks, block_size, Hkv, D], got 3 dims", arg="key_cache"),
+    row("value-cache-blocks", set_arg("value_cache", resize(0, 5)),
+        "expected size 4 for num_blocks (the blocks of key_cache)", arg="value_cache"),
+    row("value-cache-block-size", set_arg("value_cache", resize(1, 16)),
+        "expected size 8 for block_size (the block size of key_cache)", arg="value_cache"),
+    row("key-cache-heads", set_args(key_cache=resize(2, 1), value_cache=resize(2, 1)),
+        "expected size 2 for Hkv (the heads of key)", arg="key_cache"),
+    row("key-cache-head-dim", set_args(key_cache=resize(3, 48), value_cache=resize(3, 48)),
+        "expected size 40 for D (the head dim of key)", arg="key_cache"),
+    row("key-cache-dtype", set_arg("key_cache", to_dtype(torch.bfloat16)),
+        "expected the dtype of key (float32), got bfloat16", arg="key_cache"),
+    row("value-cache-not-contiguous", set_arg("value_cache", strided),
+        "expected a contiguous tensor", arg="value_cache"),
+    row("block-size-zero", set_args(key_cache=resize(1, 0), value_cache=resize(1, 0)),
+        "expected a block size >= 1, got 0", arg="key_cache"),
+    row("slot-mapping-rank", set_arg("slot_mapping", add_dim), "expected 1 dims [T], got 2 dims",
+        arg="slot_mapping"),
+    row("slot-mapping-size", set_arg("slot_mapping", lambda t, d: t[:2]),
+        "expected size 3 for T (the tokens of key), got 2", arg="slot_mapping"),
+    row("slot-mapping-int32", set_arg("slot_mapping", to_dtype(torch.int32)),
+        "expected dtype int64, got int32", arg="slot_mapping"),
+    row("slot-mapping-strided", set_arg("slot_mapping", strided_last_dim),
+        "expected a contiguous tensor", arg="slot_mapping"),
+    row("slot-past-the-caches", set_arg("slot_mapping", set_item(2, 32)),
+        "expected slots < num_blocks * block_size = 32 (or negative to skip), got 32 at index 2",
+        arg="slot_mapping"),
+])
+
+
+def _paged_rows(op, index_rows):
+    """The rows paged_attention and paged_prefill_attention share (query and the caches)."""
+    return rows_for(op, "query", [
+        row("query-rank", set_arg("query", add_dim), "expected 3 dims"),
+        row("query-float64", set_args(query=to_dtype(torch.float64),
+                                      key_cache=to_dtype(torch.float64),
+                                      value_cache=to_dtype(torch.float64)),
+            "expected dtype in %s, got an unsupported dtype" % DTYPE_LIST),
+        row("query-strided-last-dim", set_arg("query", strided_last_dim),
+            "expected a contiguous last dim (stride 1), got stride 2"),
+        row("head-dim-not-supported",
+            set_args(query=resize(2, PAGED_BAD_HEAD_DIM), key_cache=resize(3, PAGED_BAD_HEAD_DIM),
+                     value_cache=resize(3, PAGED_BAD_HEAD_DIM)),
+            "expected a head dim D in %s, got %d" % (_list(PAGED_HEAD_DIMS), PAGED_BAD_HEAD_DIM)),
+        # Not a whole number of 16-byte vectors in any dtype: once a CUDA-only refusal.
+        row("head-dim-odd",
+            set_args(query=resize(2, PAGED_ODD_HEAD_DIM), key_cache=resize(3, PAGED_ODD_HEAD_DIM),
+                     value_cache=resize(3, PAGED_ODD_HEAD_DIM)),
+            "expected a head dim D in %s, got %d" % (_list(PAGED_HEAD_DIMS), PAGED_ODD_HEAD_DIM)),
+        row("block-size-not-supported",
+            set_args(key_cache=resize(1, PAGED_BAD_BLOCK_SIZE),
+                     value_cache=resize(1, PAGED_BAD_BLOCK_SIZE)),
+            "expected a block size in %s, got %d" % (_list(PAGED_BLOCK_SIZES), PAGED_BAD_BLOCK_SIZE),
+            arg="key_cache"),
+        row("block-size-odd",
+            set_args(key_cache=resize(1, PAGED_ODD_BLOCK_SIZE),
+                     value_cache=resize(1, PAGED_ODD_BLOCK_SIZE)),
+            "expected a block size in %s, got %d" % (_list(PAGED_BLOCK_SIZES), PAGED_ODD_BLOCK_SIZE),
+            arg="key_cache"),
+        row("key-cache-head-dim", set_args(key_cache=resize(3, PAGED_HEAD_DIMS[1]),
+                                           value_cache=resize(3, PAGED_HEAD_DIMS[1])),
+            "expected size %d for D (the head dim of query)" % PAGED_HEAD_DIMS[0], arg="key_cache"),
+        row("heads-not-dividing", set_args(key_cache=resize(2, 3), value_cache=resize(2, 3)),
+            "expected a number of heads Hkv that divides the query heads Hq = 4, got Hkv = 3",
+            arg="key_cache"),
+        row("zero-kv-heads", set_args(key_cache=resize(2, 0), value_cache=resize(2, 0)),
+            "expected Hkv >= 1, got 0", arg="key_cache"),
+        row("key-cache-rank", set_arg("key_cache", add_dim),
+            "expected 4 dims [num_blocks, block_size, Hkv, D], got 5 dims", arg="key_cache"),
+        row("value-cache-heads", set_arg("value_cache", resize(2, 1)),
+            "expected size 2 for Hkv (the heads of key_cache)", arg="value_cache"),
+        row("value-cache-blocks", set_arg("value_cache", resize(0, 7)),
+            "expected size 6 for num_blocks (the blocks of key_cache)", arg="value_cache"),
+        row("key-cache-dtype", set_arg("key_cache", to_dtype(torch.float16)),
+            "expected the dtype of query (float32), got float16", arg="key_cache"),
+        device_row("key-cache-device", "key_cache", ref="query"),
+        device_row("value-cache-device", "value_cache", ref="query"),
+        device_row("block-tables-device", "block_tables", ref="query"),
+        device_row("context-lens-device", "context_lens", ref="query"),
+        device_row("alibi-device", "alibi_slopes", ref="query"),
+        row("key-cache-not-contiguous", set_arg("key_cache", strided),
+            "expected a contiguous tensor", arg="key_cache"),
+        row("alibi-rank", set_arg("alibi_slopes", add_dim), "expected 1 dims [Hq], got 2 dims",
+            arg="alibi_slopes"),
+        row("alibi-size", set_arg("alibi_slopes", resize(0, 2)),
+            "expected size 4 for Hq (the heads of query), got 2", arg="alibi_slopes"),
+        row("alibi-float16", set_arg("alibi_slopes", to_dtype(torch.float16)),
+            "expected dtype float32, got float16", arg="alibi_slopes"),
+        row("alibi-strided", set_arg("alibi_slopes", strided_last_dim),
+            "expected a contiguous tensor", arg="alibi_slopes"),
+        row("scale-nan", set_arg("scale", value(float("nan"))), "expected a finite value",
+            arg="scale"),
+        row("block-tables-rank", set_arg("block_tables", lambda t, d: t.reshape(-1)),
+            "expected 2 dims [num_seqs, max_blocks], got 1 dims", arg="block_tables"),
+        row("block-tables-int64", set_arg("block_tables", to_dtype(torch.int64)),
+            "expected dtype int32, got int64", arg="block_tables"),
+        row("block-tables-transposed", set_arg("block_tables", lambda t, d: t.t().contiguous().t()),
+            "expected a contiguous tensor", arg="block_tables"),
+        row("context-lens-rank", set_arg("context_lens", add_dim),
+            "expected 1 dims [num_seqs], got 2 dims", arg="context_lens"),
+        row("context-lens-int64", set_arg("context_lens", to_dtype(torch.int64)),
+            "expected dtype int32, got int64", arg="context_lens"),
+        row("context-lens-strided", set_arg("context_lens", strided_last_dim),
+            "expected a contiguous tensor", arg="context_lens"),
+        row("block-id-past-the-caches", set_arg("block_tables", set_item((0, 1), 6)),
+            "expected block ids in [0, num_blocks = 6) for the 3 blocks sequence 0 uses, got 6 "
+            "at [0, 1]", arg="block_tables"),
+        row("block-id-negative", set_arg("block_tables", set_item((1, 0), -1)),
+            "expected block ids in [0, num_blocks = 6) for the 2 blocks sequence 1 uses, got -1 "
+            "at [1, 0]", arg="block_tables"),
+        row("context-past-the-table", set_arg("context_lens", set_item(1, 25)),
+            "expected values in [0, max_blocks * block_size = 24], got 25 at index 1",
+            arg="context_lens"),
+        row("context-negative", set_arg("context_lens", set_item(2, -1)),
+            "expected values in [0, max_blocks * block_size = 24], got -1 at index 2",
+            arg="context_lens"),
+    ] + index_rows)
+
+
+PAGED = "paged_attention"
+BAD_CALLS += _paged_rows(PAGED, [
+    row("block-tables-rows", set_arg("block_tables", lambda t, d: t[:2]),
+        "expected size 3 for num_seqs (the sequences of query), got 2", arg="block_tables"),
+    row("context-lens-size", set_arg("context_lens", resize(0, 4)),
+        "expected size 3 for num_seqs (the sequences of query), got 4", arg="context_lens"),
+    row("max-context-len-negative", set_arg("max_context_len", value(-1)),
+        "expected a value in [0, 2^30], got -1", arg="max_context_len"),
+    row("max-context-len-past-2^30", set_arg("max_context_len", value(2**30 + 1)),
+        "expected a value in [0, 2^30], got 1073741825", arg="max_context_len"),
+    row("context-past-max-context-len", set_arg("max_context_len", value(19)),
+        "expected values <= max_context_len = 19, got 20 at index 0", arg="context_lens"),
+])
+
+PREFILL = "paged_prefill_attention"
+BAD_CALLS += _paged_rows(PREFILL, [
+    row("block-tables-rows", set_arg("block_tables", lambda t, d: t[:2]),
+        "expected size 3 for num_seqs (the sequences of context_lens), got 2", arg="block_tables"),
+    row("cu-seqlens-size", set_arg("cu_seqlens_q", lambda t, d: t[:3]),
+        "expected size 4 for num_seqs + 1 (the sequences of context_lens plus one), got 3",
+        arg="cu_seqlens_q"),
+    row("cu-seqlens-int64", set_arg("cu_seqlens_q", to_dtype(torch.int64)),
+        "expected dtype int32, got int64", arg="cu_seqlens_q"),
+    device_row("cu-seqlens-device", "cu_seqlens_q", ref="query"),
+    row("max-seqlen-q-negative", set_arg("max_seqlen_q", value(-1)),
+        "expected a value in [0, T = 5], got -1", arg="max_seqlen_q"),
+    row("max-seqlen-q-past-t", set_arg("max_seqlen_q", value(6)),
+        "expected a value in [0, T = 5], got 6", arg="max_seqlen_q"),
+    row("max-seqlen-q-below-a-chunk", set_arg("max_seqlen_q", value(2)),
+        "expected >= every chunk length, got 2 < 3 for sequence 0", arg="max_seqlen_q"),
+    row("cu-seqlens-start", set_arg("cu_seqlens_q", set_item(0, 1)),
+        "expected 0 at index 0, got 1", arg="cu_seqlens_q"),
+    row("cu-seqlens-end", set_arg("cu_seqlens_q", set_item(3, 4)),
+        "expected the last value to be T = 5 (the rows of query), got 4", arg="cu_seqlens_q"),
+    row("cu-seqlens-decreasing", set_arg("cu_seqlens_q", set_item(1, 6)),
+        "expected non-decreasing values, got 6 then 5 at index 1", arg="cu_seqlens_q"),
+    row("chunk-longer-than-its-context", set_arg("context_lens", set_item(1, 1)),
+        "expected each context to hold its chunk of new tokens (cache them first), got 1 < 2 for "
+        "sequence 1", arg="context_lens"),
+])
+
+
+# ---- calls once refused by a CUDA-only rule, and awkward shapes: accepted everywhere ------------
+
+
+def _accepted(op, what, change, check=None, **base):
+    return pytest.param(op, change, base, check, id="%s-%s" % (op, what))
+
+
+MANY = 70000  # past the 65535 a CUDA grid's y or z dimension holds
+
+
+def one_token_cache(a, d, num_seqs, heads_q, tokens=None):
+    """Makes a paged call of `num_seqs` sequences whose context is one token (token 0 of block 0,
+    one KV head): each output row is then that token's value row."""
+    block_size = a["key_cache"].shape[1]
+    dim = a["key_cache"].shape[3]
+    a["key_cache"], a["value_cache"] = _caches(d, a["query"].dtype, 1, block_size, 1, dim)
+    a["query"] = randn(num_seqs if tokens is None else tokens, heads_q, dim,
+                       dtype=a["query"].dtype, device=d)
+    a["block_tables"] = torch.zeros(num_seqs, 1, dtype=torch.int32, device=d)
+    a["context_lens"] = torch.ones(num_seqs, dtype=torch.int32, device=d)
+    a["alibi_slopes"] = None
+    if "max_context_len" in a:
+        a["max_context_len"] = 1
+    else:
+        a["cu_seqlens_q"] = torch.arange(num_seqs + 1, dtype=torch.int32, device=d).clamp(max=tokens)
+        a["max_seqlen_q"] = 1
+
+
+def every_row_is_the_one_value(a, outputs):
+    (out,) = outputs
+    expected = a["value_cache"][0, 0, 0].cpu().double().expand(*out.shape)
+    assert_close(out.cpu(), expected, out.dtype)
+
+
+ACCEPTED_CALLS = [
+    # Views that are not 16-byte aligned and odd strides (the CUDA flash kernels stage them).
+    _accepted(FLASH, "unaligned-views", set_args(q=unaligned, k=unaligned, v=unaligned)),
+    _accepted(FLASH, "odd-strides", set_args(q=strided, k=strided, v=strided), dim=33),
+    _accepted(FLASH, "odd-head-dim", lambda a, d: None, dim=33),
+    _accepted(FLASH, "head-dim-1", lambda a, d: None, dim=1),
+    _accepted(FLASH, "largest-head-dim", lambda a, d: None, dim=FLASH_MAX_HEAD_DIM, heads_q=2,
+              heads_kv=1),
+    _accepted(FLASH, "one-query-row", lambda a, d: None, seqlen_q=1, dtype=torch.float16),
+    _accepted(FLASH, "empty-batch", lambda a, d: None, batch=0, kv_lens=()),
+    _accepted(FLASH, "no-queries", lambda a, d: None, seqlen_q=0),
+    _accepted(FLASH, "no-keys", lambda a, d: None, seqlen_k=0, kv_lens=(0, 0)),
+    _accepted(VARLEN, "unaligned-views", set_args(q=unaligned, k=unaligned, v=unaligned),
+              dtype=torch.bfloat16),
+    _accepted(VARLEN, "odd-head-dim", lambda a, d: None, dim=7),
+    _accepted(VARLEN, "empty", lambda a, d: None, lens_q=(0,), lens_k=(0,)),
+    _accepted(BERT, "odd-head-dim-unaligned", set_arg("qkv", unaligned), dim=13, heads=3),
+    _accepted(BERT, "strided-qkv", set_arg("qkv", strided), dtype=torch.float16),
+    _accepted(BERT, "empty-batch", set_arg("kv_lens", value(None)), batch=0),
+    _accepted(LAYERNORM, "unaligned-odd-channels",
+              set_args(x=unaligned, residual=unaligned, gamma=unaligned), shape=(5, 1023)),
+    _accepted(LAYERNORM, "float32-params-of-half",
+              set_args(gamma=to_dtype(torch.float32), beta=to_dtype(torch.float32),
+                       bias=to_dtype(torch.float32)), dtype=torch.float16),
+    _accepted(LAYERNORM, "no-rows", lambda a, d: None, shape=(0, 24)),
+    _accepted(GELU, "unaligned-odd-channels", set_args(x=unaligned, bias=unaligned), shape=(3, 7, 5)),
+    _accepted(GELU, "no-channels", set_arg("bias", value(None)), shape=(4, 0)),
+    _accepted(AFFINE, "unaligned", set_args(x=unaligned, residual=unaligned, shift=unaligned),
+              shape=(9, 31), dtype=torch.bfloat16),
+    _accepted(REMOVE, "unaligned", set_arg("x", unaligned), channels=7),
+    _accepted(REMOVE, "empty-batch", lambda a, d: None, batch=0, lens=()),
+    _accepted(RESTORE, "unaligned", set_arg("packed", unaligned), channels=9),
+    _accepted(RESTORE, "empty-batch", lambda a, d: None, lens=()),
+    _accepted(LINEAR, "unaligned-views", set_args(q=unaligned, k=unaligned, v=unaligned),
+              dim_qk=5, dim_v=3),
+    _accepted(LINEAR, "largest-dims", lambda a, d: None, dim_qk=LINEAR_MAX_DIM, dim_v=LINEAR_MAX_DIM,
+              batch=1, heads=1, seqlen=3),
+    _accepted(LINEAR, "strided", set_args(q=strided, v=strided), dtype=torch.float16),
+    _accepted(LINEAR, "empty-length", lambda a, d: None, seqlen=0),
+    _accepted(CACHE, "unaligned-caches", set_args(key_cache=unaligned, value_cache=unaligned,
+                                                  key=strided)),
+    _accepted(CACHE, "no-tokens", lambda a, d: None, tokens=0),
+    _accepted(PAGED, "unaligned-caches", set_args(key_cache=unaligned, value_cache=unaligned),
+              dtype=torch.float16),
+    _accepted(PAGED, "strided-query", set_arg("query", strided), dtype=torch.bfloat16),
+    _accepted(PAGED, "no-sequences", lambda a, d: None, lens=()),
+    _accepted(PAGED, "all-contexts-empty", lambda a, d: None, lens=(0, 0)),
+    _accepted(PREFILL, "no-sequences", lambda a, d: None, lens=(), chunks=()),
+    _accepted(PREFILL, "unaligned-caches", set_args(key_cache=unaligned, value_cache=unaligned),
+              dtype=torch.bfloat16),
+    _accepted(PREFILL, "strided-query", set_arg("query", strided)),
+    # More sequences or heads than a CUDA grid dimension holds: once CUDA-only refusals.
+    _accepted(PAGED, "more-sequences-than-a-grid-holds",
+              lambda a, d: one_token_cache(a, d, MANY, 2), every_row_is_the_one_value,
+              dtype=torch.float16),
+    _accepted(PREFILL, "more-sequences-than-a-grid-holds",
+              lambda a, d: one_token_cache(a, d, MANY, 1, tokens=MANY), every_row_is_the_one_value),
+    _accepted(PREFILL, "more-heads-than-a-grid-holds",
+              lambda a, d: one_token_cache(a, d, 1, MANY, tokens=1), every_row_is_the_one_value),
+    _accepted(FLASH, "more-batch-rows-than-a-grid-holds", lambda a, d: None, batch=MANY,
+              seqlen_q=1, seqlen_k=2, heads_q=1, heads_kv=1, dim=8, kv_lens=None),
+] + [
+    _accepted(op, "head-dim-%d-block-size-%d" % (dim, bs), lambda a, d: None, dim=dim,
+              block_size=bs, dtype=dtype)
+    for op in (PAGED, PREFILL)
+    for dim in PAGED_HEAD_DIMS
+    for bs, dtype in zip(PAGED_BLOCK_SIZES, DTYPES * len(PAGED_BLOCK_SIZES))
+    if dim == PAGED_HEAD_DIMS[0] or bs == PAGED_BLOCK_SIZES[-1]
+]
+
+
+# ---- running a call -----------------------------------------------------------------------------
+
+
+def ordered(op, args):
+    """The arguments in schema order."""
+    return [args[name] for name in OPERATORS[op][1]]
+
+
+def run(op, args):
+    """Calls the operator through torch.ops; returns its outputs as a tuple of tensors."""
+    out = getattr(torch.ops.djl_attn, op)(*ordered(op, args))
+    if out is None:
+        return ()
+    return out if isinstance(out, tuple) else (out,)
+
+
+def good_args(op, device, base):
+    return OPS[op].good(device, **base)
+
+
+def run_good(op, device, base, change=None, check=None):
+    """Runs a good call (changed by `change`, when given) and checks its outputs (against the
+    operator's reference unless `check` is given)."""
+    args = good_args(op, device, base)
+    if change is not None:
+        change(args, device)
+    (check or OPS[op].check)(args, run(op, args))
+
+
+def bad_args(r, device):
+    args = good_args(r.op, device, r.base)
+    r.change(args, device)
+    return args
+
+
+def rejection(r, device):
+    """The exception the row's call raises on `device`."""
+    args = bad_args(r, device)
+    with pytest.raises(Exception) as info:
+        run(r.op, args)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return info.value
+
+
+def expected_message_part(r):
+    return "%s: %s: " % (r.op, r.arg)
+
+
+def c_interface_call(op, args):
+    """djl_attn_call with the schema's argument kinds, as the Java bridge calls it."""
+    index, names, num_outputs = OPERATORS[op]
+    kinds = (ctypes.c_int32 * len(names))()
+    assert lib.djl_attn_operator_arg_kinds(index, kinds, len(names)) == len(names)
+    pairs = []
+    for kind, name in zip(kinds, names):
+        v = args[name]
+        pairs.append((kind, int(v) if isinstance(v, bool) else v))
+    return c_call(op, pairs, num_outputs)
+
+
+def _same_message(a, b):
+    # Device names differ between the two runs of a row that mixes devices ("expected the
+    # device of q (cpu), got cuda:0" against "(cuda:0), got cpu"); nothing else may.
+    unify = lambda s: re.sub(r"\b(cuda:\d+|cuda|cpu|meta)\b", "<device>", s)
+    return unify(a) == unify(b)
+
+
+# ---- the tests ----------------------------------------------------------------------------------
+
+
+def test_every_operator_has_a_good_call_and_bad_rows():
+    # A new operator without a good call and bad rows here fails this test.
+    assert set(OPS) == set(OPERATORS), "operators without a table: %s; table without an operator: %s" \
+        % (sorted(set(OPERATORS) - set(OPS)), sorted(set(OPS) - set(OPERATORS)))
+    rows_per_op = {op: [r for r in BAD_CALLS if r.op == op] for op in OPERATORS}
+    for op, rows in rows_per_op.items():
+        assert len(rows) >= 5, "%s has %d bad rows" % (op, len(rows))
+        # Every tensor argument is the subject of at least one row.
+        names = OPERATORS[op][1]
+        good = good_args(op, "cpu", {})
+        for name in names:
+            if isinstance(good[name], torch.Tensor):
+                assert any(r.arg == name for r in rows), "%s: no row names %s" % (op, name)
+    ids = [r.id for r in BAD_CALLS]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    for r in BAD_CALLS:
+        assert r.arg in OPERATORS[r.op][1], r.id
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_good_call(device, op):
+    run_good(op, device, {})
+
+
+@pytest.mark.parametrize("r", BAD_CALLS, ids=[r.id for r in BAD_CALLS])
+def test_bad_call_is_rejected_naming_the_argument(device, r):
+    run_good(r.op, device, r.base)
+    error = rejection(r, device)
+    if r.mixes_devices and other_device(device) == "meta":
+        # torch.ops sends a call with a meta tensor to the Meta kernel, which djl_attn does not
+        # register; the binding's device check is reached through djl_attn_call (next test).
+        assert type(error) is NotImplementedError and "Meta" in str(error), repr(error)
+        return
+    assert type(error) is ValueError, repr(error)
+    message = str(error)
+    assert expected_message_part(r) + "expected" in message, message
+    assert r.rule in message, message
+
+
+@pytest.mark.parametrize("r", BAD_CALLS, ids=[r.id for r in BAD_CALLS])
+def test_bad_call_through_the_c_interface(device, capfd, r):
+    args = bad_args(r, device)
+    capfd.readouterr()
+    status, message, _ = c_interface_call(r.op, args)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    assert status == INVALID_ARGUMENT, message
+    assert message.startswith(expected_message_part(r) + "expected"), message
+    assert r.rule in message, message
+    assert capfd.readouterr().err == ""
+    if not (r.mixes_devices and other_device(device) == "meta"):
+        # The same words as the Python exception of the same call.
+        assert message in str(rejection(r, device))
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="compares the CPU and CUDA backends")
+@pytest.mark.parametrize("r", BAD_CALLS, ids=[r.id for r in BAD_CALLS])
+def test_cpu_and_cuda_reject_alike(r):
+    cpu, cuda = rejection(r, "cpu"), rejection(r, "cuda")
+    assert type(cpu) is type(cuda), (repr(cpu), repr(cuda))
+    assert _same_message(str(cpu), str(cuda)), (str(cpu), str(cuda))
+
+
+@pytest.mark.parametrize("op,change,base,check", ACCEPTED_CALLS)
+def test_accepted_call(device, op, change, base, check):
+    run_good(op, device, base, change, check)
