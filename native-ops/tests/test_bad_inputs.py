@@ -23,10 +23,9 @@ fails test_every_operator_has_bad_rows.
 """
 
 import ctypes
-import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable
 
 import pytest
 import torch
@@ -225,8 +224,8 @@ def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks
 
 
 def check_reshape_and_cache(a, _outputs):
-    # The keys and values of every token with a slot are in it; nothing else changed is not
-    # checked here (test_paged.py does), the written rows are.
+    # Every token with a slot has its key and value in that slot of the caches (that the other
+    # slots are left alone is test_paged.py's check).
     slots = a["slot_mapping"].cpu().tolist()
     kc = a["key_cache"].reshape(-1, *a["key_cache"].shape[2:]).cpu()
     vc = a["value_cache"].reshape(-1, *a["value_cache"].shape[2:]).cpu()
