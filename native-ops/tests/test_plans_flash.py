@@ -31,7 +31,7 @@ _flash.argtypes = ([ctypes.c_int32] + [ctypes.c_int64] * 6 +
 
 # Flags of djl_attn_test_flash_plan (tests/native/flash_plan_exports.cpp).
 FLAGS = {"causal": 1, "varlen": 2, "kv_lens": 4, "bias": 8, "unaligned": 16, "hopper_built": 32,
-         "tuning_build": 64, "hopper_free": 128}
+         "tuning_build": 64, "hopper_free": 128, "broadcast_kv": 256}
 
 
 def flash_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype="float16", gpu=H200,
@@ -161,6 +161,10 @@ def test_hopper_takes_only_what_it_covers():
     # Compute capability 9.0 only, with the kernel in the build.
     assert flash_plan(*big, 128, gpu=(132, 227 * 1024, 10, 0)).startswith("tiled/")
     assert flash_plan(*big, 128, hopper="on", hopper_built=False).startswith("tiled/")
+    # Strides TMA cannot describe: k and v broadcast over the batch (batch stride 0). The tile
+    # kernel reads them in place.
+    assert (flash_plan(*big, 128, broadcast_kv=True, hopper="on")
+            == "tiled/D128/m128n64w4s2for/128x64/splits1")
     # kv_lens and causal masks are the kernel's own business.
     assert flash_plan(*big, 128, kv_lens=True, causal=True) == "hopper/D128/grid132/pingpong"
 

@@ -27,6 +27,7 @@ constexpr int32_t kUnaligned = 16;  // q starts 2 bytes past a 16-byte boundary
 constexpr int32_t kHopperBuilt = 32;
 constexpr int32_t kTuningBuild = 64;
 constexpr int32_t kHopperFree = 128;  // DJL_ATTN_FLASH_HOPPER_SCHED=free
+constexpr int32_t kBroadcastKv = 256;  // k and v shared by the batch rows (batch stride 0)
 
 bool is(const char* value, const char* name) { return std::strcmp(value, name) == 0; }
 
@@ -107,7 +108,8 @@ extern "C" const char* djl_attn_test_flash_plan(
     p.out_seq_stride = heads_q * head_dim, p.out_head_stride = head_dim;
     if (!varlen) {
       p.q_batch_stride = p.out_batch_stride = seqlen_q * heads_q * head_dim;
-      p.k_batch_stride = p.v_batch_stride = seqlen_k * heads_kv * head_dim;
+      p.k_batch_stride = p.v_batch_stride =
+          (flags & kBroadcastKv) != 0 ? 0 : seqlen_k * heads_kv * head_dim;
     }
     p.batch = batch;
     p.seqlen_q = seqlen_q;
