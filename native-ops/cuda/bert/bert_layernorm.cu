@@ -103,15 +103,6 @@ __global__ void __launch_bounds__(kMaxBlockThreads) layernorm_block_kernel(Layer
   const float channels = static_cast<float>(p.channels);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const int64_t base = row * p.channels;
-    // Vector j of the row sum, in the later passes.
-    auto row_vector = [&](int64_t j, float (&v)[N]) {
-      if constexpr (kStaged) {
-#pragma unroll
-        for (int e = 0; e < N; ++e) v[e] = staged[e * vecs + j];
-      } else {
-        load_sum<T, P, N>(p, base + j * N, j * N, v);
-      }
-    };
     float sum = 0.f;
     for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
       float v[N];
@@ -123,20 +114,26 @@ __global__ void __launch_bounds__(kMaxBlockThreads) layernorm_block_kernel(Layer
       }
     }
     const float mean = block_sum(sum, partial) / channels;
+    // The later passes read the row sum back from shared memory, or recompute it.
     float squares = 0.f;
     for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
-      float v[N];
-      row_vector(j, v);
+      float v[N];  // streamed only
+      if constexpr (!kStaged) load_sum<T, P, N>(p, base + j * N, j * N, v);
 #pragma unroll
       for (int e = 0; e < N; ++e) {
-        const float d = v[e] - mean;
+        const float d = (kStaged ? staged[e * vecs + j] : v[e]) - mean;
         squares += d * d;
       }
     }
     const float rstd = rsqrtf(block_sum(squares, partial) / channels + p.eps);
     for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
       float v[N];
-      row_vector(j, v);
+      if constexpr (kStaged) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) v[e] = staged[e * vecs + j];
+      } else {
+        load_sum<T, P, N>(p, base + j * N, j * N, v);
+      }
       store_normalized<T, P, N>(p, base + j * N, j * N, v, mean, rstd);
     }
   }
