@@ -49,7 +49,10 @@ import java.util.Random;
  * past + S) int64, k_0, v_0, ..., k_{L-1}, v_{L-1}]} with past keys/values {@code (B, Hkv, past,
  * D)} (absent on the first call); outputs {@code [logits (B, S, V) float32, k_0, v_0, ...]} with
  * the present keys/values {@code (B, Hkv, past + S, D)}. A zero in the attention mask hides that
- * key (left padding); the flash path then falls back to the stock ops for that call.
+ * key (left padding); the flash path then falls back to the stock ops for that call. Positions
+ * are below {@link DecoderConfig#getMaxPositions()} on every path: GPT-2's position embeddings and
+ * LLaMA's rotary table (made once at load) have that many rows, and a step does not read
+ * positions back to check them (libtorch's embedding lookup reports an index out of range).
  *
  * <p>Parameters carry Hugging Face names and shapes: LLaMA {@code model.embed_tokens.weight [V,
  * C]}, {@code model.layers.i.self_attn.{q,k,v,o}_proj.weight [out, in]}, {@code
