@@ -41,13 +41,17 @@ import java.util.Random;
  * of the paged cache against a max-length preallocation.
  *
  * <p>Part 1: a GPT-2-style decoder (4 layers, C = 512, 8 heads of 64, vocab 8192, float32, fixed
- * random weights) decodes one token per sequence per step for batch ∈ {1, 8, 32} and context ∈
+ * random weights; {@code --hidden} and {@code --arch} change its width and architecture) decodes one token per sequence per step for batch ∈ {1, 8, 32} and context ∈
  * {128, 1024}: (a) stock — the block's TextGenerator protocol, past K/V concatenated with the new
  * token's every step, attention by stock DJL ops; (b) flash — the same contiguous cache with {@code
  * flash_attention}; (c) paged — {@link PagedKvCache} (block 16), {@code reshape_and_cache} + {@code
  * paged_attention}. The caches start holding {@code context} tokens of random K/V (the prefill is
  * not timed). Each configuration: 3 warm-up steps, then the median of 15 steps, the three paths
  * taking turns step by step; tokens/s = batch / median step time, argmax of the logits included.
+ * For the paged step it also prints the operator calls of one step (top-level operators in
+ * libtorch's profiler trace), the arrays a step creates, the split of its wall time (prepare /
+ * forward / read back) and the calling thread's CPU time per step: on a GPU, where the model's
+ * work is small, these say how much of a step is the host issuing operators.
  *
  * <p>Part 2: a continuous-batching simulation (no model) of 2000 requests with log-normal prompt
  * and output lengths (max length 2048), 64 running at once; at every step it compares the KV slots
