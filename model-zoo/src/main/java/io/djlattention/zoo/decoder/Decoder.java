@@ -571,21 +571,19 @@ public final class Decoder extends AbstractBlock {
         Step step = new Step(positions);
         NDArray x = embed(step, tokenIds, positions); // [T, C]
         // A head dim the kernels lack is zero-padded: the zeros are made once per step.
-        NDArray padQ = null;
-        NDArray padKv = null;
-        if (cacheDim != dim) {
-            NDManager m = x.getManager();
-            padQ =
-                    m.zeros(
-                            new Shape(numTokens, config.getNumHeads(), cacheDim - dim),
-                            x.getDataType());
-            padKv =
-                    m.zeros(
-                            new Shape(numTokens, config.getNumKvHeads(), cacheDim - dim),
-                            x.getDataType());
-        }
-        NDArray finalPadQ = padQ;
-        NDArray finalPadKv = padKv;
+        NDManager m = x.getManager();
+        NDArray padQ =
+                cacheDim == dim
+                        ? null
+                        : m.zeros(
+                                new Shape(numTokens, config.getNumHeads(), cacheDim - dim),
+                                x.getDataType());
+        NDArray padKv =
+                cacheDim == dim
+                        ? null
+                        : m.zeros(
+                                new Shape(numTokens, config.getNumKvHeads(), cacheDim - dim),
+                                x.getDataType());
         for (int l = 0; l < config.getNumLayers(); ++l) {
             int layer = l;
             x =
@@ -596,14 +594,14 @@ public final class Decoder extends AbstractBlock {
                             qkv -> {
                                 cache.write(
                                         layer,
-                                        padHeadDim(qkv[1], finalPadKv),
-                                        padHeadDim(qkv[2], finalPadKv),
+                                        padHeadDim(qkv[1], padKv),
+                                        padHeadDim(qkv[2], padKv),
                                         batch);
                                 NDArray attn;
                                 if (flash) {
                                     attn = flashPrefill(qkv, queryLens);
                                 } else {
-                                    NDArray q = padHeadDim(qkv[0], finalPadQ);
+                                    NDArray q = padHeadDim(qkv[0], padQ);
                                     // The batch's tables were checked once when it was built:
                                     // no per-layer device-to-host copy of them.
                                     attn =
@@ -628,7 +626,7 @@ public final class Decoder extends AbstractBlock {
             end += queryLens[s];
             last[s] = end - 1;
         }
-        return logits(step, x, x.getManager().create(last));
+        return logits(step, x, m.create(last));
     }
 
     /** Causal flash attention per sequence (nothing cached before the chunk). */
