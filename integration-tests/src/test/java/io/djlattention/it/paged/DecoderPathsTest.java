@@ -19,6 +19,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.it.TestDevice;
+import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.CausalLmTranslator;
 import io.djlattention.zoo.decoder.Decoder;
@@ -106,6 +107,46 @@ class DecoderPathsTest {
 
     private Decoder model(DecoderConfig.Architecture a) {
         return a == DecoderConfig.Architecture.GPT2 ? gpt2 : llama;
+    }
+
+    /**
+     * The arrays a paged decode step's forward creates: each one is an operator call from Java
+     * (a split's views are one call), so this is the step's host cost. A change that adds
+     * operators to the layer shows here first. Counted per layer from the layer's code: GPT-2
+     * norm 1, c_attn 1, reshape 1, split 3, paged_attention 1, reshape 1, c_proj 1, norm 1, c_fc
+     * 1, add_bias_gelu 1, c_proj 1 = 13; LLaMA RMSNorm 6, qkv 1, reshape 1, split 2, rotation 1,
+     * split 2, paged_attention 1, reshape 1, o_proj 1, RMSNorm 6, gate|up 1, split 2, sigmoid 1,
+     * two muls 2, down 1 = 29; reshape_and_cache creates none.
+     */
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(DecoderConfig.Architecture.class)
+    void decodeStepCreatesTheLayersArraysOnly(DecoderConfig.Architecture architecture) {
+        Decoder decoder = model(architecture);
+        boolean gpt2Model = architecture == DecoderConfig.Architecture.GPT2;
+        int perLayer = gpt2Model ? 13 : 29;
+        // GPT-2: 2 embeddings, their sum, the norm's zeros, final norm, head = 6; LLaMA:
+        // embedding, rotation (gather, reshape, split 2, 2 muls, add = 7), RMSNorm 6, head = 15.
+        int perStep = gpt2Model ? 6 : 15;
+        int layers = decoder.getConfig().getNumLayers();
+        try (NDManager m = manager.newSubManager();
+                PagedKvCache cache = decoder.newCacheBuilder(m).optNumBlocks(8).build()) {
+            long[] ids = {0, 1};
+            cache.allocate(0, 5);
+            cache.allocate(1, 9);
+            try (PagedBatch batch = cache.prepare(ids, new int[] {1, 1}, m);
+                    NDManager step = m.newSubManager()) {
+                NDArray tokens = step.create(new long[] {3, 4});
+                NDArray positions = step.create(new long[] {4, 8});
+                int before = ((ai.djl.ndarray.BaseNDManager) step).getManagedArrays().size();
+                NDArray logits =
+                        decoder.forwardPaged(
+                                cache, batch, tokens, positions, PrefillAttention.PAGED);
+                int created =
+                        ((ai.djl.ndarray.BaseNDManager) step).getManagedArrays().size() - before;
+                assertEquals(new Shape(2, decoder.getConfig().getVocabSize()), logits.getShape());
+                assertEquals(perLayer * layers + perStep, created, architecture + " arrays");
+            }
+        }
     }
 
     @Test
