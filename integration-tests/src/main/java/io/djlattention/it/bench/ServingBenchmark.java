@@ -11,14 +11,13 @@ import io.djlattention.cli.ServeCommand;
 import io.djlattention.zoo.serving.OpenAiServer;
 
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
+import java.io.OutputStream;
+import java.net.HttpURLConnection;
+import java.net.URL;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -116,6 +115,12 @@ public final class ServingBenchmark {
             embeddings.add(e.toString());
         }
 
+        // Every client keeps its connection, as with a pooling client: the JDK keeps only 5 idle
+        // connections per server unless told otherwise (read once, at the first request).
+        if (System.getProperty("http.maxConnections") == null) {
+            int most = Arrays.stream(concurrency).max().orElse(1);
+            System.setProperty("http.maxConnections", Integer.toString(Math.max(5, most)));
+        }
         StringBuilder table = new StringBuilder();
         table.append("Serving benchmark, ")
                 .append(Instant.now())
@@ -145,17 +150,15 @@ public final class ServingBenchmark {
                             "--max-queue", "4096",
                             "--embedding-model", embed ? ServeCommand.MINILM : "none");
             try (OpenAiServer server = command.startServer()) {
-                HttpClient http =
-                        HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
                 String base = "http://127.0.0.1:" + server.getPort();
                 // Warm-up: the first calls pay for lazy initialisation.
-                run(http, base, completions.subList(0, Math.min(8, requests)), 4, true);
+                run(base, completions.subList(0, Math.min(8, requests)), 4, true);
                 if (embed) {
-                    run(http, base, embeddings.subList(0, Math.min(8, requests)), 4, false);
+                    run(base, embeddings.subList(0, Math.min(8, requests)), 4, false);
                 }
                 for (int c : concurrency) {
-                    Result gen = run(http, base, completions, c, true);
-                    Result emb = embed ? run(http, base, embeddings, c, false) : new Result();
+                    Result gen = run(base, completions, c, true);
+                    Result emb = embed ? run(base, embeddings, c, false) : new Result();
                     emb.seconds = embed ? emb.seconds : Double.NaN;
                     table.append(
                             String.format(
@@ -196,7 +199,7 @@ public final class ServingBenchmark {
         }
     }
 
-    private static Result run(HttpClient http, String base, List<String> bodies, int clients, boolean generate)
+    private static Result run(String base, List<String> bodies, int clients, boolean generate)
             throws Exception {
         Result result = new Result();
         AtomicInteger next = new AtomicInteger();
@@ -209,7 +212,7 @@ public final class ServingBenchmark {
                         pool.submit(
                                 () -> {
                                     for (int i = next.getAndIncrement(); i < bodies.size(); i = next.getAndIncrement()) {
-                                        one(http, base, bodies.get(i), generate, result);
+                                        one(base, bodies.get(i), generate, result);
                                     }
                                     return null;
                                 }));
@@ -225,34 +228,50 @@ public final class ServingBenchmark {
         return result;
     }
 
-    private static void one(HttpClient http, String base, String body, boolean generate, Result out)
+    /**
+     * One request on {@link HttpURLConnection} (module java.base: the GPU machine's jlink Java
+     * runtime has no other HTTP client). Bodies are read to their end, so connections go back to
+     * the JDK's keep-alive cache and are reused, as with a pooling client.
+     */
+    private static void one(String base, String body, boolean generate, Result out)
             throws Exception {
-        HttpRequest req =
-                HttpRequest.newBuilder(URI.create(base + (generate ? "/v1/completions" : "/v1/embeddings")))
-                        .timeout(Duration.ofMinutes(5))
-                        .header("Content-Type", "application/json")
-                        .POST(HttpRequest.BodyPublishers.ofString(body))
-                        .build();
+        HttpURLConnection c =
+                (HttpURLConnection)
+                        new URL(base + (generate ? "/v1/completions" : "/v1/embeddings"))
+                                .openConnection();
+        c.setConnectTimeout(10_000);
+        c.setReadTimeout(5 * 60_000);
+        c.setRequestMethod("POST");
+        c.setRequestProperty("Content-Type", "application/json");
+        c.setDoOutput(true);
+        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+        c.setFixedLengthStreamingMode(bytes.length);
         long t0 = System.nanoTime();
+        try (OutputStream os = c.getOutputStream()) {
+            os.write(bytes);
+        }
+        int status = c.getResponseCode();
+        if (status != 200) {
+            InputStream err = c.getErrorStream();
+            String text = err == null ? "" : new String(err.readAllBytes(), StandardCharsets.UTF_8);
+            c.disconnect();
+            throw new IOException((generate ? "completion: " : "embedding: ") + status + " " + text);
+        }
         if (!generate) {
-            HttpResponse<String> r = http.send(req, HttpResponse.BodyHandlers.ofString());
-            if (r.statusCode() != 200) {
-                throw new IllegalStateException("embedding: " + r.statusCode() + " " + r.body());
+            try (InputStream in = c.getInputStream()) {
+                in.readAllBytes();
             }
             synchronized (out) {
                 out.first.add((System.nanoTime() - t0) / 1e6);
             }
             return;
         }
-        HttpResponse<InputStream> r = http.send(req, HttpResponse.BodyHandlers.ofInputStream());
-        if (r.statusCode() != 200) {
-            throw new IllegalStateException("completion: " + r.statusCode());
-        }
         List<Double> gaps = new ArrayList<>();
         double first = -1;
         long last = t0;
         int tokens = 0;
-        try (BufferedReader in = new BufferedReader(new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
+        try (BufferedReader in =
+                new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
                 if (!line.startsWith("data: ") || line.equals("data: [DONE]")) {

@@ -21,11 +21,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
-import java.net.URI;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
@@ -139,7 +135,7 @@ class ServingBadInputTest {
     @MethodSource({"cases", "binaryCases"})
     void badInputGetsAClearError(String path, byte[] body, int status, String param, String text)
             throws Exception {
-        HttpResponse<String> r = client.post(path, body);
+        ServingClient.Response r = client.post(path, body);
         assertEquals(status, r.statusCode(), r.body());
         JsonObject error = JsonParser.parseString(r.body()).getAsJsonObject().getAsJsonObject("error");
         JsonElement p = error.get("param");
@@ -156,14 +152,7 @@ class ServingBadInputTest {
         assertEquals(404, client.get("/").statusCode());
         assertEquals(405, client.get(C).statusCode());
         assertEquals(405, client.post("/health", "{}").statusCode());
-        HttpResponse<String> del =
-                client.http.send(
-                        HttpRequest.newBuilder(URI.create(client.base + "/v1/models"))
-                                .timeout(Duration.ofSeconds(10))
-                                .DELETE()
-                                .build(),
-                        HttpResponse.BodyHandlers.ofString());
-        assertEquals(405, del.statusCode());
+        assertEquals(405, client.send("DELETE", "/v1/models", null).statusCode());
         JsonObject models = JsonParser.parseString(client.get("/v1/models").body()).getAsJsonObject();
         assertEquals(2, models.getAsJsonArray("data").size());
         // Still serving after all of the above.

@@ -8,14 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
-import ai.djl.training.ParameterStore;
-
-import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.serving.OpenAiServer;
 
 import org.junit.jupiter.api.AfterAll;
@@ -239,7 +231,7 @@ class ServingLoadTest {
      * a batched step explains: logits of stories260K reach about 15 and the batched GEMMs sum in
      * another order than the solo ones (measured differences up to ~1e-5).
      */
-    private static final float TIE = 1e-3f;
+    static final float TIE = 1e-3f;
 
     /** A completion whose tokens differ from its solo run. */
     private record Divergence(int spec, boolean stream, int[] want, int[] got) {
@@ -261,7 +253,7 @@ class ServingLoadTest {
             }
             int[] ids = Arrays.copyOf(prompt, prompt.length + t);
             System.arraycopy(want, 0, ids, prompt.length, t);
-            float[] logits = lastLogits(ids);
+            float[] logits = ServingModels.referenceLogits(ids);
             float best = Float.NEGATIVE_INFINITY;
             for (float v : logits) {
                 best = Math.max(best, v);
@@ -271,32 +263,6 @@ class ServingLoadTest {
                     ? null
                     : what + " (token " + t + ": the batched choice is " + gap
                             + " below the top logit, no float32 tie)";
-        }
-    }
-
-    /** The stock contiguous path's logits after a sequence, computed alone. */
-    private static float[] lastLogits(int[] ids) throws Exception {
-        Decoder decoder = ServingModels.stories();
-        try (NDManager manager = NDManager.newBaseManager()) {
-            long[] tokens = new long[ids.length];
-            long[] positions = new long[ids.length];
-            long[] mask = new long[ids.length];
-            for (int i = 0; i < ids.length; ++i) {
-                tokens[i] = ids[i];
-                positions[i] = i;
-                mask[i] = 1;
-            }
-            Shape shape = new Shape(1, ids.length);
-            NDList out =
-                    decoder.forward(
-                            new ParameterStore(manager, false),
-                            new NDList(
-                                    manager.create(tokens, shape),
-                                    manager.create(positions, shape),
-                                    manager.create(mask, shape)),
-                            false);
-            NDArray logits = out.get(0);
-            return logits.get(0, ids.length - 1).toType(DataType.FLOAT32, false).toFloatArray();
         }
     }
 

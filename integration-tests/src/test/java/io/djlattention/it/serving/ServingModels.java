@@ -4,9 +4,16 @@
 package io.djlattention.it.serving;
 
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
+import ai.djl.training.ParameterStore;
 
+import io.djlattention.it.TestDevice;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
@@ -24,8 +31,9 @@ import java.util.List;
 import java.util.function.Consumer;
 
 /**
- * The models the serving tests serve, loaded once per JVM: stories260K (the model zoo's built-in
- * decoder) and the embedding model; and a helper that starts a loopback server on them.
+ * The models the serving tests serve, loaded once per JVM on the tests' device ({@link
+ * TestDevice}): stories260K (the model zoo's built-in decoder) and the embedding model; a helper
+ * that starts a loopback server on them; and stories260K's reference logits.
  */
 final class ServingModels {
 
@@ -47,6 +55,7 @@ final class ServingModels {
                             Criteria.builder()
                                     .setTypes(int[].class, int[].class)
                                     .optEngine("PyTorch")
+                                    .optDevice(TestDevice.get())
                                     .build());
             decoder = ((GenerationBlock) storiesModel.getBlock()).getDecoder();
         }
@@ -65,6 +74,7 @@ final class ServingModels {
                             Criteria.builder()
                                     .setTypes(String.class, float[].class)
                                     .optEngine("PyTorch")
+                                    .optDevice(TestDevice.get())
                                     .build());
             embedder =
                     new ZooEmbeddingModel(
@@ -117,5 +127,34 @@ final class ServingModels {
                                 EMBEDDER, EmbeddingService.builder().setModel(embedder()).build());
         server.accept(sb);
         return sb.build().start();
+    }
+
+    /**
+     * stories260K's logits after a sequence, computed alone on the stock contiguous path (not the
+     * paged path the engine runs): the reference the tests explain a batched run's choice with.
+     */
+    static float[] referenceLogits(int[] ids) throws Exception {
+        Decoder decoder = stories();
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
+            long[] tokens = new long[ids.length];
+            long[] positions = new long[ids.length];
+            long[] mask = new long[ids.length];
+            for (int i = 0; i < ids.length; ++i) {
+                tokens[i] = ids[i];
+                positions[i] = i;
+                mask[i] = 1;
+            }
+            Shape shape = new Shape(1, ids.length);
+            NDList out =
+                    decoder.forward(
+                            new ParameterStore(manager, false),
+                            new NDList(
+                                    manager.create(tokens, shape),
+                                    manager.create(positions, shape),
+                                    manager.create(mask, shape)),
+                            false);
+            NDArray logits = out.get(0);
+            return logits.get(0, ids.length - 1).toType(DataType.FLOAT32, false).toFloatArray();
+        }
     }
 }

@@ -17,8 +17,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 import java.io.IOException;
-import java.io.InputStream;
-import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -58,7 +56,7 @@ class ServingShutdownTest {
             for (int i = 0; i < STREAMS; ++i) {
                 int[] prompt = new Random().ints(4, 0, 512).toArray();
                 String json = new Requests.Spec(prompt, maxTokens, 0, 1, 0).json(true);
-                fs.add(pool.submit(() -> read(client.postStream("/v1/completions", json), started)));
+                fs.add(pool.submit(() -> read(client, json, started)));
             }
             assertTrue(started.await(30, TimeUnit.SECONDS), "the streams did not start");
             server.close();
@@ -75,13 +73,15 @@ class ServingShutdownTest {
         }
     }
 
-    private static Seen read(HttpResponse<InputStream> r, CountDownLatch started) throws IOException {
-        assertEquals(200, r.statusCode());
+    private static Seen read(ServingClient client, String json, CountDownLatch started)
+            throws IOException {
         int tokens = 0;
         String finish = null;
         boolean error = false;
         boolean done = false;
-        try (ServingClient.Events events = new ServingClient.Events(r.body())) {
+        try (ServingClient.StreamingResponse r = client.postStream("/v1/completions", json, true);
+                ServingClient.Events events = new ServingClient.Events(r.body())) {
+            assertEquals(200, r.statusCode());
             String data;
             while ((data = events.next()) != null) {
                 if (data.equals("[DONE]")) {
@@ -122,17 +122,26 @@ class ServingShutdownTest {
     void serveCommandAnswersAndExitsZeroOnSigterm() throws Exception {
         String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
         Path log = Files.createTempFile("serve", ".log");
+        List<String> command = new ArrayList<>(List.of(java));
+        // The child runs as this JVM does: the same DJL, JavaCPP and project settings (the GPU
+        // suite's Java sets some on its command line, e.g. ai.djl.offline).
+        for (String name : System.getProperties().stringPropertyNames()) {
+            if (name.startsWith("ai.djl.") || name.startsWith("djl.attn.") || name.startsWith("org.bytedeco.")) {
+                command.add("-D" + name + "=" + System.getProperty(name));
+            }
+        }
+        command.addAll(
+                List.of(
+                        "-cp",
+                        System.getProperty("java.class.path"),
+                        "io.djlattention.cli.Main",
+                        "serve",
+                        "--port",
+                        "0",
+                        "--io-threads",
+                        "1"));
         Process p =
-                new ProcessBuilder(
-                                java,
-                                "-cp",
-                                System.getProperty("java.class.path"),
-                                "io.djlattention.cli.Main",
-                                "serve",
-                                "--port",
-                                "0",
-                                "--io-threads",
-                                "1")
+                new ProcessBuilder(command)
                         .redirectErrorStream(true)
                         .redirectOutput(log.toFile())
                         .start();
