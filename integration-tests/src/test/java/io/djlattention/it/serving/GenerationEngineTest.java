@@ -259,8 +259,9 @@ class GenerationEngineTest {
      * the BLAS picks its kernel (tiling, split-K) by the row count, so the two runs' logits differ
      * in their last bits. cuBLAS does so on a GPU (seen on an H200: token 49 in a batch, 52
      * alone), and so does the CPU: stories260K's paged logits, twelve sequences teacher-forced in
-     * one batch against each alone, differed in every one of 240 rows, by up to 7.0e-5 (the stock
-     * path against the paged one alone: up to 6.3e-5). A draw that lands within that rounding of
+     * one batch against each alone (20 steps, three draws of sequences), differed in every one of
+     * the 720 rows, by up to 7.0e-5 (the stock path against the paged one alone: up to 6.3e-5),
+     * measured on the 2-core build machine. A draw that lands within that rounding of
      * the boundary between two tokens' shares may pick the neighbour, after which the two
      * continuations are unrelated. So the test checks, on every device:
      *
