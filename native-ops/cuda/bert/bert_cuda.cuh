@@ -10,7 +10,8 @@
 namespace djl_attn::bert {
 
 // Warp-per-row when a row fits the registers of one warp (up to 256 16-byte vectors), else
-// block-per-row with the row staged in shared memory; float32 statistics.
+// block-per-row with the row staged in shared memory, or read from global memory in each pass
+// when it does not fit there; float32 statistics. The plan (bert_plan.h) picks.
 void run_layernorm_cuda(const LayerNormParams& params);
 // One 16-byte vector per thread and step when C and the pointers allow it, else scalars.
 void run_elementwise_cuda(const ElementwiseParams& params);
