@@ -9,17 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "bert/bert_attention_op.h"
 #include "bert/bert_cpu.h"
-#include "bert/bert_ops.h"
 #include "common/error.h"
 #include "djl_attn/c_api.h"
 #include "flash/flash_cpu.h"
-#include "flash/flash_op.h"
 #include "linear/causal_dot_product_cpu.h"
-#include "linear/causal_dot_product_op.h"
 #include "paged/paged_cpu.h"
-#include "paged/paged_op.h"
+#include "registration/operator_kernels.h"
 #include "registration/registration.h"
 
 namespace djl_attn {
@@ -52,86 +48,19 @@ constexpr const char* kSchemas[] = {
     "restore_padding(Tensor packed, Tensor cu_seqlens, int seqlen) -> Tensor",
 };
 
-void flash_attention_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const flash::FlashBackend backend{flash::run_flash_attention_cpu, nullptr};
-  flash::flash_attention_boxed(stack, backend);
-}
-
-void flash_attention_varlen_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const flash::FlashBackend backend{flash::run_flash_attention_cpu, nullptr};
-  flash::flash_attention_varlen_boxed(stack, backend);
-}
-
-void causal_dot_product_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const linear::CausalDotProductBackend backend{linear::run_causal_dot_product_cpu};
-  linear::causal_dot_product_boxed(stack, backend);
-}
-
-const bert::BertBackend& bert_cpu_backend() {
-  static const bert::BertBackend backend{bert::run_layernorm_cpu, bert::run_elementwise_cpu,
-                                         bert::run_remove_padding_cpu,
-                                         bert::run_restore_padding_cpu, nullptr, nullptr};
-  return backend;
-}
-
-void bert_attention_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  static const flash::FlashBackend backend{flash::run_flash_attention_cpu, nullptr};
-  bert::bert_attention_boxed(stack, backend);
-}
-
-void add_bias_residual_layernorm_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  bert::add_bias_residual_layernorm_boxed(stack, bert_cpu_backend());
-}
-
-void add_bias_gelu_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  bert::add_bias_gelu_boxed(stack, bert_cpu_backend());
-}
-
-void add_bias_residual_affine_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  bert::add_bias_residual_affine_boxed(stack, bert_cpu_backend());
-}
-
-void remove_padding_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  bert::remove_padding_boxed(stack, bert_cpu_backend());
-}
-
-void restore_padding_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  bert::restore_padding_boxed(stack, bert_cpu_backend());
-}
-
-const paged::PagedBackend& paged_cpu_backend() {
-  static const paged::PagedBackend backend{paged::run_reshape_and_cache_cpu,
-                                           paged::run_paged_attention_cpu,
-                                           paged::run_paged_prefill_cpu, nullptr};
-  return backend;
-}
-
-void reshape_and_cache_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  paged::reshape_and_cache_boxed(stack, paged_cpu_backend());
-}
-
-void paged_attention_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  paged::paged_attention_boxed(stack, paged_cpu_backend());
-}
-
-void paged_prefill_attention_cpu(shim::StableIValue* stack, uint64_t, uint64_t) {
-  paged::paged_prefill_attention_boxed(stack, paged_cpu_backend());
-}
-
-constexpr KernelEntry kCpuKernels[] = {
-    {"reshape_and_cache", reshape_and_cache_cpu},
-    {"paged_attention", paged_attention_cpu},
-    {"paged_prefill_attention", paged_prefill_attention_cpu},
-    {"flash_attention", flash_attention_cpu},
-    {"flash_attention_varlen", flash_attention_varlen_cpu},
-    {"causal_dot_product", causal_dot_product_cpu},
-    {"bert_attention", bert_attention_cpu},
-    {"add_bias_residual_layernorm", add_bias_residual_layernorm_cpu},
-    {"add_bias_gelu", add_bias_gelu_cpu},
-    {"add_bias_residual_affine", add_bias_residual_affine_cpu},
-    {"remove_padding", remove_padding_cpu},
-    {"restore_padding", restore_padding_cpu},
+// The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
+const OperatorBackends kCpuBackends{
+    {flash::run_flash_attention_cpu, nullptr},
+    {linear::run_causal_dot_product_cpu},
+    {bert::run_layernorm_cpu, bert::run_elementwise_cpu, bert::run_remove_padding_cpu,
+     bert::run_restore_padding_cpu, nullptr, nullptr},
+    {paged::run_reshape_and_cache_cpu, paged::run_paged_attention_cpu,
+     paged::run_paged_prefill_cpu, nullptr},
 };
+
+// Each schema has its kernel in the one list.
+static_assert(sizeof(operator_kernels<kCpuBackends>) / sizeof(KernelEntry) ==
+              sizeof(kSchemas) / sizeof(kSchemas[0]));
 
 struct RegisteredKernel {
   std::string dispatch_key;
@@ -173,7 +102,7 @@ void define_schemas() {
   // The library object stays alive for the life of the process: deleting it would unregister.
   state().defined = true;
   state().ours = true;
-  register_kernels("CPU", kCpuKernels, sizeof(kCpuKernels) / sizeof(kCpuKernels[0]));
+  register_operator_kernels<kCpuBackends>("CPU");
 }
 
 // Runs once when the shared library is loaded (dlopen from Java or torch.ops.load_library).

@@ -1,0 +1,62 @@
+// The boxed kernel of every operator for one backend, generated from the one list below: each
+// backend library (CPU in register_ops.cpp, CUDA in cuda/register_cuda.cpp) states its device
+// functions once, in an OperatorBackends, and registers operator_kernels<its backends>.
+#pragma once
+
+#include <cstdint>
+
+#include "bert/bert_attention_op.h"
+#include "bert/bert_ops.h"
+#include "flash/flash_op.h"
+#include "linear/causal_dot_product_op.h"
+#include "paged/paged_op.h"
+#include "registration/registration.h"
+
+namespace djl_attn {
+
+// A backend's device functions, one struct per kernel family.
+struct OperatorBackends {
+  flash::FlashBackend flash;  // flash_attention, flash_attention_varlen, bert_attention
+  linear::CausalDotProductBackend linear;
+  bert::BertBackend bert;
+  paged::PagedBackend paged;
+};
+
+// The boxed kernel that runs `binding` with the family backend `member` of `backends`.
+template <const OperatorBackends& backends, auto member, auto binding>
+void boxed_kernel(shim::StableIValue* stack, uint64_t, uint64_t) {
+  binding(stack, backends.*member);
+}
+
+// Every operator with its binding and the family backend it runs on: the one list of kernels.
+template <const OperatorBackends& b>
+constexpr KernelEntry operator_kernels[] = {
+    {"flash_attention",
+     boxed_kernel<b, &OperatorBackends::flash, flash::flash_attention_boxed>},
+    {"flash_attention_varlen",
+     boxed_kernel<b, &OperatorBackends::flash, flash::flash_attention_varlen_boxed>},
+    {"bert_attention", boxed_kernel<b, &OperatorBackends::flash, bert::bert_attention_boxed>},
+    {"causal_dot_product",
+     boxed_kernel<b, &OperatorBackends::linear, linear::causal_dot_product_boxed>},
+    {"add_bias_residual_layernorm",
+     boxed_kernel<b, &OperatorBackends::bert, bert::add_bias_residual_layernorm_boxed>},
+    {"add_bias_gelu", boxed_kernel<b, &OperatorBackends::bert, bert::add_bias_gelu_boxed>},
+    {"add_bias_residual_affine",
+     boxed_kernel<b, &OperatorBackends::bert, bert::add_bias_residual_affine_boxed>},
+    {"remove_padding", boxed_kernel<b, &OperatorBackends::bert, bert::remove_padding_boxed>},
+    {"restore_padding", boxed_kernel<b, &OperatorBackends::bert, bert::restore_padding_boxed>},
+    {"reshape_and_cache",
+     boxed_kernel<b, &OperatorBackends::paged, paged::reshape_and_cache_boxed>},
+    {"paged_attention", boxed_kernel<b, &OperatorBackends::paged, paged::paged_attention_boxed>},
+    {"paged_prefill_attention",
+     boxed_kernel<b, &OperatorBackends::paged, paged::paged_prefill_attention_boxed>},
+};
+
+// Registers every operator's kernel for `dispatch_key` with the functions of `backends`.
+template <const OperatorBackends& backends>
+void register_operator_kernels(const char* dispatch_key) {
+  register_kernels(dispatch_key, operator_kernels<backends>,
+                   sizeof(operator_kernels<backends>) / sizeof(KernelEntry));
+}
+
+}  // namespace djl_attn
