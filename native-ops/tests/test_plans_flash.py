@@ -127,12 +127,16 @@ def test_what_the_tensor_core_kernels_cannot_read_in_place_is_staged():
 
 
 def test_float32_and_older_gpus_take_the_simple_kernel():
-    assert flash_plan(2, 1024, 1024, 16, 16, 128, dtype="float32") == "simple"
+    # float32 takes its own tensor-core kernel from sm_80 on (test_plans_fp32.py), the simple
+    # kernel before.
+    assert flash_plan(2, 1024, 1024, 16, 16, 128, dtype="float32") == "fp32/3xtf32/d128/8w"
+    assert flash_plan(2, 1024, 1024, 16, 16, 128, dtype="float32", gpu=TURING) == "simple"
     assert flash_plan(2, 1024, 1024, 16, 16, 128, gpu=TURING) == "simple"
     # sm_80 but less than the 96 KiB every default tile shape needs.
     assert flash_plan(2, 1024, 1024, 16, 16, 128, gpu=(108, 64 * 1024, 8, 0)) == "simple"
-    # Unaligned views are staged only where the tensor-core kernels run at all.
-    assert flash_plan(2, 64, 64, 4, 4, 33, dtype="float32") == "simple"
+    # Unaligned views are staged only where the tensor-core kernels run at all; float32 copies
+    # them float by float.
+    assert flash_plan(2, 64, 64, 4, 4, 33, dtype="float32") == "fp32/3xtf32/d64/4w/scalar"
     assert flash_plan(2, 64, 64, 4, 4, 33, gpu=TURING) == "simple"
 
 

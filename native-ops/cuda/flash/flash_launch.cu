@@ -1,13 +1,15 @@
 // Runs the CUDA flash attention forward as its plan (flash_plan.h) says: reads the
 // DJL_ATTN_FLASH_* switches (declared here, read once at load), asks the plan, and launches the
 // kernel it names: the Hopper kernel (hopper/), the sm_80 tile kernel (flash_fwd_hdim*.cu) with
-// its combine pass when split, the split-KV decode kernel (flash_decode.cu) or the simple kernel
-// (flash_simple.cu), on the caller's tensors or on staged copies (flash_staged.cu). Calls go one
-// way: from here to those files, none back.
+// its combine pass when split, the split-KV decode kernel (flash_decode.cu), the float32
+// tensor-core kernel (flash_fp32.cu) or the simple kernel (flash_simple.cu), on the caller's
+// tensors or on staged copies (flash_staged.cu). Calls go one way: from here to those files, none
+// back.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "cuda/flash/flash_cuda.h"
 #include "cuda/flash/flash_decode.h"
 #include "cuda/flash/flash_dispatch.h"
+#include "cuda/flash/flash_fp32_launch.h"
 #include "cuda/flash/flash_fwd.cuh"
 #include "cuda/flash/flash_plan.h"
 #include "cuda/flash/flash_simple.cuh"
@@ -61,6 +64,12 @@ constexpr DecodeMode kDecodeModes[] = {DecodeMode::kAuto, DecodeMode::kOn, Decod
 Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
                     "the Hopper flash kernel: auto, forced (tests), or off (comparisons)");
 constexpr HopperMode kHopperModes[] = {HopperMode::kAuto, HopperMode::kOn, HopperMode::kOff};
+// DJL_ATTN_FLASH_FP32: the float32 path (flash_fp32.h, Fp32Mode): auto is float32-accurate;
+// tf32 is the explicit opt-in to tf32 precision.
+Option kFlashFp32(
+    "DJL_ATTN_FLASH_FP32",
+    std::vector<std::string>(std::begin(fp32::kFp32ModeNames), std::end(fp32::kFp32ModeNames)),
+    "float32 flash: auto (3xTF32, float32 accuracy), tf32 (opt-in, ~1e-3), simple, 4w/8w tiles");
 #if defined(DJL_ATTN_HOPPER)
 // "pingpong" or "free" picks the Hopper consumers' GEMM scheduling for a measurement
 // (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured 1.00-1.19x
@@ -81,6 +90,7 @@ FlashSwitches switches() {
   s.hopper_built = true;
 #endif
   s.tuning_build = fwd::kTuningBuild;
+  s.fp32 = static_cast<fp32::Fp32Mode>(kFlashFp32.index());
   return s;
 }
 
@@ -214,6 +224,8 @@ void run_kernel(const FlashParams& params, const FlashPlan& plan, cudaStream_t s
 #endif
     case FlashPath::kTiled:
       return run_tiled(p, plan, stream, device);
+    case FlashPath::kFp32:
+      return fp32::launch_flash_fp32(p, plan.fp32, stream);
   }
 }
 

@@ -339,9 +339,20 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
     plan.staged = true;
     return plan;
   }
+  if (p.dtype == ElementType::kFloat32) {
+    FlashPlan plan;
+    plan.fold = folds_query_groups(p);
+    const auto tile = fp32::plan_flash_fp32(plan.fold ? fold_query_groups(p) : p, switches.fp32,
+                                            device);
+    if (tile) {
+      plan.path = FlashPath::kFp32;
+      plan.fp32 = *tile;
+      return plan;
+    }
+  }
   if (!tensor_cores) {
-    // float32, GPUs before sm_80 and bias at head dims staging cannot pad: one warp per query row.
-    // (A float32 kernel of its own is chosen here, for the float32 calls it applies to.)
+    // float32 the fp32 kernel does not take (DJL_ATTN_FLASH_FP32=simple, too little shared
+    // memory), GPUs before sm_80 and bias at head dims staging cannot pad: one warp per query row.
     FlashPlan plan;
     plan.path = FlashPath::kSimple;
     plan.simple_row_blocks = (p.seqlen_q + 3) / 4;
@@ -358,6 +369,8 @@ std::string describe(const FlashPlan& plan) {
   switch (plan.path) {
     case FlashPath::kSimple:
       return out + "simple";
+    case FlashPath::kFp32:
+      return out + "fp32/" + fp32::describe(plan.fp32);
     case FlashPath::kHopper:
       return out + "hopper/D" + std::to_string(plan.hopper.head_dim) + "/grid" +
              std::to_string(plan.hopper_grid) + "/" + (plan.hopper.ping_pong ? "pingpong" : "free");

@@ -15,9 +15,13 @@
 //            not fill the GPU.
 //   decode   the split-KV decode kernel (flash_decode_kernel.cuh): at most 16 query rows per
 //            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias.
-//   simple   one warp per query row (flash_simple.cu): float32, and float16/bfloat16 on GPUs
-//            before sm_80 or with too little shared memory. (A float32 tensor-core/FFMA path
-//            takes its place for float32 where it applies: see FlashPath.)
+//   fp32     float32 on tensor cores (flash_fp32_kernel.cuh): tf32 mma.sync with operands
+//            split into hi + lo parts (3xTF32, float32 accuracy; 1xTF32 only when
+//            DJL_ATTN_FLASH_FP32=tf32 opts in), sm_80+, every head dim up to 256 (padded), bias,
+//            varlen, any strides; its own tile choice (flash_fp32.h, plan_flash_fp32).
+//   simple   one warp per query row (flash_simple.cu): float32 where the fp32 kernel does not
+//            run (DJL_ATTN_FLASH_FP32=simple, GPUs before sm_80 or with too little shared
+//            memory), and float16/bfloat16 on such GPUs.
 // staged: float16/bfloat16 inputs the tensor-core kernels cannot read in place (a head dim that
 // is not a multiple of 8, rows not 16-byte aligned) run one of the paths above on padded,
 // aligned copies (flash_staged.h); the plan of those copies is this plan.
@@ -30,6 +34,7 @@
 #include <string>
 
 #include "cuda/common/device_facts.h"
+#include "cuda/flash/flash_fp32.h"
 #include "cuda/flash/flash_shapes.h"
 #include "flash/flash_params.h"
 
@@ -54,6 +59,7 @@ struct FlashSwitches {
   bool hopper_ping_pong = true;  // DJL_ATTN_FLASH_HOPPER_SCHED: pingpong (true) or free
   bool hopper_built = false;     // the library has the sm_90a kernel (built for sm_90)
   bool tuning_build = false;     // DJL_ATTN_TUNING: every kFwdConfigs instantiation
+  fp32::Fp32Mode fp32 = fp32::Fp32Mode::kAuto;  // DJL_ATTN_FLASH_FP32
 };
 
 enum class FlashPath {
@@ -61,7 +67,7 @@ enum class FlashPath {
   kTiled,
   kDecode,
   kHopper,
-  // A float32 kernel takes its place beside kSimple here: the plan is where it is chosen.
+  kFp32,
 };
 
 // One instantiation of the tile kernel (flash_fwd_hdim*.cu).
@@ -124,6 +130,8 @@ struct FlashPlan {
   HopperKernel hopper{};
   int hopper_items = 0;
   int hopper_grid = 0;
+  // kFp32
+  fp32::Fp32Tile fp32{};
   // kSimple: blocks of 4 query rows per (batch, head).
   int64_t simple_row_blocks = 0;
 };
@@ -158,8 +166,8 @@ FlashParams fold_query_groups(const FlashParams& p);
 FlashParams staged_layout(const FlashParams& p);
 
 // "hopper/D128/grid132/pingpong", "tiled/D128/m128n64w4s2for/128x64/splits1",
-// "fold+decode/D128/splits8", "staged+tiled/D96/base/128x64/splits1", "simple", or
-// "refused: <why>".
+// "fold+decode/D128/splits8", "staged+tiled/D96/base/128x64/splits1", "fp32/3xtf32/d128/8w",
+// "simple", or "refused: <why>".
 std::string describe(const FlashPlan& plan);
 
 }  // namespace djl_attn::flash

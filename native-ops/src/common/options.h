@@ -8,7 +8,7 @@
 // The list, documented in docs/operators.md ("Switches"): DJL_ATTN_CPU_ISA (libdjl_attn.so),
 // DJL_ATTN_FLASH_DECODE, DJL_ATTN_FLASH_HOPPER, DJL_ATTN_FLASH_CONFIG,
 // DJL_ATTN_FLASH_HOPPER_SCHED, DJL_ATTN_PAGED_KERNEL, DJL_ATTN_PAGED_CONFIG,
-// DJL_ATTN_PAGED_PARTITION, DJL_ATTN_LINEAR_KERNEL (libdjl_attn_cuda.so).
+// DJL_ATTN_PAGED_PARTITION, DJL_ATTN_LINEAR_KERNEL, DJL_ATTN_FLASH_FP32 (libdjl_attn_cuda.so).
 #pragma once
 
 #include <atomic>

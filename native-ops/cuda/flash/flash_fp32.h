@@ -1,0 +1,74 @@
+// The float32 flash attention forward on tensor cores (cuda/flash/flash_fp32_kernel.cuh): what a
+// plan needs to know of it (plain C++, no CUDA headers), and its launcher.
+//
+// Products run as mma.sync m16n8k8 on tf32 operands. In the default, float32-accurate mode each
+// operand x is split as x = hi + lo with hi = tf32(x) and lo = x - hi, and a*b is accumulated as
+// a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (3xTF32): the dropped a_lo*b_lo and the truncation of lo to
+// tf32 are below 2^-21 |a*b|, so scores and outputs carry float32-level error (the suite's
+// 1e-5 against float64). The opt-in 1xTF32 mode multiplies hi by hi only: three times fewer
+// tensor-core instructions, about 1e-3 relative error (tf32 has 10 mantissa bits).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cuda/common/device_facts.h"
+#include "flash/flash_params.h"
+
+namespace djl_attn::flash::fp32 {
+
+// The head dims the kernel is compiled for; others run padded up to the next (zero-filled).
+#define DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(X) X(32) X(64) X(96) X(128) X(256)
+
+struct Fp32Tile {
+  int head_dim;      // compiled head dim the problem's D is padded to (32, 64, 96, 128 or 256)
+  int warps;         // 4 or 8; each warp owns 16 query rows, so a block owns 16 * warps rows
+  bool split_tf32;   // true: 3xTF32 (float32 accuracy); false: 1xTF32 (opt-in, ~1e-3)
+  bool bias;         // q/k/v bias added in shared memory (the fused BERT path)
+  bool vectorized;   // 16-byte copies and stores: D % 4 == 0, 16-byte aligned bases and strides
+};
+
+// Keys per key/value tile: 64, and 16 at D = 256, where two tiles of 16 keys fit beside an
+// 8-warp query tile (and keep the output accumulator's 128 registers per thread from spilling).
+constexpr int fp32_block_n(int head_dim) { return head_dim <= 128 ? 64 : 16; }
+
+// Floats per shared-memory row. Q and K rows are read as float4 by lanes (g, t) at
+// row g, column 4t: a pitch of 16 mod 32 floats puts the 8 lanes of each 128-bit phase on 32
+// distinct banks. V rows are read at rows 2t and 2t + 1, column 4g: a pitch of 4 mod 32 does.
+constexpr int fp32_qk_pitch(int head_dim) { return head_dim + 16; }
+constexpr int fp32_v_pitch(int head_dim) { return head_dim + 4; }
+
+// Key/value tiles in flight: the next tile loads while this one is multiplied.
+constexpr int kFp32Stages = 2;
+
+// Dynamic shared memory of one block: the query tile and kFp32Stages key and value tiles.
+constexpr int64_t fp32_smem_bytes(int head_dim, int warps) {
+  return 4 * (int64_t{16} * warps * fp32_qk_pitch(head_dim) +
+              int64_t{kFp32Stages} * fp32_block_n(head_dim) *
+                  (fp32_qk_pitch(head_dim) + fp32_v_pitch(head_dim)));
+}
+
+// DJL_ATTN_FLASH_FP32, the float32 path: "auto" (the default) is the 3xTF32 kernel with the
+// plan's tiles; "tf32" opts into 1xTF32 (faster, ~1e-3 relative error); "simple" keeps the
+// one-warp-per-row kernel (comparisons); "4w" / "8w" force 3xTF32 with 4- or 8-warp tiles
+// (tuning runs and tests).
+enum class Fp32Mode { kAuto, kTf32, kSimple, kWarps4, kWarps8 };
+
+// The switch's values, in Fp32Mode order (the first is the default).
+inline const char* const kFp32ModeNames[] = {"auto", "tf32", "simple", "4w", "8w"};
+
+// Fp32Mode of a switch value (null or "" = auto); throws InvalidArgument naming `what` otherwise.
+Fp32Mode parse_fp32_mode(const char* value, const char* what);
+
+// The tile of a float32 problem on a GPU, or nullopt where the simple kernel runs it: mode
+// "simple", a GPU before sm_80 (no tf32 mma, no cp.async), D > 256, or too little shared memory.
+// Warps: 8-warp (128-row) tiles at D > 64 where they fit and their grid fills the SMs once;
+// 4-warp (64-row) tiles otherwise ("8w" forces 8 wherever they fit).
+std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& params, Fp32Mode mode,
+                                        const cuda::DeviceFacts& device);
+
+// e.g. "3xtf32/d128/8w", with "/bias" and "/scalar" (float-by-float copies) where they apply.
+std::string describe(const Fp32Tile& tile);
+
+}  // namespace djl_attn::flash::fp32

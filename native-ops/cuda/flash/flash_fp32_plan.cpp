@@ -1,0 +1,95 @@
+// The plan of the float32 flash attention forward: pure host C++ (libdjl_attn_plans.so tests it
+// without a GPU, tests/test_plans_fp32.py).
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/error.h"
+#include "cuda/flash/flash_fp32.h"
+
+namespace djl_attn::flash::fp32 {
+namespace {
+
+// The smallest compiled head dim >= dim, or 0 above them all.
+int compiled_head_dim(int64_t dim) {
+#define DJL_FLASH_FP32_PAD_(D) \
+  if (dim <= D) return D;
+  DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(DJL_FLASH_FP32_PAD_)
+#undef DJL_FLASH_FP32_PAD_
+  return 0;
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// 16-byte copies and stores need D % 4 == 0, 16-byte aligned bases and every stride a multiple
+// of 4 floats (batch strides are 0 in varlen mode). Other views copy float by float.
+bool vectorizable(const FlashParams& p) {
+  if (p.head_dim % 4 != 0) return false;
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
+    if (!aligned16(ptr)) return false;
+  }
+  for (int64_t stride : {p.q_batch_stride, p.q_seq_stride, p.q_head_stride, p.k_batch_stride,
+                         p.k_seq_stride, p.k_head_stride, p.v_batch_stride, p.v_seq_stride,
+                         p.v_head_stride, p.out_batch_stride, p.out_seq_stride,
+                         p.out_head_stride}) {
+    if (stride % 4 != 0) return false;
+  }
+  return true;
+}
+
+bool fits(int head_dim, int warps, const cuda::DeviceFacts& device) {
+  return fp32_smem_bytes(head_dim, warps) <= device.smem_optin;
+}
+
+}  // namespace
+
+Fp32Mode parse_fp32_mode(const char* value, const char* what) {
+  if (value == nullptr || value[0] == '\0') return Fp32Mode::kAuto;
+  std::string choices;
+  int index = 0;
+  for (const char* name : kFp32ModeNames) {
+    if (std::strcmp(value, name) == 0) return static_cast<Fp32Mode>(index);
+    choices += (index++ == 0 ? "" : ", ");
+    choices += name;
+  }
+  fail_invalid(what, ": expected one of ", choices, ", got '", value, "'");
+}
+
+std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
+                                        const cuda::DeviceFacts& device) {
+  const int head_dim = compiled_head_dim(p.head_dim);
+  if (mode == Fp32Mode::kSimple || p.dtype != ElementType::kFloat32 || device.cc_major < 8 ||
+      head_dim == 0) {
+    return std::nullopt;
+  }
+  Fp32Tile tile{};
+  tile.head_dim = head_dim;
+  tile.split_tf32 = mode != Fp32Mode::kTf32;
+  tile.bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
+  tile.vectorized = vectorizable(p);
+  // 8-warp tiles read each key/value tile for twice the rows: measured on an H200
+  // (docs/benchmarks.md, "float32 flash on the GPU"), 1.25-1.6x the 4-warp tiles at D = 128 and
+  // 256; at D = 64 within 5% without a mask and 4-9% slower with a causal one. At 128 rows per
+  // block a small batch leaves SMs idle, so they run only where one wave of them fills the GPU.
+  const int64_t tiles_of_128 = (p.seqlen_q + 127) / 128 * p.batch * p.heads_q;
+  const bool eight_fit = head_dim > 64 && fits(head_dim, 8, device);
+  if (mode == Fp32Mode::kWarps8) {
+    tile.warps = fits(head_dim, 8, device) ? 8 : 4;
+  } else if (mode == Fp32Mode::kWarps4) {
+    tile.warps = 4;
+  } else {
+    tile.warps = eight_fit && tiles_of_128 >= device.sm_count ? 8 : 4;
+  }
+  if (!fits(head_dim, tile.warps, device)) return std::nullopt;
+  return tile;
+}
+
+std::string describe(const Fp32Tile& tile) {
+  std::string s = concat(tile.split_tf32 ? "3xtf32" : "tf32", "/d", tile.head_dim, "/",
+                         tile.warps, "w");
+  if (tile.bias) s += "/bias";
+  if (!tile.vectorized) s += "/scalar";
+  return s;
+}
+
+}  // namespace djl_attn::flash::fp32

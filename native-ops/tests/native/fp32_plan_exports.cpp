@@ -1,0 +1,94 @@
+// libdjl_attn_plans.so: the CUDA flash forward's plan (cuda/flash/flash_plan.h) for float32 calls,
+// with the DJL_ATTN_FLASH_FP32 mode, for tests/test_plans_fp32.py. A call is described the way
+// the binding fills FlashParams for contiguous q, k, v [B, S, H, D] (varlen: packed [total, H, D]
+// with B sequences of Sq and Sk rows), with flags for what changes the plan; GPUs by their facts.
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+#include "cuda/flash/flash_fp32.h"
+#include "cuda/flash/flash_plan.h"
+#include "tests/native/plan_exports.h"
+
+namespace {
+
+using namespace djl_attn::flash;
+using djl_attn::plan_exports::address;
+
+// Flags of djl_attn_test_flash_fp32_plan.
+constexpr int32_t kCausal = 1;
+constexpr int32_t kVarlen = 2;
+constexpr int32_t kKvLens = 4;
+constexpr int32_t kBias = 8;        // q, k and v bias (the fused BERT path)
+constexpr int32_t kUnaligned = 16;  // q starts 4 bytes past a 16-byte boundary
+
+}  // namespace
+
+using djl_attn::plan_exports::keep;
+
+// The plan of a float32 call under DJL_ATTN_FLASH_FP32=`mode` on a GPU with `sm_count` SMs,
+// `smem_optin` bytes of opt-in shared memory per block and compute capability
+// `cc_major`.`cc_minor`. "error: ..." on failure.
+extern "C" const char* djl_attn_test_flash_fp32_plan(const char* mode, int64_t batch,
+                                                     int64_t seqlen_q, int64_t seqlen_k,
+                                                     int64_t heads_q, int64_t heads_kv,
+                                                     int64_t head_dim, int32_t flags,
+                                                     int32_t sm_count, int64_t smem_optin,
+                                                     int32_t cc_major, int32_t cc_minor) {
+  try {
+    FlashSwitches switches;
+    switches.fp32 = fp32::parse_fp32_mode(mode, "mode");
+    // Distinct, 16-byte aligned stand-ins for the tensors' addresses: the plan reads only their
+    // alignment.
+    const uint64_t base = 0x10000;
+    FlashParams p{};
+    p.q = address(base + ((flags & kUnaligned) != 0 ? 4 : 0));
+    p.k = address(base * 2);
+    p.v = address(base * 3);
+    p.out = address(base * 4);
+    p.lse = static_cast<float*>(address(base * 5));
+    const bool varlen = (flags & kVarlen) != 0;
+    if (varlen) {
+      p.cu_seqlens_q = static_cast<const int32_t*>(address(base * 6));
+      p.cu_seqlens_k = static_cast<const int32_t*>(address(base * 7));
+      p.total_q = batch * seqlen_q;
+      p.total_k = batch * seqlen_k;
+      p.lse_head_stride = p.total_q;
+    }
+    if ((flags & kKvLens) != 0) p.kv_lens = static_cast<const int32_t*>(address(base * 8));
+    if ((flags & kBias) != 0) {
+      p.q_bias = address(base * 9);
+      p.k_bias = address(base * 10);
+      p.v_bias = address(base * 11);
+    }
+    p.q_seq_stride = heads_q * head_dim, p.q_head_stride = head_dim;
+    p.k_seq_stride = p.v_seq_stride = heads_kv * head_dim;
+    p.k_head_stride = p.v_head_stride = head_dim;
+    p.out_seq_stride = heads_q * head_dim, p.out_head_stride = head_dim;
+    if (!varlen) {
+      p.q_batch_stride = p.out_batch_stride = seqlen_q * heads_q * head_dim;
+      p.k_batch_stride = p.v_batch_stride = seqlen_k * heads_kv * head_dim;
+    }
+    p.batch = batch;
+    p.seqlen_q = seqlen_q;
+    p.seqlen_k = seqlen_k;
+    p.heads_q = heads_q;
+    p.heads_kv = heads_kv;
+    p.head_dim = head_dim;
+    p.scale = 1.0f;
+    p.causal = (flags & kCausal) != 0;
+    p.dtype = ElementType::kFloat32;
+    // The float32 paths ask no occupancy: a residency query would be a plan error.
+    const Residency residency{
+        [](const TiledKernel&) -> int { djl_attn::fail_native("float32 asked the tile kernel"); },
+        [](const DecodeKernel&) -> int {
+          djl_attn::fail_native("float32 asked the decode kernel");
+        }};
+    return keep(describe(
+        plan_flash(p, switches, {sm_count, smem_optin, cc_major, cc_minor}, residency)));
+  } catch (const std::exception& e) {
+    return keep(std::string("error: ") + e.what());
+  }
+}
