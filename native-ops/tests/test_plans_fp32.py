@@ -3,7 +3,7 @@ kernel and tiles a float32 call gets under each DJL_ATTN_FLASH_FP32 mode, on any
 (tests/plans.py). The expectations for the benchmark shapes are the tiles that the float32 table
 in docs/benchmarks.md was measured with on an H200 (132 SMs, 227 KiB of opt-in shared memory per
 block): 8-warp tiles at D = 96..256 where their 128-row grid fills the SMs once (they ran
-1.25-1.6x the 4-warp tiles at D = 128 and 256), 4-warp tiles at D <= 64 (4-9% faster under a
+1.24-1.63x the 4-warp tiles at D = 128 and 256), 4-warp tiles at D <= 64 (3-9% faster under a
 causal mask, within 5% without) and for small grids."""
 
 import ctypes

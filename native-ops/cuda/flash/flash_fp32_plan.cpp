@@ -68,8 +68,8 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
   tile.bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
   tile.vectorized = vectorizable(p);
   // 8-warp tiles read each key/value tile for twice the rows: measured on an H200
-  // (docs/benchmarks.md, "float32 flash on the GPU"), 1.25-1.6x the 4-warp tiles at D = 128 and
-  // 256; at D = 64 within 5% without a mask and 4-9% slower with a causal one. At 128 rows per
+  // (docs/benchmarks.md, "float32 flash on the GPU"), 1.24-1.63x the 4-warp tiles at D = 128 and
+  // 256; at D = 64 within 5% without a mask and 3-9% slower with a causal one. At 128 rows per
   // block a small batch leaves SMs idle, so they run only where one wave of them fills the GPU.
   const int64_t tiles_of_128 = (p.seqlen_q + 127) / 128 * p.batch * p.heads_q;
   const bool eight_fit = head_dim > 64 && fits(head_dim, 8, device);
