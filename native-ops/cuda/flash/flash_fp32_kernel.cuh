@@ -34,6 +34,7 @@
 
 #include "common/error.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/mma.cuh"
 #include "cuda/flash/flash_fp32.h"
 #include "cuda/flash/flash_fp32_launch.h"
 #include "flash/flash_params.h"
@@ -60,11 +61,13 @@ struct Shape {
 
 // ---- PTX ---------------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using cuda::ptx::fast_exp2;
+using cuda::ptx::smem_addr;
 
-// Copies 16 (or 4) bytes, or writes zeros when `src_bytes` is 0 (rows and columns past the end).
+// cp.async without the "memory" clobber of cuda/common/cp_async.cuh: every shared-memory read of
+// copied data here follows a wait and a __syncthreads (which orders memory for the compiler too),
+// and without the clobber ptxas keeps the schedule that the float32 benchmarks measured. 16 bytes
+// (or 4: the float-by-float path), or zeros where `src_bytes` is 0 (rows and columns past the end).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
@@ -88,13 +91,6 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 2^x, one MUFU.EX2 (relative error ~2^-22); exponents here are <= 0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // x rounded to tf32: to nearest, ties away from zero (add half of tf32's last place, then clear
