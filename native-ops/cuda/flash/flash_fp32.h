@@ -18,7 +18,9 @@
 
 namespace djl_attn::flash::fp32 {
 
-// The head dims the kernel is compiled for; others run padded up to the next (zero-filled).
+// The head dims the kernel is compiled for; others run padded up to the next (zero-filled). Its
+// own list, though today equal to DJL_FLASH_FOR_EACH_HEAD_DIM: this kernel takes multiples of 32
+// only (output columns in groups of 32), one flash_fp32_hdim*.cu file each.
 #define DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(X) X(32) X(64) X(96) X(128) X(256)
 
 struct Fp32Tile {
