@@ -1,0 +1,213 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+
+import io.djlattention.AttentionOps;
+import io.djlattention.AttentionOptions;
+import io.djlattention.jni.Operator;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+
+/**
+ * Every {@link Operator} the Java API calls, rejecting a bad argument through its {@link
+ * AttentionOps} wrapper: an {@link IllegalArgumentException} whose message is the operator's own
+ * ({@code "<operator>: <argument>: expected ..."}, validated once in C++ for Java and Python
+ * alike), and the same call with that one argument corrected succeeds, so a row cannot pass by the
+ * operator rejecting everything. An operator added to {@link Operator} without a row here fails
+ * {@link #everyOperatorHasARow()}. The full per-argument tables are {@code
+ * native-ops/tests/test_bad_inputs.py}; this test is the Java caller's end of them.
+ */
+class OperatorBadInputTest {
+
+    private NDManager manager;
+
+    /**
+     * One call through the Java API: {@code good} selects the corrected argument, otherwise the
+     * bad one.
+     */
+    @FunctionalInterface
+    interface Call {
+        Object run(NDManager m, boolean good);
+    }
+
+    /** A bad call: the operator, the argument its message names, the rule it states. */
+    record Row(Operator op, String arg, String rule, Call call) {
+        @Override
+        public String toString() {
+            return op.schemaName() + " " + arg + ": " + rule;
+        }
+    }
+
+    private static NDArray randn(NDManager m, long... shape) {
+        return m.randomNormal(new Shape(shape));
+    }
+
+    private static NDArray ints(NDManager m, int... values) {
+        return m.create(values);
+    }
+
+    private static NDList varlen(
+            NDManager m, NDArray q, NDArray cuQ, NDArray cuK, long maxQ, long maxK) {
+        // 3 sequences of 3, 0 and 4 queries and 5, 2 and 4 keys; 4 query heads, 2 KV heads.
+        return AttentionOps.flashAttentionVarlen(
+                q, randn(m, 11, 2, 32), randn(m, 11, 2, 32), cuQ, cuK, maxQ, maxK,
+                AttentionOptions.builder().optCausal(true).build());
+    }
+
+    /** Paged calls: 2 sequences of 20 and 9 tokens in a cache of 4 blocks of 16, 2 KV heads. */
+    private static NDArray paged(NDManager m, NDArray tables) {
+        return AttentionOps.pagedAttention(
+                randn(m, 2, 4, 64), randn(m, 4, 16, 2, 64), randn(m, 4, 16, 2, 64), tables,
+                ints(m, 20, 9), 0.125f, 20, null);
+    }
+
+    private static NDArray prefill(NDManager m, int maxSeqlenQ) {
+        return AttentionOps.pagedPrefillAttention(
+                randn(m, 5, 4, 64), randn(m, 4, 16, 2, 64), randn(m, 4, 16, 2, 64),
+                m.create(new int[] {2, 0, 3, 1}, new Shape(2, 2)), ints(m, 0, 3, 5),
+                ints(m, 20, 9), 0.125f, maxSeqlenQ, null);
+    }
+
+    static List<Row> rows() {
+        return List.of(
+                new Row(Operator.FLASH_ATTENTION, "k", "expected size 32 for D (the head dim of q)",
+                        (m, good) -> AttentionOps.flashAttention(
+                                randn(m, 2, 5, 4, 32), randn(m, 2, 7, 2, good ? 32 : 16),
+                                randn(m, 2, 7, 2, 32))),
+                new Row(Operator.FLASH_ATTENTION_VARLEN, "q",
+                        "expected 3 dims [total_q, Hq, D], got 4 dims",
+                        (m, good) -> varlen(m, good ? randn(m, 7, 4, 32) : randn(m, 1, 7, 4, 32),
+                                ints(m, 0, 3, 3, 7), ints(m, 0, 5, 7, 11), 4, 5)),
+                new Row(Operator.FLASH_ATTENTION_VARLEN, "cu_seqlens_q",
+                        "expected 0 at index 0, got 1",
+                        (m, good) -> varlen(m, randn(m, 7, 4, 32), ints(m, good ? 0 : 1, 3, 3, 7),
+                                ints(m, 0, 5, 7, 11), 4, 5)),
+                new Row(Operator.FLASH_ATTENTION_VARLEN, "cu_seqlens_q",
+                        "expected dtype int32, got int64",
+                        (m, good) -> varlen(m, randn(m, 7, 4, 32),
+                                good ? ints(m, 0, 3, 3, 7) : m.create(new long[] {0, 3, 3, 7}),
+                                ints(m, 0, 5, 7, 11), 4, 5)),
+                new Row(Operator.FLASH_ATTENTION_VARLEN, "cu_seqlens_k",
+                        "expected size 4 for B + 1 (the size of cu_seqlens_q), got 3",
+                        (m, good) -> varlen(m, randn(m, 7, 4, 32), ints(m, 0, 3, 3, 7),
+                                good ? ints(m, 0, 5, 7, 11) : ints(m, 0, 5, 11), 4, 5)),
+                new Row(Operator.FLASH_ATTENTION_VARLEN, "max_seqlen_q",
+                        "expected a value in [0, total_q = 7], got 8",
+                        (m, good) -> varlen(m, randn(m, 7, 4, 32), ints(m, 0, 3, 3, 7),
+                                ints(m, 0, 5, 7, 11), good ? 4 : 8, 5)),
+                new Row(Operator.FLASH_ATTENTION_VARLEN, "cu_seqlens_k",
+                        "expected sequence lengths <= max_seqlen_k = 3, got 5 for sequence 0",
+                        (m, good) -> varlen(m, randn(m, 7, 4, 32), ints(m, 0, 3, 3, 7),
+                                ints(m, 0, 5, 7, 11), 4, good ? 5 : 3)),
+                new Row(Operator.BERT_ATTENTION, "qkv",
+                        "expected a last dim 3 * H * D divisible by 3 * num_heads (num_heads = 5),"
+                                + " got 72",
+                        (m, good) -> AttentionOps.bertAttention(
+                                randn(m, 2, 5, 72), randn(m, 72), ints(m, 5, 2), good ? 2 : 5)),
+                new Row(Operator.ADD_BIAS_RESIDUAL_LAYERNORM, "gamma",
+                        "expected size 24 for C (the last dim of x), got 23",
+                        (m, good) -> AttentionOps.addBiasResidualLayerNorm(
+                                randn(m, 2, 3, 24), randn(m, 24), randn(m, 2, 3, 24),
+                                randn(m, good ? 24 : 23), randn(m, 24), 1e-5)),
+                new Row(Operator.ADD_BIAS_GELU, "bias",
+                        "expected size 24 for C (the last dim of x), got 12",
+                        (m, good) -> AttentionOps.addBiasGelu(
+                                randn(m, 2, 3, 24), randn(m, good ? 24 : 12), false)),
+                new Row(Operator.ADD_BIAS_RESIDUAL_AFFINE, "shift",
+                        "expected size 24 for C (the last dim of x), got 8",
+                        (m, good) -> AttentionOps.addBiasResidualAffine(
+                                randn(m, 2, 3, 24), null, randn(m, 2, 3, 24), randn(m, 24),
+                                randn(m, good ? 24 : 8))),
+                new Row(Operator.REMOVE_PADDING, "lens",
+                        "expected values in [0, S = 5], got 6 at index 2",
+                        (m, good) -> AttentionOps.removePadding(
+                                randn(m, 3, 5, 8), ints(m, 5, 0, good ? 2 : 6))),
+                new Row(Operator.RESTORE_PADDING, "cu_seqlens",
+                        "expected lengths cu_seqlens[b + 1] - cu_seqlens[b] in [0, seqlen = 4],"
+                                + " got 5 at b = 0",
+                        (m, good) -> AttentionOps.restorePadding(
+                                randn(m, 7, 8), ints(m, 0, 5, 5, 7), good ? 5 : 4)),
+                new Row(Operator.CAUSAL_DOT_PRODUCT, "v",
+                        "expected size 6 for L (the length of q), got 5",
+                        (m, good) -> AttentionOps.causalLinearAttention(
+                                randn(m, 2, 2, 6, 8), randn(m, 2, 2, 6, 8),
+                                randn(m, 2, 2, good ? 6 : 5, 12))),
+                new Row(Operator.RESHAPE_AND_CACHE, "slot_mapping",
+                        "expected slots < num_blocks * block_size = 64 (or negative to skip),"
+                                + " got 64 at index 2",
+                        (m, good) -> {
+                            NDArray key = randn(m, 3, 2, 64);
+                            AttentionOps.reshapeAndCache(
+                                    key, key, randn(m, 4, 16, 2, 64), randn(m, 4, 16, 2, 64),
+                                    m.create(new long[] {0, 5, good ? 63 : 64}));
+                            return key;
+                        }),
+                new Row(Operator.PAGED_ATTENTION, "block_tables",
+                        "expected block ids in [0, num_blocks = 4) for the 1 blocks sequence 1"
+                                + " uses, got 4 at [1, 0]",
+                        (m, good) -> paged(m, m.create(
+                                new int[] {2, 0, good ? 3 : 4, 1}, new Shape(2, 2)))),
+                new Row(Operator.PAGED_PREFILL_ATTENTION, "max_seqlen_q",
+                        "expected >= every chunk length, got 2 < 3 for sequence 0",
+                        (m, good) -> prefill(m, good ? 3 : 2)));
+    }
+
+    static Stream<Arguments> rowArguments() {
+        return rows().stream().map(Arguments::of);
+    }
+
+    @BeforeEach
+    void setUp() {
+        manager = NDManager.newBaseManager(TestDevice.get());
+    }
+
+    @AfterEach
+    void tearDown() {
+        manager.close();
+    }
+
+    @Test
+    void everyOperatorHasARow() {
+        Set<Operator> covered =
+                rows().stream().map(Row::op).collect(Collectors.toCollection(
+                        () -> EnumSet.noneOf(Operator.class)));
+        assertEquals(EnumSet.allOf(Operator.class), covered, "operators without a bad-input row");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("rowArguments")
+    void rejectedNamingTheArgument(Row row) {
+        try (NDManager m = manager.newSubManager()) {
+            // The call with the argument corrected runs.
+            row.call().run(m, true);
+            IllegalArgumentException e =
+                    assertThrows(IllegalArgumentException.class, () -> row.call().run(m, false));
+            String message = e.getMessage();
+            String prefix = row.op().schemaName() + ": " + row.arg() + ": expected";
+            assertTrue(message.contains(prefix), () -> "'" + message + "' lacks '" + prefix + "'");
+            assertTrue(message.contains(row.rule()),
+                    () -> "'" + message + "' lacks '" + row.rule() + "'");
+        }
+    }
+}
