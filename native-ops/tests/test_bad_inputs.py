@@ -18,8 +18,12 @@ ACCEPTED_CALLS are the inputs that a CUDA-only rule once refused (unaligned view
 and strides, more sequences or heads than one CUDA grid dimension holds, empty sizes): they must
 run on every backend and match the reference.
 
-The table covers every operator the library registers: an operator without rows (a new one)
-fails test_every_operator_has_bad_rows.
+The rows that mix devices put one tensor on the GPU when there is one; without a GPU, on PyTorch's
+`meta` device, which torch.ops sends to a Meta kernel djl_attn does not have, so those rows reach
+the binding through djl_attn_call only.
+
+The table covers every operator the library registers: an operator without a good call and rows
+(a new one) fails test_every_operator_has_a_good_call_and_bad_rows.
 """
 
 import ctypes
