@@ -116,7 +116,7 @@ def flash_rows(log):
             row = {"shape": list(shape), "causal": causal, "stock_ms": bench(stock),
                    "stock_err": rel_error(stock()[0], ref)}
             for mode in MODES:
-                if mode == "simple" and b * hq * sq * sk > SIMPLE_MAX_SCORES:
+                if not built(mode) or (mode == "simple" and b * hq * sq * sk > SIMPLE_MAX_SCORES):
                     row[mode + "_ms"] = row[mode + "_err"] = None
                     continue
                 switches[SWITCH] = mode
@@ -143,6 +143,9 @@ def accuracy_rows(log):
             ref = reference_row(q, k, v, scale, False)
             row = {"D": d, "scale": scale, "stock_err": rel_error(stock_fn(q, k, v, scale, False)()[0], ref)}
             for mode in ("auto", "tf32", "simple"):
+                if not built(mode):
+                    row[mode + "_err"] = None
+                    continue
                 switches[SWITCH] = mode
                 row[mode + "_err"] = rel_error(flash(q, k, v, None, scale, False)[0][0], ref)
             switches.pop(SWITCH, None)
@@ -178,6 +181,9 @@ def bert_rows(log):
         row = {"bert": [batch, seqlen, heads, d], "padded": padded, "stock_ms": bench(stock),
                "stock_err": rel_error(stock()[0], ref)}
         for mode in ("auto", "tf32"):
+            if not built(mode):
+                row[mode + "_ms"] = row[mode + "_err"] = None
+                continue
             switches[SWITCH] = mode
             row[mode + "_ms"] = bench(ours)
             row[mode + "_err"] = rel_error(ours()[0], ref)
@@ -187,8 +193,18 @@ def bert_rows(log):
     return rows
 
 
+def built(mode):
+    """Whether this build has the mode: tf32 (1xTF32) is compiled in DJL_ATTN_TUNING builds only
+    (TUNING=ON bash scripts/gpu-check.sh); its columns read n/a otherwise."""
+    return mode in (switches.values(SWITCH) or [])
+
+
 def fmt(x, spec):
     return "n/a" if x is None else spec % x
+
+
+def ratio(stock_ms, ms):
+    return "n/a" if ms is None else "%.2fx" % (stock_ms / ms)
 
 
 def markdown(device_name, rows, brows, arows):
@@ -203,10 +219,11 @@ def markdown(device_name, rows, brows, arows):
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append("| %s | %s | %.3f | %.3f | %.2fx | %.1e | %.3f | %.2fx | %.1e | %.3f | %.3f | %s | %.1e |" % (
+        lines.append("| %s | %s | %.3f | %.3f | %.2fx | %.1e | %s | %s | %s | %.3f | %.3f | %s | %.1e |" % (
             r["shape"], "yes" if r["causal"] else "no", r["stock_ms"], r["auto_ms"],
-            r["stock_ms"] / r["auto_ms"], r["auto_err"], r["tf32_ms"], r["stock_ms"] / r["tf32_ms"],
-            r["tf32_err"], r["4w_ms"], r["8w_ms"], fmt(r["simple_ms"], "%.3f"), r["stock_err"]))
+            r["stock_ms"] / r["auto_ms"], r["auto_err"], fmt(r["tf32_ms"], "%.3f"),
+            ratio(r["stock_ms"], r["tf32_ms"]), fmt(r["tf32_err"], "%.1e"), r["4w_ms"], r["8w_ms"],
+            fmt(r["simple_ms"], "%.3f"), r["stock_err"]))
     lines += [
         "",
         "bert_attention (fused projection [B, S, 3 * H * D] plus bias, padding mask from kv_lens; "
@@ -217,10 +234,10 @@ def markdown(device_name, rows, brows, arows):
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in brows:
-        lines.append("| %s | %s | %.3f | %.3f | %.2fx | %.1e | %.3f | %.2fx | %.1e |" % (
+        lines.append("| %s | %s | %.3f | %.3f | %.2fx | %.1e | %s | %s | %s |" % (
             r["bert"], "yes" if r["padded"] else "no", r["stock_ms"], r["auto_ms"],
-            r["stock_ms"] / r["auto_ms"], r["auto_err"], r["tf32_ms"], r["stock_ms"] / r["tf32_ms"],
-            r["tf32_err"]))
+            r["stock_ms"] / r["auto_ms"], r["auto_err"], fmt(r["tf32_ms"], "%.3f"),
+            ratio(r["stock_ms"], r["tf32_ms"]), fmt(r["tf32_err"], "%.1e")))
     lines += [
         "",
         "Accuracy against the scale ([1, 1024, 1024, 8, 8, D], not causal; max rel error vs float64):",
@@ -229,8 +246,9 @@ def markdown(device_name, rows, brows, arows):
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in arows:
-        lines.append("| %d | %.3f | %.1e | %.1e | %.1e | %.1e |" % (
-            r["D"], r["scale"], r["auto_err"], r["tf32_err"], r["simple_err"], r["stock_err"]))
+        lines.append("| %d | %.3f | %.1e | %s | %.1e | %.1e |" % (
+            r["D"], r["scale"], r["auto_err"], fmt(r["tf32_err"], "%.1e"), r["simple_err"],
+            r["stock_err"]))
     return "\n".join(lines) + "\n"
 
 

@@ -996,8 +996,11 @@ ACCEPTED_CALLS = [
     _accepted(FLASH, "odd-strides", set_args(q=strided, k=strided, v=strided), dim=33),
     _accepted(FLASH, "odd-head-dim", lambda a, d: None, dim=33),
     _accepted(FLASH, "head-dim-1", lambda a, d: None, dim=1),
-    _accepted(FLASH, "largest-head-dim", lambda a, d: None, dim=FLASH_MAX_HEAD_DIM, heads_q=2,
-              heads_kv=1),
+    # At the usual scale 1/sqrt(D): the rows' fixed 0.3 spreads D = 256 scores over ~5 sigma, where
+    # any float32 attention (stock's too) drifts past 1e-5 (docs/benchmarks.md, accuracy against
+    # the scale); accuracy is test_flash_fp32.py's subject, acceptance this row's.
+    _accepted(FLASH, "largest-head-dim", lambda a, d: a.update(scale=FLASH_MAX_HEAD_DIM ** -0.5),
+              dim=FLASH_MAX_HEAD_DIM, heads_q=2, heads_kv=1),
     _accepted(FLASH, "one-query-row", lambda a, d: None, seqlen_q=1, dtype=torch.float16),
     _accepted(FLASH, "empty-batch", lambda a, d: None, batch=0, kv_lens=()),
     _accepted(FLASH, "no-queries", lambda a, d: None, seqlen_q=0),

@@ -19,7 +19,7 @@ _plan.restype = ctypes.c_char_p
 _plan.argtypes = ([ctypes.c_char_p] + [ctypes.c_int64] * 6 +
                   [ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32])
 
-FLAGS = {"causal": 1, "varlen": 2, "kv_lens": 4, "bias": 8, "unaligned": 16}
+FLAGS = {"causal": 1, "varlen": 2, "kv_lens": 4, "bias": 8, "unaligned": 16, "tuning": 32}
 
 
 def fp32_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, mode="auto", gpu=H200, **flags):
@@ -59,12 +59,16 @@ def test_plans_of_the_benchmark(shape, causal):
 
 def test_modes():
     shape = (4, 2048, 2048, 16, 16, 128)
-    assert fp32_plan(*shape, mode="tf32") == "fp32/tf32/d128/8w"
     assert fp32_plan(*shape, mode="simple") == "simple"
     assert fp32_plan(*shape, mode="4w") == "fp32/3xtf32/d128/4w"
-    # "8w" forces 8 warps where they fit, small grids and D = 64 too.
-    assert fp32_plan(1, 100, 100, 2, 2, 64, mode="8w") == "fp32/3xtf32/d64/8w"
+    assert fp32_plan(1, 100, 100, 2, 2, 128, mode="8w") == "fp32/3xtf32/d128/8w"
     assert fp32_plan(1, 100, 100, 2, 2, 128) == "fp32/3xtf32/d128/4w"
+    # A tuning build compiles 1xTF32 and 8-warp tiles at D <= 64; the shipped build runs those
+    # requests on the tiles it has (fp32_tile_compiled).
+    assert fp32_plan(*shape, mode="tf32", tuning=True) == "fp32/tf32/d128/8w"
+    assert fp32_plan(*shape, mode="tf32") == "fp32/3xtf32/d128/8w"
+    assert fp32_plan(1, 100, 100, 2, 2, 64, mode="8w", tuning=True) == "fp32/3xtf32/d64/8w"
+    assert fp32_plan(1, 100, 100, 2, 2, 64, mode="8w") == "fp32/3xtf32/d64/4w"
     assert fp32_plan(*shape, mode="fastest").startswith(
         "error: mode: expected one of auto, tf32, simple, 4w, 8w, got 'fastest'")
 

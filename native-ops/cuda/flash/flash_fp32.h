@@ -51,10 +51,19 @@ constexpr int64_t fp32_smem_bytes(int head_dim, int warps) {
                   (fp32_qk_pitch(head_dim) + fp32_v_pitch(head_dim)));
 }
 
+// Whether a build compiles the tile: the shipped build (DJL_ATTN_TUNING off) holds what the
+// default plan can pick, the 3xTF32 kernels with 4-warp tiles and, at D > 64, 8-warp tiles. The
+// opt-in 1xTF32 kernels and 8-warp tiles at D <= 64 (within 5% of 4 warps, docs/benchmarks.md)
+// are a tuning build's: they doubled the float32 kernels' share of the library.
+constexpr bool fp32_tile_compiled(int head_dim, int warps, bool split_tf32, bool tuning_build) {
+  return tuning_build || (split_tf32 && (warps == 4 || head_dim > 64));
+}
+
 // DJL_ATTN_FLASH_FP32, the float32 path: "auto" (the default) is the 3xTF32 kernel with the
-// plan's tiles; "tf32" opts into 1xTF32 (faster, ~1e-3 relative error); "simple" keeps the
-// one-warp-per-row kernel (comparisons); "4w" / "8w" force 3xTF32 with 4- or 8-warp tiles
-// (tuning runs and tests).
+// plan's tiles; "tf32" opts into 1xTF32 (faster, ~1e-3 relative error; a DJL_ATTN_TUNING build's,
+// the shipped build runs 3xTF32 for it); "simple" keeps the one-warp-per-row kernel
+// (comparisons); "4w" / "8w" force 3xTF32 with 4- or 8-warp tiles (tuning runs and tests; a tile
+// the build lacks runs as the plan's).
 enum class Fp32Mode { kAuto, kTf32, kSimple, kWarps4, kWarps8 };
 
 // The switch's values, in Fp32Mode order (the first is the default).
@@ -66,9 +75,10 @@ Fp32Mode parse_fp32_mode(const char* value, const char* what);
 // The tile of a float32 problem on a GPU, or nullopt where the simple kernel runs it: mode
 // "simple", a GPU before sm_80 (no tf32 mma, no cp.async), D > 256, or too little shared memory.
 // Warps: 8-warp (128-row) tiles at D > 64 where they fit and their grid fills the SMs once;
-// 4-warp (64-row) tiles otherwise ("8w" forces 8 wherever they fit).
+// 4-warp (64-row) tiles otherwise ("8w" forces 8 wherever they fit). Only tiles the build
+// compiled (fp32_tile_compiled with `tuning_build`).
 std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& params, Fp32Mode mode,
-                                        const cuda::DeviceFacts& device);
+                                        bool tuning_build, const cuda::DeviceFacts& device);
 
 // e.g. "3xtf32/d128/8w", with "/bias" and "/scalar" (float-by-float copies) where they apply.
 std::string describe(const Fp32Tile& tile);

@@ -483,8 +483,8 @@ void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   const int64_t m_blocks = (p.seqlen_q + Sh::kBlockM - 1) / Sh::kBlockM;
   const int64_t blocks = m_blocks * p.batch * p.heads_q;
   if (blocks > 0x7fffffffLL) {
-    fail_invalid("flash_attention: B * Hq * ceil(Sq / ", Sh::kBlockM, ") = ", blocks,
-                 " exceeds the CUDA grid limit of 2^31 - 1 blocks");
+    // The binding holds B * Hq * ceil(Sq / 64) to the limit, and kBlockM >= 64.
+    fail_native("flash_fp32: ", blocks, " blocks exceed the CUDA grid limit of 2^31 - 1");
   }
   if (blocks == 0) return;
   kernel<<<static_cast<unsigned>(blocks), Sh::kThreads, Sh::kSmemBytes, stream>>>(
@@ -492,14 +492,31 @@ void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_fp32_kernel");
 }
 
+#if defined(DJL_ATTN_TUNING)
+inline constexpr bool kFp32TuningBuild = true;
+#else
+inline constexpr bool kFp32TuningBuild = false;
+#endif
+
+// One instantiation where the build compiles it (fp32_tile_compiled; the plan picks no other).
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
+void launch_compiled(const FlashParams& p, bool vectorized, cudaStream_t stream) {
+  if constexpr (fp32_tile_compiled(kHeadDim, kWarps, kSplit, kFp32TuningBuild)) {
+    launch<kHeadDim, kWarps, kSplit, kBias>(p, vectorized, stream);
+  } else {
+    fail_native("flash_fp32: the ", kSplit ? "3xtf32" : "tf32", "/d", kHeadDim, "/", kWarps,
+                "w tile is not compiled in this build (DJL_ATTN_TUNING)");
+  }
+}
+
 template <int kHeadDim, int kWarps>
 void launch_warps(const FlashParams& p, const Fp32Tile& tile, cudaStream_t stream) {
   if (tile.split_tf32) {
-    if (tile.bias) return launch<kHeadDim, kWarps, true, true>(p, tile.vectorized, stream);
-    return launch<kHeadDim, kWarps, true, false>(p, tile.vectorized, stream);
+    if (tile.bias) return launch_compiled<kHeadDim, kWarps, true, true>(p, tile.vectorized, stream);
+    return launch_compiled<kHeadDim, kWarps, true, false>(p, tile.vectorized, stream);
   }
-  if (tile.bias) return launch<kHeadDim, kWarps, false, true>(p, tile.vectorized, stream);
-  return launch<kHeadDim, kWarps, false, false>(p, tile.vectorized, stream);
+  if (tile.bias) return launch_compiled<kHeadDim, kWarps, false, true>(p, tile.vectorized, stream);
+  return launch_compiled<kHeadDim, kWarps, false, false>(p, tile.vectorized, stream);
 }
 
 template <int kHeadDim>

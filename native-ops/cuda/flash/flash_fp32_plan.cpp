@@ -56,7 +56,7 @@ Fp32Mode parse_fp32_mode(const char* value, const char* what) {
 }
 
 std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
-                                        const cuda::DeviceFacts& device) {
+                                        bool tuning_build, const cuda::DeviceFacts& device) {
   const int head_dim = compiled_head_dim(p.head_dim);
   if (mode == Fp32Mode::kSimple || p.dtype != ElementType::kFloat32 || device.cc_major < 8 ||
       head_dim == 0) {
@@ -64,7 +64,8 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
   }
   Fp32Tile tile{};
   tile.head_dim = head_dim;
-  tile.split_tf32 = mode != Fp32Mode::kTf32;
+  tile.split_tf32 =
+      mode != Fp32Mode::kTf32 || !fp32_tile_compiled(head_dim, 4, false, tuning_build);
   tile.bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
   tile.vectorized = vectorizable(p);
   // 8-warp tiles read each key/value tile for twice the rows: measured on an H200
@@ -72,9 +73,10 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
   // 256; at D = 64 within 5% without a mask and 3-9% slower with a causal one. At 128 rows per
   // block a small batch leaves SMs idle, so they run only where one wave of them fills the GPU.
   const int64_t tiles_of_128 = (p.seqlen_q + 127) / 128 * p.batch * p.heads_q;
-  const bool eight_fit = head_dim > 64 && fits(head_dim, 8, device);
+  const bool eight_built = fp32_tile_compiled(head_dim, 8, tile.split_tf32, tuning_build);
+  const bool eight_fit = head_dim > 64 && eight_built && fits(head_dim, 8, device);
   if (mode == Fp32Mode::kWarps8) {
-    tile.warps = fits(head_dim, 8, device) ? 8 : 4;
+    tile.warps = eight_built && fits(head_dim, 8, device) ? 8 : 4;
   } else if (mode == Fp32Mode::kWarps4) {
     tile.warps = 4;
   } else {

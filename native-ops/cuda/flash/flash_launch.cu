@@ -65,11 +65,27 @@ Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
                     "the Hopper flash kernel: auto, forced (tests), or off (comparisons)");
 constexpr HopperMode kHopperModes[] = {HopperMode::kAuto, HopperMode::kOn, HopperMode::kOff};
 // DJL_ATTN_FLASH_FP32: the float32 path (flash_fp32.h, Fp32Mode): auto is float32-accurate;
-// tf32 is the explicit opt-in to tf32 precision.
-Option kFlashFp32(
-    "DJL_ATTN_FLASH_FP32",
-    std::vector<std::string>(std::begin(fp32::kFp32ModeNames), std::end(fp32::kFp32ModeNames)),
-    "float32 flash: auto (3xTF32, float32 accuracy), tf32 (opt-in, ~1e-3), simple, 4w/8w tiles");
+// tf32, the opt-in to tf32 precision, is a value only where its kernels are compiled (a
+// DJL_ATTN_TUNING build, fp32_tile_compiled), so that the shipped build reports it at load
+// instead of running something else under its name. kFp32Choices.modes[i] is value i's mode.
+struct Fp32Choices {
+  std::vector<std::string> names;
+  std::vector<fp32::Fp32Mode> modes;
+  Fp32Choices() {
+    int index = 0;
+    for (const char* name : fp32::kFp32ModeNames) {
+      const auto mode = static_cast<fp32::Fp32Mode>(index++);
+      if (mode == fp32::Fp32Mode::kTf32 && !fwd::kTuningBuild) continue;
+      names.push_back(name);
+      modes.push_back(mode);
+    }
+  }
+};
+const Fp32Choices kFp32Choices;
+
+Option kFlashFp32("DJL_ATTN_FLASH_FP32", kFp32Choices.names,
+                  "float32 flash: auto (3xTF32, float32 accuracy), simple, 4w/8w tiles; tf32 "
+                  "(opt-in, ~1e-3) in tuning builds");
 #if defined(DJL_ATTN_HOPPER)
 // "pingpong" or "free" picks the Hopper consumers' GEMM scheduling for a measurement
 // (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured 1.00-1.19x
@@ -90,7 +106,7 @@ FlashSwitches switches() {
   s.hopper_built = true;
 #endif
   s.tuning_build = fwd::kTuningBuild;
-  s.fp32 = static_cast<fp32::Fp32Mode>(kFlashFp32.index());
+  s.fp32 = kFp32Choices.modes[kFlashFp32.index()];
   return s;
 }
 

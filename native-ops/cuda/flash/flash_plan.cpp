@@ -343,7 +343,7 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
     FlashPlan plan;
     plan.fold = folds_query_groups(p);
     const auto tile = fp32::plan_flash_fp32(plan.fold ? fold_query_groups(p) : p, switches.fp32,
-                                            device);
+                                            switches.tuning_build, device);
     if (tile) {
       plan.path = FlashPath::kFp32;
       plan.fp32 = *tile;

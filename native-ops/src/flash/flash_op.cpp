@@ -66,12 +66,11 @@ void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   check_last_dim_contiguous(v, v_name);
 }
 
-// cu_seqlens: int32 [B + 1] on q's device, starting at 0, non-decreasing, ending at `total`,
-// with no length above `max_seqlen`. Returns the host copy.
-std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const Tensor& q,
-                                      int64_t batch_plus_one, int64_t total, int64_t max_seqlen,
-                                      const char* total_name, const char* max_name,
-                                      const FlashBackend& backend) {
+// cu_seqlens: int32 [B + 1] on q's device and contiguous. Checked for both offsets before either
+// is read: a call with one of them on another device than q reaches the other device's backend,
+// whose copy to the host must not meet a pointer it cannot read.
+void check_cu_seqlens_layout(const Tensor& cu, const char* arg, const Tensor& q,
+                             int64_t batch_plus_one) {
   const ArgName name{kVarlenOp, arg};
   check_dim(cu, name, 1, "[B + 1]");
   if (batch_plus_one >= 0) {
@@ -82,7 +81,15 @@ std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const T
   check_dtype(cu, name, DType::kInt32);
   check_same_device(cu, name, q, {kVarlenOp, "q"});
   check_contiguous(cu, name);
-  if (!check_values()) return {};
+}
+
+// cu_seqlens values: starting at 0, non-decreasing, ending at `total`, with no length above
+// `max_seqlen` (read on the host where value checks are on).
+void check_cu_seqlens_values(const Tensor& cu, const char* arg, int64_t total,
+                             int64_t max_seqlen, const char* total_name, const char* max_name,
+                             const FlashBackend& backend) {
+  const ArgName name{kVarlenOp, arg};
+  if (!check_values()) return;
   std::vector<int32_t> values = read_int32(cu, cu.size(0), backend.copy_to_host);
   if (values[0] != 0) fail_invalid(name.prefix(), ": expected 0 at index 0, got ", values[0]);
   for (size_t b = 1; b < values.size(); ++b) {
@@ -100,7 +107,6 @@ std::vector<int32_t> check_cu_seqlens(const Tensor& cu, const char* arg, const T
     fail_invalid(name.prefix(), ": expected a last value equal to ", total_name, " = ", total,
                  ", got ", values.back());
   }
-  return values;
 }
 
 }  // namespace
@@ -237,11 +243,13 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
                  "], got ", max_seqlen_k);
   }
   if (!std::isfinite(scale)) fail_invalid(kVarlenOp, ": scale: expected a finite value, got ", scale);
-  check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q, -1, total_q, max_seqlen_q, "total_q",
-                   "max_seqlen_q", backend);
+  check_cu_seqlens_layout(cu_seqlens_q, "cu_seqlens_q", q, -1);
   const int64_t batch = cu_seqlens_q.size(0) - 1;
-  check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q, batch + 1, total_k, max_seqlen_k, "total_k",
-                   "max_seqlen_k", backend);
+  check_cu_seqlens_layout(cu_seqlens_k, "cu_seqlens_k", q, batch + 1);
+  check_cu_seqlens_values(cu_seqlens_q, "cu_seqlens_q", total_q, max_seqlen_q, "total_q",
+                          "max_seqlen_q", backend);
+  check_cu_seqlens_values(cu_seqlens_k, "cu_seqlens_k", total_k, max_seqlen_k, "total_k",
+                          "max_seqlen_k", backend);
   // The kernels' grids are sized by the longest sequence.
   check_query_tiles({kVarlenOp, "max_seqlen_q"}, batch, max_seqlen_q, heads_q);
   if (validation_only()) return;

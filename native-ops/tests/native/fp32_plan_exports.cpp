@@ -23,6 +23,7 @@ constexpr int32_t kVarlen = 2;
 constexpr int32_t kKvLens = 4;
 constexpr int32_t kBias = 8;        // q, k and v bias (the fused BERT path)
 constexpr int32_t kUnaligned = 16;  // q starts 4 bytes past a 16-byte boundary
+constexpr int32_t kTuningBuild = 32;  // plan for a DJL_ATTN_TUNING build (every tile compiled)
 
 }  // namespace
 
@@ -40,6 +41,7 @@ extern "C" const char* djl_attn_test_flash_fp32_plan(const char* mode, int64_t b
   try {
     FlashSwitches switches;
     switches.fp32 = fp32::parse_fp32_mode(mode, "mode");
+    switches.tuning_build = (flags & kTuningBuild) != 0;
     // Distinct, 16-byte aligned stand-ins for the tensors' addresses: the plan reads only their
     // alignment.
     const uint64_t base = 0x10000;
