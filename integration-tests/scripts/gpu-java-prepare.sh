@@ -35,14 +35,14 @@ rm -rf "$run/src" "$run/lib" "$run/test-classes" "$run/shared"
 mkdir -p "$run/src" "$run/lib" "$run/test-classes" "$run/shared"
 
 echo "gpu-java-prepare: building the modules (CPU library only; the GPU machine builds its own)"
-# shellcheck disable=SC2086
-mvn -B -ntp -q $mvn_args -Ddjl.attn.cuda=OFF -Djavacpp.cachedir="$cachedir" -DskipTests package
-
-# Dependencies of the integration tests (which include every other module's), minus libtorch, the
-# JUnit jars (the console launcher bundles them) and the project's own modules (copied below).
+# Dependencies of every module (the integration tests' include the others'), copied in the same
+# reactor run that packages the modules, so that nothing needs the project in ~/.m2; minus
+# libtorch, the JUnit jars (the console launcher bundles them) and the project's own modules
+# (jarred below).
 exclude_artifacts="pytorch-native-cpu,pytorch-jni${EXCLUDE_ARTIFACTS:+,$EXCLUDE_ARTIFACTS}"
 # shellcheck disable=SC2086
-mvn -B -ntp -q $mvn_args -pl integration-tests dependency:copy-dependencies \
+mvn -B -ntp -q $mvn_args -Ddjl.attn.cuda=OFF -Djavacpp.cachedir="$cachedir" -DskipTests \
+  package dependency:copy-dependencies \
   -DincludeScope=test -DoutputDirectory="$run/lib" \
   -DexcludeGroupIds=io.djlattention,org.junit.jupiter,org.junit.platform,org.opentest4j,org.apiguardian \
   -DexcludeArtifactIds="$exclude_artifacts"

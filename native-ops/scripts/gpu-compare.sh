@@ -14,7 +14,7 @@
 #   ARGS_<name>  extra arguments for bench_<name>.py (e.g. ARGS_bert="--dtype float16")
 set -uo pipefail
 cd "$(dirname "$0")/.."
-: "${BEFORE:?set BEFORE to the earlier tree's native-ops folder}"
+: "${BEFORE:?set BEFORE to the native-ops folder of the earlier tree}"
 OUT=${OUT:-/tmp/gpu-compare}
 ARCHS=${ARCHS:-90}
 PYTHON=${PYTHON:-python3}
