@@ -98,8 +98,9 @@ struct PrefillPlan {
 
 PrefillPlan plan_paged_prefill(const PagedPrefillParams& p);
 
-// reshape_and_cache: one block of kCacheThreads per token (the kernel strides past kMaxGridX),
-// 16-byte copies when every row and pointer allows them.
+// reshape_and_cache: one block of kCacheThreads per token, launched in slices of `blocks` tokens
+// (all of them in one launch below kMaxGridX), 16-byte copies when every row and pointer allows
+// them.
 struct CachePlan {
   bool vectorised;
   int64_t blocks;
