@@ -2,18 +2,14 @@
 
 #include <algorithm>
 
+#include "common/alignment.h"
+
 namespace djl_attn::bert {
 namespace {
 
 constexpr int kWarpSize = 32;
 // Shared memory a kernel gets without opting in.
 constexpr int64_t kDefaultSharedBytes = 48 * 1024;
-
-int64_t element_size(ElementType dtype) { return dtype == ElementType::kFloat32 ? 4 : 2; }
-
-bool aligned(const void* ptr, int64_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
-}
 
 // A null pointer (an absent optional argument) is never read.
 bool aligned_or_null(const void* ptr, int64_t bytes) {

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "cuda/flash/flash_fp32.h"
+#include "cuda/flash/flash_plan.h"
 
 namespace djl_attn::flash::fp32 {
 namespace {
@@ -17,24 +18,6 @@ int compiled_head_dim(int64_t dim) {
   DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(DJL_FLASH_FP32_PAD_)
 #undef DJL_FLASH_FP32_PAD_
   return 0;
-}
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
-// 16-byte copies and stores need D % 4 == 0, 16-byte aligned bases and every stride a multiple
-// of 4 floats (batch strides are 0 in varlen mode). Other views copy float by float.
-bool vectorizable(const FlashParams& p) {
-  if (p.head_dim % 4 != 0) return false;
-  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
-    if (!aligned16(ptr)) return false;
-  }
-  for (int64_t stride : {p.q_batch_stride, p.q_seq_stride, p.q_head_stride, p.k_batch_stride,
-                         p.k_seq_stride, p.k_head_stride, p.v_batch_stride, p.v_seq_stride,
-                         p.v_head_stride, p.out_batch_stride, p.out_seq_stride,
-                         p.out_head_stride}) {
-    if (stride % 4 != 0) return false;
-  }
-  return true;
 }
 
 bool fits(int head_dim, int warps, const cuda::DeviceFacts& device) {
@@ -67,7 +50,7 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
   tile.split_tf32 =
       mode != Fp32Mode::kTf32 || !fp32_tile_compiled(head_dim, 4, false, tuning_build);
   tile.bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
-  tile.vectorized = vectorizable(p);
+  tile.vectorized = loads_16_bytes(p);
   // 8-warp tiles read each key/value tile for twice the rows: measured on an H200
   // (docs/benchmarks.md, "float32 flash on the GPU"), 1.24-1.63x the 4-warp tiles at D = 128 and
   // 256; at D = 64 within 5% without a mask and 3-9% slower with a causal one. At 128 rows per

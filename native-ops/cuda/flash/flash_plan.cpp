@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/alignment.h"
 #include "common/error.h"
 
 namespace djl_attn::flash {
@@ -17,27 +18,10 @@ constexpr int kDecodeMinTilesPerSplit = 2;
 // CUDA's limit on gridDim.x.
 constexpr int64_t kMaxGridX = 0x7fffffffLL;
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 bool any_bias(const FlashParams& p) {
   return p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
 }
 
-// The tensor-core kernels load 16-byte chunks with cp.async: D % 8 == 0, 16-byte aligned bases
-// and every stride a multiple of 8 elements (batch strides are 0 in varlen mode).
-bool vectorizable(const FlashParams& p) {
-  if (p.head_dim % 8 != 0) return false;
-  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
-    if (!aligned16(ptr)) return false;
-  }
-  for (int64_t stride : {p.q_batch_stride, p.q_seq_stride, p.q_head_stride, p.k_batch_stride,
-                         p.k_seq_stride, p.k_head_stride, p.v_batch_stride, p.v_seq_stride,
-                         p.v_head_stride, p.out_batch_stride, p.out_seq_stride,
-                         p.out_head_stride}) {
-    if (stride % 8 != 0) return false;
-  }
-  return true;
-}
 
 // Staging applies to float16/bfloat16 without q/k/v bias (the bias vectors would need the same
 // padding) whose head dim, padded to a multiple of 8, is still one the kernels take.
@@ -168,7 +152,7 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
          device.smem_optin >= hopper::smem_bytes(p.head_dim);
 }
 
-// The plan of a call the tensor-core kernels can read in place (vectorizable, sm_80+).
+// The plan of a call the tensor-core kernels can read in place (loads_16_bytes, sm_80+).
 FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
                            const cuda::DeviceFacts& device, const Residency& residency) {
   FlashPlan plan;
@@ -313,12 +297,27 @@ KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t s
   return split;
 }
 
+bool loads_16_bytes(const FlashParams& p) {
+  const int64_t size = element_size(p.dtype);
+  if (p.head_dim * size % 16 != 0) return false;
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
+    if (!aligned16(ptr)) return false;
+  }
+  for (int64_t stride : {p.q_batch_stride, p.q_seq_stride, p.q_head_stride, p.k_batch_stride,
+                         p.k_seq_stride, p.k_head_stride, p.v_batch_stride, p.v_seq_stride,
+                         p.v_head_stride, p.out_batch_stride, p.out_seq_stride,
+                         p.out_head_stride}) {
+    if (stride * size % 16 != 0) return false;
+  }
+  return true;
+}
+
 FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
                      const cuda::DeviceFacts& device, const Residency& residency) {
   // mma.sync with bfloat16 and cp.async need sm_80; every base tile shape fits in 96 KiB.
   const bool capable = p.dtype != ElementType::kFloat32 && device.cc_major >= 8 &&
                        device.smem_optin >= fwd::kTileKernelMinSmem;
-  const bool tensor_cores = capable && padded_head_dim(p.head_dim) != 0 && vectorizable(p);
+  const bool tensor_cores = capable && padded_head_dim(p.head_dim) != 0 && loads_16_bytes(p);
   // Head dims that are not a multiple of 8 and unaligned views run on staged, padded copies
   // rather than on the simple kernel.
   const bool staged = !tensor_cores && capable && staging_applies(p);

@@ -16,8 +16,8 @@
 //   decode   the split-KV decode kernel (flash_decode_kernel.cuh): at most 16 query rows per
 //            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias.
 //   fp32     float32 on tensor cores (flash_fp32_kernel.cuh): tf32 mma.sync with operands
-//            split into hi + lo parts (3xTF32, float32 accuracy; 1xTF32 only when
-//            DJL_ATTN_FLASH_FP32=tf32 opts in), sm_80+, every head dim up to 256 (padded), bias,
+//            split into hi + lo parts (3xTF32, float32 accuracy; 1xTF32 only where
+//            DJL_ATTN_FLASH_FP32=tf32 opts in, in DJL_ATTN_TUNING builds), sm_80+, every head dim up to 256 (padded), bias,
 //            varlen, any strides; its own tile choice (flash_fp32.h, plan_flash_fp32).
 //   simple   one warp per query row (flash_simple.cu): float32 where the fp32 kernel does not
 //            run (DJL_ATTN_FLASH_FP32=simple, GPUs before sm_80 or with too little shared
@@ -135,6 +135,12 @@ struct FlashPlan {
   // kSimple: blocks of 4 query rows per (batch, head).
   int64_t simple_row_blocks = 0;
 };
+
+// Whether the tensor-core kernels can copy q, k, v and out in place in 16-byte chunks: D and
+// every stride a whole number of 16 bytes, the four bases 16-byte aligned (batch strides are 0
+// in varlen mode). The float16/bfloat16 kernels need it (other calls are staged); the float32
+// kernel copies element by element without it.
+bool loads_16_bytes(const FlashParams& p);
 
 // The plan for `p` (as the binding filled it) on a device with `device` facts.
 FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,

@@ -67,8 +67,6 @@ DecodeOptions decode_options() {
   return options;
 }
 
-int64_t element_size(ElementType dtype) { return dtype == ElementType::kFloat32 ? 4 : 2; }
-
 // Sequences [first, first + count) of `p`: the query rows, table rows, lengths and output rows
 // of those sequences.
 PagedAttentionParams sequences(const PagedAttentionParams& p, int64_t first, int64_t count) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/alignment.h"
 #include "cuda/flash/flash_plan.h"
 #include "cuda/flash/flash_shapes.h"
 
@@ -20,10 +21,6 @@ constexpr int64_t kV1MaxAutoContext = 2048;
 constexpr int64_t kMaxPartitions = 8192;
 // v2's shortest partition: 4 cache blocks of 16 tokens, one per warp (2 of 32 tokens).
 constexpr int64_t kMinPartitionSize = 64;
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
-int64_t element_size(ElementType dtype) { return dtype == ElementType::kFloat32 ? 4 : 2; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

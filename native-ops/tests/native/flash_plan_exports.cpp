@@ -55,8 +55,10 @@ int config_index(const char* value) {
 
 }  // namespace
 
-using djl_attn::plan_exports::address;
+using djl_attn::ElementType;
+using djl_attn::plan_exports::FlashCallShape;
 using djl_attn::plan_exports::keep;
+using djl_attn::plan_exports::stand_in_flash_params;
 
 // The plan for a call of `dtype` (0 float32, 1 float16, 2 bfloat16) on a GPU with `sm_count` SMs,
 // `smem_optin` bytes of opt-in shared memory per block and compute capability
@@ -79,47 +81,16 @@ extern "C" const char* djl_attn_test_flash_plan(
     switches.hopper_built = (flags & kHopperBuilt) != 0;
     switches.tuning_build = (flags & kTuningBuild) != 0;
 
-    // Distinct, 16-byte aligned stand-ins for the tensors' addresses: the plan reads only their
-    // alignment.
-    const uint64_t base = 0x10000;
-    FlashParams p{};
-    p.q = address(base + ((flags & kUnaligned) != 0 ? 2 : 0));
-    p.k = address(base * 2);
-    p.v = address(base * 3);
-    p.out = address(base * 4);
-    p.lse = static_cast<float*>(address(base * 5));
-    const bool varlen = (flags & kVarlen) != 0;
-    if (varlen) {
-      p.cu_seqlens_q = static_cast<const int32_t*>(address(base * 6));
-      p.cu_seqlens_k = static_cast<const int32_t*>(address(base * 7));
-      p.total_q = batch * seqlen_q;
-      p.total_k = batch * seqlen_k;
-      p.lse_head_stride = p.total_q;
-    }
-    if ((flags & kKvLens) != 0) p.kv_lens = static_cast<const int32_t*>(address(base * 8));
-    if ((flags & kBias) != 0) {
-      p.q_bias = address(base * 9);
-      p.k_bias = address(base * 10);
-      p.v_bias = address(base * 11);
-    }
-    p.q_seq_stride = heads_q * head_dim, p.q_head_stride = head_dim;
-    p.k_seq_stride = p.v_seq_stride = heads_kv * head_dim;
-    p.k_head_stride = p.v_head_stride = head_dim;
-    p.out_seq_stride = heads_q * head_dim, p.out_head_stride = head_dim;
-    if (!varlen) {
-      p.q_batch_stride = p.out_batch_stride = seqlen_q * heads_q * head_dim;
-      p.k_batch_stride = p.v_batch_stride =
-          (flags & kBroadcastKv) != 0 ? 0 : seqlen_k * heads_kv * head_dim;
-    }
-    p.batch = batch;
-    p.seqlen_q = seqlen_q;
-    p.seqlen_k = seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = head_dim;
-    p.scale = static_cast<float>(scale);
-    p.causal = (flags & kCausal) != 0;
-    p.dtype = static_cast<ElementType>(dtype);
+    FlashCallShape call{batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
+                        static_cast<ElementType>(dtype)};
+    call.scale = static_cast<float>(scale);
+    call.causal = (flags & kCausal) != 0;
+    call.varlen = (flags & kVarlen) != 0;
+    call.kv_lens = (flags & kKvLens) != 0;
+    call.bias = (flags & kBias) != 0;
+    call.broadcast_kv = (flags & kBroadcastKv) != 0;
+    call.q_offset_bytes = (flags & kUnaligned) != 0 ? 2 : 0;
+    const FlashParams p = stand_in_flash_params(call);
 
     const Residency residency{[&](const TiledKernel&) { return tiled_blocks_per_sm; },
                               [&](const DecodeKernel&) { return decode_blocks_per_sm; }};

@@ -15,7 +15,9 @@
 namespace {
 
 using namespace djl_attn::flash;
-using djl_attn::plan_exports::address;
+using djl_attn::ElementType;
+using djl_attn::plan_exports::FlashCallShape;
+using djl_attn::plan_exports::stand_in_flash_params;
 
 // Flags of djl_attn_test_flash_fp32_plan.
 constexpr int32_t kCausal = 1;
@@ -42,46 +44,14 @@ extern "C" const char* djl_attn_test_flash_fp32_plan(const char* mode, int64_t b
     FlashSwitches switches;
     switches.fp32 = fp32::parse_fp32_mode(mode, "mode");
     switches.tuning_build = (flags & kTuningBuild) != 0;
-    // Distinct, 16-byte aligned stand-ins for the tensors' addresses: the plan reads only their
-    // alignment.
-    const uint64_t base = 0x10000;
-    FlashParams p{};
-    p.q = address(base + ((flags & kUnaligned) != 0 ? 4 : 0));
-    p.k = address(base * 2);
-    p.v = address(base * 3);
-    p.out = address(base * 4);
-    p.lse = static_cast<float*>(address(base * 5));
-    const bool varlen = (flags & kVarlen) != 0;
-    if (varlen) {
-      p.cu_seqlens_q = static_cast<const int32_t*>(address(base * 6));
-      p.cu_seqlens_k = static_cast<const int32_t*>(address(base * 7));
-      p.total_q = batch * seqlen_q;
-      p.total_k = batch * seqlen_k;
-      p.lse_head_stride = p.total_q;
-    }
-    if ((flags & kKvLens) != 0) p.kv_lens = static_cast<const int32_t*>(address(base * 8));
-    if ((flags & kBias) != 0) {
-      p.q_bias = address(base * 9);
-      p.k_bias = address(base * 10);
-      p.v_bias = address(base * 11);
-    }
-    p.q_seq_stride = heads_q * head_dim, p.q_head_stride = head_dim;
-    p.k_seq_stride = p.v_seq_stride = heads_kv * head_dim;
-    p.k_head_stride = p.v_head_stride = head_dim;
-    p.out_seq_stride = heads_q * head_dim, p.out_head_stride = head_dim;
-    if (!varlen) {
-      p.q_batch_stride = p.out_batch_stride = seqlen_q * heads_q * head_dim;
-      p.k_batch_stride = p.v_batch_stride = seqlen_k * heads_kv * head_dim;
-    }
-    p.batch = batch;
-    p.seqlen_q = seqlen_q;
-    p.seqlen_k = seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = head_dim;
-    p.scale = 1.0f;
-    p.causal = (flags & kCausal) != 0;
-    p.dtype = ElementType::kFloat32;
+    FlashCallShape call{batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
+                        ElementType::kFloat32};
+    call.causal = (flags & kCausal) != 0;
+    call.varlen = (flags & kVarlen) != 0;
+    call.kv_lens = (flags & kKvLens) != 0;
+    call.bias = (flags & kBias) != 0;
+    call.q_offset_bytes = (flags & kUnaligned) != 0 ? 4 : 0;
+    const FlashParams p = stand_in_flash_params(call);
     // The float32 paths ask no occupancy: a residency query would be a plan error.
     const Residency residency{
         [](const TiledKernel&) -> int { djl_attn::fail_native("float32 asked the tile kernel"); },
