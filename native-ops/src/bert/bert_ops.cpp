@@ -61,8 +61,8 @@ void check_param(const Tensor& p, ArgName name, const Tensor& x, ArgName x_name,
   check_size(p, name, 0, "C", channels, "the last dim of x");
   if (first == nullptr) {
     if (p.dtype() != x.dtype() && p.dtype() != DType::kFloat32) {
-      fail_invalid(name.prefix(), ": expected dtype ", dtype_name(x.dtype()), " (the dtype of ",
-                   x_name.arg, ") or float32, got ", dtype_name(p.dtype()));
+      fail_invalid(name.prefix(), ": expected dtype ", x.dtype_str(), " (the dtype of ",
+                   x_name.arg, ") or float32, got ", p.dtype_str());
     }
   } else {
     check_same_dtype(p, name, *first, first_name);

@@ -36,21 +36,21 @@ void check_dtype_in(const Tensor& t, ArgName name, std::initializer_list<DType> 
   }
   std::string list;
   for (DType a : allowed) list += (list.empty() ? "" : ", ") + std::string(dtype_name(a));
-  fail_invalid(name.prefix(), ": expected dtype in {", list, "}, got ", dtype_name(dtype));
+  fail_invalid(name.prefix(), ": expected dtype in {", list, "}, got ", t.dtype_str());
 }
 
 void check_dtype(const Tensor& t, ArgName name, DType expected) {
   DType dtype = t.dtype();
   if (dtype != expected) {
     fail_invalid(name.prefix(), ": expected dtype ", dtype_name(expected), ", got ",
-                 dtype_name(dtype));
+                 t.dtype_str());
   }
 }
 
 void check_same_dtype(const Tensor& t, ArgName name, const Tensor& ref, ArgName ref_name) {
   if (t.dtype() != ref.dtype()) {
     fail_invalid(name.prefix(), ": expected the dtype of ", ref_name.arg, " (",
-                 dtype_name(ref.dtype()), "), got ", dtype_name(t.dtype()));
+                 ref.dtype_str(), "), got ", t.dtype_str());
   }
 }
 

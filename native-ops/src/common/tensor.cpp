@@ -106,6 +106,15 @@ DType Tensor::dtype() const {
   return DType::kOther;
 }
 
+std::string Tensor::dtype_str() const {
+  const DType known = dtype();
+  if (known != DType::kOther) return dtype_name(known);
+  int32_t code = 0;
+  check_shim(shim::torch().get_dtype(handle_, &code), "get_dtype");
+  const char* name = shim::dtype_code_name(code);
+  return name != nullptr ? name : "dtype code " + std::to_string(code);
+}
+
 Device Tensor::device() const {
   const auto& api = shim::torch();
   int32_t type = 0;

@@ -48,6 +48,8 @@ class Tensor {
   std::vector<int64_t> sizes() const;
   int64_t numel() const;
   DType dtype() const;
+  // The dtype's name, also for dtypes outside DType ("float64", "bool"): for messages.
+  std::string dtype_str() const;
   Device device() const;
   void* data() const;
   template <typename T>

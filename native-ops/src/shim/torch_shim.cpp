@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 
@@ -75,6 +77,30 @@ GetCurrentCudaStream current_cuda_stream_fn() {
         dlsym(library, "aoti_torch_get_current_cuda_stream"));
   }();
   return fn;
+}
+
+const char* dtype_code_name(int32_t code) {
+  // Each getter is looked up on its own and skipped when this libtorch lacks it: the names only
+  // make messages clearer, they never decide anything.
+  static const std::vector<std::pair<int32_t, const char*>> names = [] {
+    static const char* const kDtypes[] = {
+        "float32", "float16", "bfloat16", "float64", "int32", "int64", "int16", "int8",
+        "uint8", "bool", "complex32", "complex64", "complex128", "float8_e4m3fn",
+        "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "uint16", "uint32", "uint64"};
+    std::vector<std::pair<int32_t, const char*>> out;
+    void* library = open_loaded("libtorch_cpu.so");
+    if (library == nullptr) return out;
+    for (const char* dtype : kDtypes) {
+      const std::string symbol = std::string("aoti_torch_dtype_") + dtype;
+      auto getter = reinterpret_cast<int32_t (*)()>(dlsym(library, symbol.c_str()));
+      if (getter != nullptr) out.emplace_back(getter(), dtype);
+    }
+    return out;
+  }();
+  for (const auto& [dtype_code, name] : names) {
+    if (dtype_code == code) return name;
+  }
+  return nullptr;
 }
 
 }  // namespace djl_attn::shim

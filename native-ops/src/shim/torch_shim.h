@@ -64,4 +64,8 @@ const TorchApi& torch();
 using GetCurrentCudaStream = AOTITorchError (*)(int32_t device_index, void** ret_stream);
 GetCurrentCudaStream current_cuda_stream_fn();
 
+// The name of a dtype code of this libtorch ("float64", "bool", ...), for error messages about
+// dtypes the kernels do not take; null for a code none of the shim's dtype getters returns.
+const char* dtype_code_name(int32_t code);
+
 }  // namespace djl_attn::shim
