@@ -4,7 +4,10 @@
 //
 // Every wrapper clobbers "memory", so that the compiler neither moves plain C++ reads of the
 // shared destination above the wait nor caches them across it: a kernel that reads the copied
-// bytes back with ordinary loads (not only through asm such as ldmatrix) relies on that.
+// bytes back with ordinary loads (not only through asm such as ldmatrix) relies on that. The
+// `unordered` namespace below holds the same instructions without the clobber, for a kernel whose
+// every read of copied data follows a wait and a __syncthreads (which orders memory for the
+// compiler too) and whose measured schedule the clobber would change.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +45,28 @@ __device__ __forceinline__ void cp_async_wait() {
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+
+namespace unordered {
+
+// cp_async_16 with zero-fill, without the "memory" clobber (see the top of this file).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+
+// 4 bytes (through L1: cp.async.cg takes only 16), or zeros where `src_bytes` is 0.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+}  // namespace unordered
 
 }  // namespace djl_attn::cuda::ptx

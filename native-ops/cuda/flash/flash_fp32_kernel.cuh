@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "common/error.h"
+#include "cuda/common/cp_async.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/flash/flash_fp32.h"
@@ -64,23 +65,13 @@ struct Shape {
 using cuda::ptx::fast_exp2;
 using cuda::ptx::smem_addr;
 
-// cp.async without the "memory" clobber of cuda/common/cp_async.cuh: every shared-memory read of
-// copied data here follows a wait and a __syncthreads (which orders memory for the compiler too),
-// and without the clobber ptxas keeps the schedule that the float32 benchmarks measured. 16 bytes
-// (or 4: the float-by-float path), or zeros where `src_bytes` is 0 (rows and columns past the end).
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
+// cp.async without the "memory" clobber (cuda/common/cp_async.cuh, `unordered`): every
+// shared-memory read of copied data here follows a wait and a __syncthreads, and without the
+// clobber ptxas keeps the schedule that the float32 benchmarks measured.
+using cuda::ptx::unordered::cp_async_4;
+using cuda::ptx::unordered::cp_async_16;
+using cuda::ptx::unordered::cp_async_commit;
+using cuda::ptx::unordered::cp_async_wait;
 
 // d += a b on tf32 operands (float32 bit patterns whose low 13 mantissa bits the tensor core
 // ignores), float32 accumulation.
@@ -165,7 +156,8 @@ __device__ __forceinline__ void load_tile(float* tile, const float* src, int64_t
       const int r = idx / kChunks;
       const int c = (idx % kChunks) * 4;
       const bool ok = r < valid_rows && c < dim;
-      cp_async_16(tile + r * kPitch + c, ok ? src + r * row_stride + c : src, ok ? 16 : 0);
+      cp_async_16(smem_addr(tile + r * kPitch + c), ok ? src + r * row_stride + c : src,
+                  ok ? 16 : 0);
     }
   } else {
     constexpr int kTotal = kRows * kHeadDim;
@@ -173,7 +165,8 @@ __device__ __forceinline__ void load_tile(float* tile, const float* src, int64_t
       const int r = idx / kHeadDim;
       const int c = idx % kHeadDim;
       const bool ok = r < valid_rows && c < dim;
-      cp_async_4(tile + r * kPitch + c, ok ? src + r * row_stride + c : src, ok ? 4 : 0);
+      cp_async_4(smem_addr(tile + r * kPitch + c), ok ? src + r * row_stride + c : src,
+                 ok ? 4 : 0);
     }
   }
 }
