@@ -8,6 +8,7 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
+#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -172,7 +173,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t slots = num_blocks * block_size;
   // Every slot is checked before anything is written: a bad call leaves the caches untouched.
-  if (check_slots) {
+  if (check_slots && check_values()) {
     std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
     copy_to_host(backend, {copy_into(slot_values, slot_mapping)});
     for (size_t t = 0; t < slot_values.size(); ++t) {
@@ -182,6 +183,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
       }
     }
   }
+  if (validation_only()) return;
   // The kernels skip negative slots.
   if (tokens == 0 || heads_kv == 0 || dim == 0) return;
 
@@ -235,8 +237,8 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
   // The values of the index tensors, unless the caller vouches for them (check_indices=False:
-  // the Java PagedBatch checked them once for the whole step).
-  if (check_indices) {
+  // the Java PagedBatch checked them once for the whole step) or already checked them.
+  if (check_indices && check_values()) {
     // One wait for both copies (the binding's only synchronisation).
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
@@ -249,6 +251,7 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
       }
     }
   }
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty({num_seqs, heads_q, dim}, query.dtype(), query.device());
   if (num_seqs > 0 && heads_q > 0) {
@@ -312,7 +315,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  if (check_indices) {
+  if (check_indices && check_values()) {
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
     std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
@@ -343,6 +346,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
       }
     }
   }
+  if (validation_only()) return;
 
   Tensor out = Tensor::empty({tokens, heads_q, dim}, query.dtype(), query.device());
   if (tokens > 0 && heads_q > 0) {

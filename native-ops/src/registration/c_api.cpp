@@ -1,6 +1,5 @@
-// The C interface for language bridges: calls an operator's registered kernel for the arguments'
-// device (the dispatcher where there is none) and turns the result into a status code plus this
-// thread's last error message.
+// The C interface for language bridges: calls operators through the dispatcher and turns the
+// result into a status code plus this thread's last error message.
 
 #include "djl_attn/c_api.h"
 
@@ -9,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 #include "common/options.h"
@@ -154,32 +154,30 @@ int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_
     const djl_attn::OperatorSignature* op = djl_attn::find_operator(op_name);
     if (op == nullptr) djl_attn::fail_native("djl_attn_call: no operator named '", op_name, "'");
     check_signature(*op, num_args, arg_kinds, num_outputs);
-    // The kernel this library registered for the arguments' device, called directly: its
-    // binding checks every argument before it allocates or launches, so an invalid one stops
-    // there as a status code (thrown through the dispatcher it would also be logged to stderr by
-    // PyTorch's C shim), and a valid call runs in the same pass. Nothing is lost by skipping
-    // the dispatcher: these kernels are boxed functions without autograd, and each sets up its
-    // own device and stream. One pass instead of a validation pass plus a dispatcher call halves
-    // the handle copies and the checks per call, which the decode step pays ~80 times.
+    const std::string qualified = "djl_attn::" + op->name;
+    // First the operator's own checks, by its kernel for the arguments' device in
+    // validation-only mode: an invalid argument stops here, as a status code. Thrown through
+    // the dispatcher it would also be logged to stderr by PyTorch's C shim.
     const shim::BoxedKernel kernel = kernel_for(*op, arg_kinds, arg_values);
+    if (kernel != nullptr) {
+      std::vector<shim::StableIValue> stack =
+          make_stack(*op, arg_kinds, arg_values, std::max(num_args, num_outputs));
+      djl_attn::CallModeScope mode(djl_attn::CallMode::kValidateOnly);
+      kernel(stack.data(), num_args, num_outputs);  // owns and frees the handles
+    }
     std::vector<shim::StableIValue> stack =
         make_stack(*op, arg_kinds, arg_values, std::max(num_args, num_outputs));
-    if (kernel != nullptr) {
-      kernel(stack.data(), num_args, num_outputs);  // owns and frees the handles
-    } else {
-      // Arguments on a device this library has no kernel for, or on different devices: the
-      // dispatcher picks the kernel (or reports that there is none), as for any other caller.
-      const std::string qualified = "djl_attn::" + op->name;
-      if (shim::torch().call_dispatcher(qualified.c_str(), "", stack.data()) != 0) {
-        if (djl_attn::last_error_kind() == ErrorKind::kNone) {
-          // LibraryLoader (Java) recognises "no kernel for these tensors' device" in this text.
-          djl_attn::record_error(ErrorKind::kNative,
-                                 qualified + " failed in PyTorch's dispatcher (no kernel for "
-                                             "these tensors' device); PyTorch logged the reason "
-                                             "to stderr");
-        }
-        return status_of_last_error();
+    // Validated above: the kernel need not read index values back to the host a second time.
+    djl_attn::CallModeScope mode(kernel != nullptr ? djl_attn::CallMode::kChecked
+                                                   : djl_attn::CallMode::kFull);
+    if (shim::torch().call_dispatcher(qualified.c_str(), "", stack.data()) != 0) {
+      if (djl_attn::last_error_kind() == ErrorKind::kNone) {
+        // LibraryLoader (Java) recognises "no kernel for these tensors' device" in this text.
+        djl_attn::record_error(ErrorKind::kNative,
+                               qualified + " failed in PyTorch's dispatcher (no kernel for these "
+                                           "tensors' device); PyTorch logged the reason to stderr");
       }
+      return status_of_last_error();
     }
     for (int32_t i = 0; i < num_outputs; ++i) outputs[i] = static_cast<int64_t>(stack[i]);
     return DJL_ATTN_OK;

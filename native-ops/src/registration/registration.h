@@ -23,8 +23,8 @@ struct KernelEntry {
 void register_kernels(const char* dispatch_key, const KernelEntry* kernels, int count);
 
 // The kernel this copy of the library registered for `name` under `dispatch_key`, or null (not
-// registered by this copy, or no such kernel). The C interface calls it directly, so that a
-// rejected argument never travels through the dispatcher (djl_attn_call in c_api.cpp).
+// registered by this copy, or no such kernel). The C interface runs it in validation-only mode
+// before dispatching (common/call_mode.h).
 shim::BoxedKernel registered_kernel(const char* dispatch_key, const char* name);
 
 // An operator as its schema defines it: name, the kind of each argument (DJL_ATTN_ARG_* of
