@@ -43,6 +43,21 @@ final class BenchSupport {
     }
 
     /**
+     * Returns the value that follows option {@code args[index - 1]} on a command line.
+     *
+     * @param args the command line
+     * @param index the value's index (the option's plus one)
+     * @return the value
+     * @throws IllegalArgumentException naming the option if the command line ends before it
+     */
+    static String value(String[] args, int index) {
+        if (index >= args.length) {
+            throw new IllegalArgumentException(args[index - 1] + ": expected a value after it");
+        }
+        return args[index];
+    }
+
+    /**
      * Returns the CPU's model name from {@code /proc/cpuinfo}.
      *
      * @return the model name, or {@code unknown CPU model} off Linux

@@ -70,25 +70,25 @@ public final class BertBenchmark {
                     runs = 3;
                     break;
                 case "--layers":
-                    layerCounts = BenchSupport.ints(args[++i], "--layers");
+                    layerCounts = BenchSupport.ints(BenchSupport.value(args, ++i), "--layers");
                     break;
                 case "--batches":
-                    batches = BenchSupport.ints(args[++i], "--batches");
+                    batches = BenchSupport.ints(BenchSupport.value(args, ++i), "--batches");
                     break;
                 case "--seqs":
-                    seqs = BenchSupport.ints(args[++i], "--seqs");
+                    seqs = BenchSupport.ints(BenchSupport.value(args, ++i), "--seqs");
                     break;
                 case "--encoder-batches":
-                    encoderBatches = BenchSupport.ints(args[++i], "--encoder-batches");
+                    encoderBatches = BenchSupport.ints(BenchSupport.value(args, ++i), "--encoder-batches");
                     break;
                 case "--warmup":
-                    warmup = Integer.parseInt(args[++i]);
+                    warmup = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--runs":
-                    runs = Integer.parseInt(args[++i]);
+                    runs = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--out":
-                    out = Path.of(args[++i]);
+                    out = Path.of(BenchSupport.value(args, ++i));
                     break;
                 default:
                     throw new IllegalArgumentException("unknown argument " + args[i]);

@@ -114,28 +114,28 @@ public final class EmbeddingBenchmark {
                     minSeconds = 0;
                     break;
                 case "--threads":
-                    threads = BenchSupport.ints(args[++i], "--threads");
+                    threads = BenchSupport.ints(BenchSupport.value(args, ++i), "--threads");
                     break;
                 case "--batches":
-                    batches = BenchSupport.ints(args[++i], "--batches");
+                    batches = BenchSupport.ints(BenchSupport.value(args, ++i), "--batches");
                     break;
                 case "--lengths":
-                    lengths = BenchSupport.ints(args[++i], "--lengths");
+                    lengths = BenchSupport.ints(BenchSupport.value(args, ++i), "--lengths");
                     break;
                 case "--warmup":
-                    warmup = Integer.parseInt(args[++i]);
+                    warmup = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--runs":
-                    runs = Integer.parseInt(args[++i]);
+                    runs = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--min-seconds":
-                    minSeconds = Double.parseDouble(args[++i]);
+                    minSeconds = Double.parseDouble(BenchSupport.value(args, ++i));
                     break;
                 case "--out":
-                    out = Path.of(args[++i]);
+                    out = Path.of(BenchSupport.value(args, ++i));
                     break;
                 case "--profile":
-                    profile = Path.of(args[++i]);
+                    profile = Path.of(BenchSupport.value(args, ++i));
                     break;
                 default:
                     throw new IllegalArgumentException(

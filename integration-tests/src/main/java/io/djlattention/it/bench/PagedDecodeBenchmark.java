@@ -94,23 +94,23 @@ public final class PagedDecodeBenchmark {
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--batches":
-                    batches = ints(args[++i]);
+                    batches = BenchSupport.ints(BenchSupport.value(args, ++i), "--batches");
                     break;
                 case "--contexts":
-                    contexts = ints(args[++i]);
+                    contexts = BenchSupport.ints(BenchSupport.value(args, ++i), "--contexts");
                     break;
                 case "--hidden":
-                    hidden = Integer.parseInt(args[++i]);
+                    hidden = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--arch":
                     architecture =
-                            DecoderConfig.Architecture.valueOf(args[++i].toUpperCase(Locale.ROOT));
+                            DecoderConfig.Architecture.valueOf(BenchSupport.value(args, ++i).toUpperCase(Locale.ROOT));
                     break;
                 case "--no-waste":
                     waste = false;
                     break;
                 case "--trace":
-                    traceDir = Path.of(args[++i]);
+                    traceDir = Files.createDirectories(Path.of(BenchSupport.value(args, ++i)));
                     break;
                 default:
                     throw new IllegalArgumentException("unknown argument " + args[i]);
@@ -513,10 +513,6 @@ public final class PagedDecodeBenchmark {
         System.out.printf(
                 "| paged, block %d | %.3f | %.1f%% |%n",
                 BLOCK_SIZE, pagedAllocated / used, 100 * (1 - used / pagedAllocated));
-    }
-
-    private static int[] ints(String list) {
-        return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
     }
 
     private static int clamp(int v, int lo, int hi) {

@@ -67,16 +67,16 @@ public final class ServingBenchmark {
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--requests":
-                    requests = Integer.parseInt(args[++i]);
+                    requests = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--concurrency":
-                    concurrency = Arrays.stream(args[++i].split(",")).mapToInt(Integer::parseInt).toArray();
+                    concurrency = Arrays.stream(BenchSupport.value(args, ++i).split(",")).mapToInt(Integer::parseInt).toArray();
                     break;
                 case "--max-tokens":
-                    maxTokens = Integer.parseInt(args[++i]);
+                    maxTokens = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--prompt":
-                    String[] r = args[++i].split("\\.\\.");
+                    String[] r = BenchSupport.value(args, ++i).split("\\.\\.");
                     minPrompt = Integer.parseInt(r[0]);
                     maxPrompt = Integer.parseInt(r[1]);
                     break;
