@@ -79,7 +79,8 @@ public final class BertBenchmark {
                     seqs = BenchSupport.ints(BenchSupport.value(args, ++i), "--seqs");
                     break;
                 case "--encoder-batches":
-                    encoderBatches = BenchSupport.ints(BenchSupport.value(args, ++i), "--encoder-batches");
+                    encoderBatches =
+                            BenchSupport.ints(BenchSupport.value(args, ++i), "--encoder-batches");
                     break;
                 case "--warmup":
                     warmup = Integer.parseInt(BenchSupport.value(args, ++i));

@@ -104,7 +104,8 @@ public final class PagedDecodeBenchmark {
                     break;
                 case "--arch":
                     architecture =
-                            DecoderConfig.Architecture.valueOf(BenchSupport.value(args, ++i).toUpperCase(Locale.ROOT));
+                            DecoderConfig.Architecture.valueOf(
+                                    BenchSupport.value(args, ++i).toUpperCase(Locale.ROOT));
                     break;
                 case "--no-waste":
                     waste = false;

@@ -70,7 +70,7 @@ public final class ServingBenchmark {
                     requests = Integer.parseInt(BenchSupport.value(args, ++i));
                     break;
                 case "--concurrency":
-                    concurrency = Arrays.stream(BenchSupport.value(args, ++i).split(",")).mapToInt(Integer::parseInt).toArray();
+                    concurrency = BenchSupport.ints(BenchSupport.value(args, ++i), "--concurrency");
                     break;
                 case "--max-tokens":
                     maxTokens = Integer.parseInt(BenchSupport.value(args, ++i));
