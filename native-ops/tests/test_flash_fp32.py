@@ -2,9 +2,10 @@
 reference: flash_attention, flash_attention_varlen and bert_attention in float32 on CUDA, at the
 float32 tolerance (1e-5 relative, reference.TOLERANCE) for the default 3xTF32 path with both tile
 shapes, and at tf32's for the opt-in 1xTF32 mode (compiled in DJL_ATTN_TUNING builds only; the
-shipped build runs its requests at float32 accuracy). Awkward shapes: one query or key, lengths that
-are not tile multiples, every head dim the operator takes (padded ones included), causal rows that
-see nothing, ragged kv_lens, GQA/MQA, strided and unaligned views.
+shipped build does not list the value, and djl_attn_set_option refuses it there). Awkward shapes:
+one query or key, lengths that are not tile multiples, every head dim the operator takes (padded
+ones included), causal rows that see nothing, ragged kv_lens, GQA/MQA, strided and unaligned
+views.
 
 CUDA only: the CPU float32 path is tested by test_flash_attention.py and test_flash_varlen.py.
 """

@@ -208,5 +208,5 @@ def test_reshape_and_cache_plans():
     assert cache_plan(4, cache_address=ALIGNED + 2)["vectorised"] == "0"
     assert cache_plan(4, token_stride=8 * 128 + 4)["vectorised"] == "0"
     assert cache_plan(4, head_stride=132)["vectorised"] == "0"
-    # Past CUDA's grid limit the kernel strides over tokens.
+    # Past CUDA's grid limit the launch runs slices of 2^31 - 1 tokens.
     assert cache_plan(1 << 32)["blocks"] == str(2**31 - 1)

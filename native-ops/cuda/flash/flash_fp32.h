@@ -60,10 +60,12 @@ constexpr bool fp32_tile_compiled(int head_dim, int warps, bool split_tf32, bool
 }
 
 // DJL_ATTN_FLASH_FP32, the float32 path: "auto" (the default) is the 3xTF32 kernel with the
-// plan's tiles; "tf32" opts into 1xTF32 (faster, ~1e-3 relative error; a DJL_ATTN_TUNING build's,
-// the shipped build runs 3xTF32 for it); "simple" keeps the one-warp-per-row kernel
-// (comparisons); "4w" / "8w" force 3xTF32 with 4- or 8-warp tiles (tuning runs and tests; a tile
-// the build lacks runs as the plan's).
+// plan's tiles; "tf32" opts into 1xTF32 (faster, ~1e-3 relative error) in a DJL_ATTN_TUNING
+// build only: the shipped build does not list it (set in the environment it is reported once at
+// load, on stderr and in djl_attn_option_errors, and auto runs; djl_attn_set_option refuses it),
+// and a plan asked for it there runs 3xTF32 (a defensive fallback); "simple" keeps the
+// one-warp-per-row kernel (comparisons); "4w" / "8w" force 3xTF32 with 4- or 8-warp tiles
+// (tuning runs and tests; a tile the build lacks runs as the plan's).
 enum class Fp32Mode { kAuto, kTf32, kSimple, kWarps4, kWarps8 };
 
 // The switch's values, in Fp32Mode order (the first is the default).

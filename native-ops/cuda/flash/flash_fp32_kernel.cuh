@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "common/error.h"
+#include "cuda/common/build_flags.h"
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma.cuh"
@@ -485,16 +486,10 @@ void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_fp32_kernel");
 }
 
-#if defined(DJL_ATTN_TUNING)
-inline constexpr bool kFp32TuningBuild = true;
-#else
-inline constexpr bool kFp32TuningBuild = false;
-#endif
-
 // One instantiation where the build compiles it (fp32_tile_compiled; the plan picks no other).
 template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
 void launch_compiled(const FlashParams& p, bool vectorized, cudaStream_t stream) {
-  if constexpr (fp32_tile_compiled(kHeadDim, kWarps, kSplit, kFp32TuningBuild)) {
+  if constexpr (fp32_tile_compiled(kHeadDim, kWarps, kSplit, ::djl_attn::cuda::kTuningBuild)) {
     launch<kHeadDim, kWarps, kSplit, kBias>(p, vectorized, stream);
   } else {
     fail_native("flash_fp32: the ", kSplit ? "3xtf32" : "tf32", "/d", kHeadDim, "/", kWarps,

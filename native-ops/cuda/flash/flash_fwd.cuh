@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/build_flags.h"
 #include "cuda/flash/flash_shapes.h"
 #include "flash/flash_params.h"
 
@@ -24,11 +25,7 @@ struct FwdArgs {
   int64_t accum_rows;  // B * Sq
 };
 
-#if defined(DJL_ATTN_TUNING)
-inline constexpr bool kTuningBuild = true;
-#else
-inline constexpr bool kTuningBuild = false;
-#endif
+using ::djl_attn::cuda::kTuningBuild;
 
 // Whether configuration `cfg` (kFwdConfigs in flash_shapes.h) has an instantiation for
 // `head_dim` in this build.

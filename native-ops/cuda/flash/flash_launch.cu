@@ -66,8 +66,9 @@ Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
 constexpr HopperMode kHopperModes[] = {HopperMode::kAuto, HopperMode::kOn, HopperMode::kOff};
 // DJL_ATTN_FLASH_FP32: the float32 path (flash_fp32.h, Fp32Mode): auto is float32-accurate;
 // tf32, the opt-in to tf32 precision, is a value only where its kernels are compiled (a
-// DJL_ATTN_TUNING build, fp32_tile_compiled), so that the shipped build reports it at load
-// instead of running something else under its name. kFp32Choices.modes[i] is value i's mode.
+// DJL_ATTN_TUNING build, fp32_tile_compiled): in the shipped build the environment's "tf32" is
+// reported once at load and auto runs, and djl_attn_set_option refuses it, instead of something
+// else running under its name. kFp32Choices.modes[i] is value i's mode.
 struct Fp32Choices {
   std::vector<std::string> names;
   std::vector<fp32::Fp32Mode> modes;
@@ -75,7 +76,11 @@ struct Fp32Choices {
     int index = 0;
     for (const char* name : fp32::kFp32ModeNames) {
       const auto mode = static_cast<fp32::Fp32Mode>(index++);
-      if (mode == fp32::Fp32Mode::kTf32 && !fwd::kTuningBuild) continue;
+      // tf32 where its 1xTF32 tiles are compiled (any head dim: they come and go together).
+      if (mode == fp32::Fp32Mode::kTf32 &&
+          !fp32::fp32_tile_compiled(32, 4, /*split_tf32=*/false, fwd::kTuningBuild)) {
+        continue;
+      }
       names.push_back(name);
       modes.push_back(mode);
     }

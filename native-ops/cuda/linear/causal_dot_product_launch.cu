@@ -33,7 +33,8 @@ extern template void launch_chunked<__nv_bfloat16>(const CausalDotProductParams&
 
 namespace {
 
-bool aligned16(const void* ptr, int64_t element_size, int64_t s0, int64_t s1, int64_t s2) {
+bool loads_16_bytes(const void* ptr, int64_t element_size, int64_t s0, int64_t s1,
+                    int64_t s2) {
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (s0 * element_size) % 16 == 0 &&
          (s1 * element_size) % 16 == 0 && (s2 * element_size) % 16 == 0;
 }
@@ -44,9 +45,9 @@ void run_typed(const CausalDotProductParams& p, const LinearPlan& plan, cudaStre
   // offsets or strides take the element-wise path of the same kernels.
   const int64_t size = sizeof(T);
   const bool vectorised =
-      aligned16(p.q, size, p.q_batch_stride, p.q_head_stride, p.q_seq_stride) &&
-      aligned16(p.k, size, p.k_batch_stride, p.k_head_stride, p.k_seq_stride) &&
-      aligned16(p.v, size, p.v_batch_stride, p.v_head_stride, p.v_seq_stride);
+      loads_16_bytes(p.q, size, p.q_batch_stride, p.q_head_stride, p.q_seq_stride) &&
+      loads_16_bytes(p.k, size, p.k_batch_stride, p.k_head_stride, p.k_seq_stride) &&
+      loads_16_bytes(p.v, size, p.v_batch_stride, p.v_head_stride, p.v_seq_stride);
   if (plan.variant == LinearVariant::kPerThread) {
     launch_per_thread<T>(p, vectorised, stream);
   } else if (plan.variant == LinearVariant::kChunked) {
@@ -72,10 +73,9 @@ LinearVariant requested_variant() {
 }  // namespace
 
 void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* stream, int device) {
-  const int64_t element_size = params.dtype == ElementType::kFloat32 ? 4 : 2;
   const LinearPlan plan =
       plan_causal_dot_product(params.batch * params.heads, params.seqlen, params.dim_qk,
-                              params.dim_v, element_size, requested_variant(),
+                              params.dim_v, element_size(params.dtype), requested_variant(),
                               cuda::device_facts(device));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (params.dtype) {

@@ -14,7 +14,8 @@ namespace djl_attn::bert {
 
 using ::djl_attn::ElementType;
 
-// y = LayerNorm(x + bias + residual) * gamma + beta over the last dim, float32 statistics.
+// y = LayerNorm(x + bias + residual) * gamma + beta over the last dim, two-pass statistics (double
+// sums on the CPU, float32 partial sums and a tree reduction on CUDA: docs/operators.md).
 struct LayerNormParams {
   const void* x;         // [rows, C], dtype `dtype`
   const void* bias;      // [C] dtype `param_dtype`, or null

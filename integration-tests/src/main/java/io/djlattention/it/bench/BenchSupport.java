@@ -58,6 +58,42 @@ final class BenchSupport {
     }
 
     /**
+     * Returns the integer that follows option {@code args[index - 1]} on a command line.
+     *
+     * @param args the command line
+     * @param index the value's index (the option's plus one)
+     * @return the integer
+     * @throws IllegalArgumentException naming the option if the value is missing or no integer
+     */
+    static int intValue(String[] args, int index) {
+        String value = value(args, index);
+        try {
+            return Integer.parseInt(value);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(
+                    args[index - 1] + ": expected an integer, got " + value, e);
+        }
+    }
+
+    /**
+     * Returns the number that follows option {@code args[index - 1]} on a command line.
+     *
+     * @param args the command line
+     * @param index the value's index (the option's plus one)
+     * @return the number
+     * @throws IllegalArgumentException naming the option if the value is missing or no number
+     */
+    static double doubleValue(String[] args, int index) {
+        String value = value(args, index);
+        try {
+            return Double.parseDouble(value);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(
+                    args[index - 1] + ": expected a number, got " + value, e);
+        }
+    }
+
+    /**
      * Returns the CPU's model name from {@code /proc/cpuinfo}.
      *
      * @return the model name, or {@code unknown CPU model} off Linux

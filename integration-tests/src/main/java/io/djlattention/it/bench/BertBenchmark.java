@@ -83,10 +83,10 @@ public final class BertBenchmark {
                             BenchSupport.ints(BenchSupport.value(args, ++i), "--encoder-batches");
                     break;
                 case "--warmup":
-                    warmup = Integer.parseInt(BenchSupport.value(args, ++i));
+                    warmup = BenchSupport.intValue(args, ++i);
                     break;
                 case "--runs":
-                    runs = Integer.parseInt(BenchSupport.value(args, ++i));
+                    runs = BenchSupport.intValue(args, ++i);
                     break;
                 case "--out":
                     out = Path.of(BenchSupport.value(args, ++i));

@@ -123,13 +123,13 @@ public final class EmbeddingBenchmark {
                     lengths = BenchSupport.ints(BenchSupport.value(args, ++i), "--lengths");
                     break;
                 case "--warmup":
-                    warmup = Integer.parseInt(BenchSupport.value(args, ++i));
+                    warmup = BenchSupport.intValue(args, ++i);
                     break;
                 case "--runs":
-                    runs = Integer.parseInt(BenchSupport.value(args, ++i));
+                    runs = BenchSupport.intValue(args, ++i);
                     break;
                 case "--min-seconds":
-                    minSeconds = Double.parseDouble(BenchSupport.value(args, ++i));
+                    minSeconds = BenchSupport.doubleValue(args, ++i);
                     break;
                 case "--out":
                     out = Path.of(BenchSupport.value(args, ++i));

@@ -64,7 +64,10 @@ public final class FlashBenchmark {
     public static void main(String[] args) {
         int[][] shapes = SHAPES;
         if (args.length == 2 && "--shapes".equals(args[0])) {
-            shapes = Arrays.stream(args[1].split(";")).map(FlashBenchmark::ints).toArray(int[][]::new);
+            shapes =
+                    Arrays.stream(args[1].split(";"))
+                            .map(shape -> BenchSupport.ints(shape, "--shapes"))
+                            .toArray(int[][]::new);
         } else if (args.length != 0) {
             throw new IllegalArgumentException(
                     "usage: FlashBenchmark [--shapes \"B,Sq,Sk,Hq,Hkv,D;...\"]");
@@ -129,10 +132,6 @@ public final class FlashBenchmark {
                     flashErr,
                     stockErr);
         }
-    }
-
-    private static int[] ints(String list) {
-        return Arrays.stream(list.split(",")).mapToInt(Integer::parseInt).toArray();
     }
 
     private static NDArray random(NDManager manager, Shape shape, DataType dtype) {

@@ -100,7 +100,7 @@ public final class PagedDecodeBenchmark {
                     contexts = BenchSupport.ints(BenchSupport.value(args, ++i), "--contexts");
                     break;
                 case "--hidden":
-                    hidden = Integer.parseInt(BenchSupport.value(args, ++i));
+                    hidden = BenchSupport.intValue(args, ++i);
                     break;
                 case "--arch":
                     architecture =

@@ -67,18 +67,23 @@ public final class ServingBenchmark {
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--requests":
-                    requests = Integer.parseInt(BenchSupport.value(args, ++i));
+                    requests = BenchSupport.intValue(args, ++i);
                     break;
                 case "--concurrency":
                     concurrency = BenchSupport.ints(BenchSupport.value(args, ++i), "--concurrency");
                     break;
                 case "--max-tokens":
-                    maxTokens = Integer.parseInt(BenchSupport.value(args, ++i));
+                    maxTokens = BenchSupport.intValue(args, ++i);
                     break;
                 case "--prompt":
-                    String[] r = BenchSupport.value(args, ++i).split("\\.\\.");
-                    minPrompt = Integer.parseInt(r[0]);
-                    maxPrompt = Integer.parseInt(r[1]);
+                    String range = BenchSupport.value(args, ++i);
+                    int[] bounds = BenchSupport.ints(range.replace("..", ","), "--prompt");
+                    if (bounds.length != 2 || !range.contains("..")) {
+                        throw new IllegalArgumentException(
+                                "--prompt: expected MIN..MAX token counts, got " + range);
+                    }
+                    minPrompt = bounds[0];
+                    maxPrompt = bounds[1];
                     break;
                 case "--no-unbatched":
                     unbatched = false;
