@@ -216,11 +216,13 @@ def test_no_keys_gives_zero_output_and_minus_inf_lse(device):
 # --- the Hopper kernel: tile edges, causal Sq != Sk, kv_lens, GQA, strides, routing ------------
 
 hopper_only = pytest.mark.skipif(not CUDA, reason="the Hopper kernel is a CUDA kernel")
+# The head dims the Hopper kernel is compiled for (hopper::head_dim_compiled, flash_shapes.h).
+HOPPER_DIMS = [64, 128, 256]
 
 
 @hopper_only
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
-@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("dim", HOPPER_DIMS)
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(1000, 4096), (4096, 1000), (1000, 7), (65, 129), (300, 300), (129, 1)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_hopper_partial_tiles(dtype, dim, seqlen_q, seqlen_k, causal):
@@ -232,7 +234,7 @@ def test_hopper_partial_tiles(dtype, dim, seqlen_q, seqlen_k, causal):
 
 @hopper_only
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
-@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("dim", HOPPER_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_hopper_kv_lens_and_gqa(dtype, dim, causal):
     # GQA 8:1; rows of 1 and 0 valid keys, one ending mid-tile and one on a tile edge. Value rows
@@ -253,7 +255,7 @@ def test_hopper_kv_lens_and_gqa(dtype, dim, causal):
 
 @hopper_only
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
-@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("dim", HOPPER_DIMS)
 def test_hopper_strided_views(dtype, dim):
     # q, k, v as views of one fused [B, S, 3, H, D] projection, and a key tensor whose heads
     # are padded apart: only the last dim is contiguous.

@@ -154,9 +154,11 @@ def test_hopper_auto_leaves_small_grids_to_the_split_tile_kernel():
 def test_hopper_takes_only_what_it_covers():
     big = (8, 1024, 1024, 16, 16)
     assert flash_plan(*big, 64, hopper_free=True) == "hopper/D64/grid132/free"
-    # Head dims other than 64 and 128, bias, varlen, a scale <= 0, 64 rows or fewer.
+    # D = 256 on 64-key tiles (hopper::block_n) fits the Hopper kernel's shared memory too.
+    assert flash_plan(*big, 256) == "hopper/D256/grid132/pingpong"
+    assert flash_plan(*big, 256, hopper="off").startswith("tiled/D256/base/64x32/")
+    # Head dims other than 64, 128 and 256, bias, varlen, a scale <= 0, 64 rows or fewer.
     assert flash_plan(*big, 96).startswith("tiled/D96/base/128x64/")
-    assert flash_plan(*big, 256).startswith("tiled/D256/base/64x32/")
     assert flash_plan(*big, 128, bias=True) == "tiled/D128/base/128x64/bias/splits1"
     assert flash_plan(*big, 128, varlen=True) == "tiled/D128/m128n64w4s2for/128x64/splits1"
     # A scale <= 0 also rules out the folded-scale tuned tiles.

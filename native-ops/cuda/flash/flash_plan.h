@@ -8,8 +8,8 @@
 // (flash_launch.cu) only runs what it says.
 //
 // Paths:
-//   hopper   sm_90a: TMA loads, wgmma, warp specialisation, a persistent grid (hopper/); D = 64
-//            or 128, more than 64 query rows, batched, no bias, compute capability 9.0.
+//   hopper   sm_90a: TMA loads, wgmma, warp specialisation, a persistent grid (hopper/); D = 64,
+//            128 or 256, more than 64 query rows, batched, no bias, compute capability 9.0.
 //   tiled    the FlashAttention-2 tile kernel (flash_fwd_kernel.cuh), float16/bfloat16 on
 //            sm_80+, split over the keys (then merged by the combine pass) when its grid would
 //            not fill the GPU.

@@ -168,17 +168,23 @@ constexpr int smem_bytes(int64_t head_dim) {
 namespace hopper {
 
 constexpr int kBlockM = 128;  // query rows per work item: 2 consumer warpgroups x 64
-constexpr int kBlockN = 128;  // keys per tile
+
+// Keys per tile: 128, and 64 at D = 256, where two stages of 128-key K and V tiles beside the
+// query tile would need 320 KiB of shared memory, and a 64 x 128 score tile would not fit the
+// consumers' registers beside their 64 x 256 float32 output accumulator (128 registers).
+constexpr int block_n(int64_t head_dim) { return head_dim > 128 ? 64 : 128; }
 
 // Whether the kernel is compiled for this exact head dim.
-constexpr bool head_dim_compiled(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+constexpr bool head_dim_compiled(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
 
 // Dynamic shared memory (Layout<D>::kSmemBytes in flash_hopper.cu, which static_asserts this):
 // the query tile, 2 stages of K and V tiles, 14 mbarriers, 2 work-item slots and 1 KiB of slack
 // for the 1024-byte alignment of the 128-byte swizzle.
 constexpr int smem_bytes(int64_t head_dim) {
   const int tile = static_cast<int>(head_dim) * 2;
-  return kBlockM * tile + 2 * 2 * kBlockN * tile + 14 * 8 + 2 * 4 + 1024;
+  return kBlockM * tile + 2 * 2 * block_n(head_dim) * tile + 14 * 8 + 2 * 4 + 1024;
 }
 
 }  // namespace hopper

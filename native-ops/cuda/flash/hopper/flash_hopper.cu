@@ -43,8 +43,8 @@
 namespace djl_attn::flash::hopper {
 namespace {
 
-// kBlockM (128 query rows per work item: 2 consumer warpgroups x 64) and kBlockN (128 keys per
-// tile) are the plan's (flash_shapes.h).
+// kBlockM (128 query rows per work item: 2 consumer warpgroups x 64) and block_n(D) (keys per
+// tile: 128, or 64 at D = 256) are the plan's (flash_shapes.h).
 constexpr int kStages = 2;
 constexpr int kThreads = 384;
 // 128-byte swizzle atoms: a tile is stored as D / 64 column panels of [rows][64 elements].
@@ -57,6 +57,7 @@ constexpr int kConsumerRegs = 224;
 
 template <int kHeadDim>
 struct Layout {
+  static constexpr int kBlockN = block_n(kHeadDim);
   static constexpr int kPanels = kHeadDim / kPanelCols;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  // one K or V tile
@@ -163,12 +164,22 @@ using cuda::ptx::cp_async_wait_all;
 using cuda::ptx::fast_exp2;
 using cuda::ptx::pack2;
 
-template <typename T>
-__device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t da, uint64_t db, int scale_d) {
-  if constexpr (std::is_same_v<T, __half>) {
-    wgmma_ss_m64n128k16_f16(s, da, db, scale_d);
+// S (+)= Q K^T for one 16-column step: a 64 x kN score tile, kN / 2 floats per thread.
+template <typename T, int kN>
+__device__ __forceinline__ void mma_qk(float (&s)[kN / 2], uint64_t da, uint64_t db, int scale_d) {
+  static_assert(kN == 64 || kN == 128, "the score tile widths of block_n");
+  if constexpr (kN == 128) {
+    if constexpr (std::is_same_v<T, __half>) {
+      wgmma_ss_m64n128k16_f16(s, da, db, scale_d);
+    } else {
+      wgmma_ss_m64n128k16_bf16(s, da, db, scale_d);
+    }
   } else {
-    wgmma_ss_m64n128k16_bf16(s, da, db, scale_d);
+    if constexpr (std::is_same_v<T, __half>) {
+      wgmma_ss_m64n64k16_f16(s, da, db, scale_d);
+    } else {
+      wgmma_ss_m64n64k16_bf16(s, da, db, scale_d);
+    }
   }
 }
 template <typename T>
@@ -195,6 +206,7 @@ struct Work {
   int m0, b, h, h_kv, kv_len, diagonal, n_tiles;
 };
 
+template <int kBlockN>
 __device__ __forceinline__ Work work_item(const HopperArgs& args, int idx) {
   const FlashParams& p = args.params;
   Work w;
@@ -236,6 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
 #ifdef DJL_HOPPER_DEVICE_CODE
   using L = Layout<kHeadDim>;
   constexpr int kPanels = L::kPanels;
+  constexpr int kBlockN = L::kBlockN;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -299,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
         }
       }
       if (idx >= total) break;
-      const Work w = work_item(args, idx);
+      const Work w = work_item<kBlockN>(args, idx);
       int next = 0;
       if (lane == 0) next = atomicAdd(args.item_counter, 1) + static_cast<int>(gridDim.x);
       idx = __shfl_sync(0xffffffffu, next, 0);
@@ -392,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
     __syncwarp();
     release(item_empty(slot));
     if (idx >= total) break;
-    const Work w = work_item(args, idx);
+    const Work w = work_item<kBlockN>(args, idx);
     const int row_base = w.m0 + cw * 64 + warp * 16 + g;  // rows row_base and row_base + 8
     float o[kPanels][32];
 #pragma unroll
@@ -403,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
     float row_sum[2] = {0.f, 0.f};
 
     if (w.n_tiles > 0) {
-      float s_acc[64];
+      float s_acc[kBlockN / 2];
       uint32_t p_frag[kBlockN / 16][4];
       float corr[2];
       auto stage = [&](int i) { return static_cast<int>((kv_iter + i) % kStages); };
@@ -417,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
           const uint32_t panel = kk / 4, within = (kk % 4) * 32;
           const uint64_t da = smem_desc(q_rows + panel * kBlockM * kRowBytes + within, 16, 1024);
           const uint64_t db = smem_desc(k_tile + panel * kBlockN * kRowBytes + within, 16, 1024);
-          mma_qk<T>(s_acc, da, db, kk > 0 ? 1 : 0);
+          mma_qk<T, kBlockN>(s_acc, da, db, kk > 0 ? 1 : 0);
         }
         wgmma_commit();
       };
@@ -442,7 +455,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
                                (p.causal && n0 + kBlockN - 1 > w.m0 + cw * 64 + w.diagonal);
         if (need_mask) {
 #pragma unroll
-          for (int j = 0; j < 16; ++j)
+          for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int row = row_base + (e >= 2 ? 8 : 0);
@@ -456,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
         for (int hf = 0; hf < 2; ++hf) {
           float mx = -INFINITY;
 #pragma unroll
-          for (int j = 0; j < 16; ++j) {
+          for (int j = 0; j < kBlockN / 8; ++j) {
             mx = fmaxf(mx, fmaxf(s_acc[4 * j + 2 * hf], s_acc[4 * j + 2 * hf + 1]));
           }
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -469,7 +482,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
           row_max[hf] = mx;
           float sum = row_sum[hf] * corr[hf];
 #pragma unroll
-          for (int j = 0; j < 16; ++j) {
+          for (int j = 0; j < kBlockN / 8; ++j) {
             const float p0 = fast_exp2(fmaf(s_acc[4 * j + 2 * hf], scale_log2, -base_v));
             const float p1 = fast_exp2(fmaf(s_acc[4 * j + 2 * hf + 1], scale_log2, -base_v));
             s_acc[4 * j + 2 * hf] = p0;
@@ -676,18 +689,29 @@ void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int d
   if (!make_map(&args.q_map, p, p.q, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_seq_stride,
                 p.q_head_stride, kBlockM) ||
       !make_map(&args.k_map, p, p.k, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride,
-                p.k_head_stride, kBlockN) ||
+                p.k_head_stride, block_n(p.head_dim)) ||
       !make_map(&args.v_map, p, p.v, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride,
-                p.v_head_stride, kBlockN)) {
+                p.v_head_stride, block_n(p.head_dim))) {
     fail_native("flash_attention: cuTensorMapEncodeTiled refused a tensor map the plan accepted");
   }
   const HopperKernel& kernel = plan.hopper;
-  if (kernel.dtype == ElementType::kFloat16) {
-    if (kernel.head_dim == 64) launch<__half, 64>(args, plan, stream, device);
-    else launch<__half, 128>(args, plan, stream, device);
-  } else {
-    if (kernel.head_dim == 64) launch<__nv_bfloat16, 64>(args, plan, stream, device);
-    else launch<__nv_bfloat16, 128>(args, plan, stream, device);
+  const bool half = kernel.dtype == ElementType::kFloat16;
+  switch (kernel.head_dim) {
+    case 64:
+      half ? launch<__half, 64>(args, plan, stream, device)
+           : launch<__nv_bfloat16, 64>(args, plan, stream, device);
+      break;
+    case 128:
+      half ? launch<__half, 128>(args, plan, stream, device)
+           : launch<__nv_bfloat16, 128>(args, plan, stream, device);
+      break;
+    case 256:
+      half ? launch<__half, 256>(args, plan, stream, device)
+           : launch<__nv_bfloat16, 256>(args, plan, stream, device);
+      break;
+    default:
+      fail_native("flash_attention: the Hopper kernel has no head dim ", kernel.head_dim,
+                  "; the plan should not have chosen it");
   }
 }
 
