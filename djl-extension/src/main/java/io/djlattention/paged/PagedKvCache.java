@@ -25,6 +25,12 @@ import java.util.List;
  * blockSize · Hkv · D · bytes per element)}). The arrays are created zero-filled, live in the
  * cache's own manager, survive any {@link NDScope} and are freed by {@link #close} (idempotent).
  *
+ * <p>The cache stores the model's data type ({@link KvCacheDtype#AUTO}, the default) or FP8
+ * ({@link KvCacheDtype#FP8_E4M3}: uint8 arrays of e4m3 bytes, one byte per element, with each
+ * layer's {@link KvCacheScales}, passed to every paged operator call through {@link
+ * #getKeyScale}/{@link #getValueScale}). Keys, values and queries stay in the model's data type
+ * ({@link #getDataType}) either way.
+ *
  * <p>A step: give each sequence its new slots ({@link #allocate} for a prompt, {@link #appendSlots}
  * for decode tokens, which also performs copy-on-write of shared blocks), build the batch tensors
  * ({@link #prepare}), write each layer's new K/V ({@link #write}) and run the paged kernels on
@@ -39,22 +45,37 @@ public final class PagedKvCache implements AutoCloseable {
     private final int numKvHeads;
     private final int headDim;
     private final DataType dataType;
+    private final KvCacheDtype cacheDtype;
+    private final NDArray[] keyScales; // per layer float32 [1] or [Hkv]; null unless FP8
+    private final NDArray[] valueScales;
     private boolean closed;
 
     private PagedKvCache(Builder b, int numBlocks) {
         this.numKvHeads = b.numKvHeads;
         this.headDim = b.headDim;
         this.dataType = b.dataType;
+        this.cacheDtype = b.cacheDtype;
         this.blocks = new BlockManager(numBlocks, b.blockSize);
         this.manager = b.manager.newSubManager(b.manager.getDevice());
         manager.setName("paged kv cache");
         Shape shape = new Shape(numBlocks, b.blockSize, b.numKvHeads, b.headDim);
+        DataType storage = b.cacheDtype.storageType(b.dataType);
         keyCaches = new NDArray[b.numLayers];
         valueCaches = new NDArray[b.numLayers];
+        boolean fp8 = b.cacheDtype == KvCacheDtype.FP8_E4M3;
+        KvCacheScales scales = b.scales == null ? KvCacheScales.unit() : b.scales;
+        keyScales = fp8 ? new NDArray[b.numLayers] : null;
+        valueScales = fp8 ? new NDArray[b.numLayers] : null;
         for (int l = 0; l < b.numLayers; ++l) {
-            keyCaches[l] = manager.zeros(shape, b.dataType);
-            valueCaches[l] = manager.zeros(shape, b.dataType);
+            // Zero bytes are e4m3 +0, so a fresh FP8 cache reads as zeros like a float one.
+            keyCaches[l] = manager.zeros(shape, storage);
+            valueCaches[l] = manager.zeros(shape, storage);
             NDScope.unregister(keyCaches[l], valueCaches[l]);
+            if (fp8) {
+                keyScales[l] = manager.create(scales.keyScales(l));
+                valueScales[l] = manager.create(scales.valueScales(l));
+                NDScope.unregister(keyScales[l], valueScales[l]);
+            }
         }
     }
 
@@ -118,7 +139,7 @@ public final class PagedKvCache implements AutoCloseable {
      * @param blockSize the tokens per block
      * @param numKvHeads the KV heads
      * @param headDim the head dim
-     * @param dataType the element type
+     * @param dataType the element type of the cache arrays ({@link KvCacheDtype#storageType})
      * @return bytes per block
      */
     public static long bytesPerBlock(
@@ -203,12 +224,93 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the element type.
+     * Returns the model's data type: of the keys and values written and of the queries.
      *
-     * @return the data type
+     * @return float32 or float16
      */
     public DataType getDataType() {
         return dataType;
+    }
+
+    /**
+     * Returns what the cache stores.
+     *
+     * @return AUTO (the model's data type) or FP8_E4M3
+     */
+    public KvCacheDtype getCacheDtype() {
+        return cacheDtype;
+    }
+
+    /**
+     * Returns the element type of the key and value cache arrays.
+     *
+     * @return {@link #getDataType()}, or uint8 for an FP8 cache
+     */
+    public DataType getStorageType() {
+        return cacheDtype.storageType(dataType);
+    }
+
+    /**
+     * Returns the key scales of a layer, the {@code k_scale} of the paged operators.
+     *
+     * @param layer the layer
+     * @return float32 {@code [1]} or {@code [Hkv]} for an FP8 cache, else null
+     */
+    public NDArray getKeyScale(int layer) {
+        checkOpen();
+        return keyScales == null ? null : keyScales[layer];
+    }
+
+    /**
+     * Returns the value scales of a layer, the {@code v_scale} of the paged operators.
+     *
+     * @param layer the layer
+     * @return float32 {@code [1]} or {@code [Hkv]} for an FP8 cache, else null
+     */
+    public NDArray getValueScale(int layer) {
+        checkOpen();
+        return valueScales == null ? null : valueScales[layer];
+    }
+
+    /**
+     * Returns FP8 scales measured from this cache's contents: per layer (and per KV head if {@code
+     * perHead}), {@code 2 · amax / 448} of the keys and of the values. Fill a float cache ({@link
+     * KvCacheDtype#AUTO}) with representative prompts, then build the FP8 cache with these. The
+     * factor 2 leaves room for later tokens beyond the calibration's largest value at the cost of
+     * one of e4m3's 17 binades; a layer (head) that is all zeros gets scale 1.
+     *
+     * @param perHead per KV head ({@code [Hkv]}) rather than per tensor ({@code [1]})
+     * @return the scales
+     * @throws IllegalStateException if this cache is FP8 (its bytes are already quantised)
+     */
+    public KvCacheScales measureFp8Scales(boolean perHead) {
+        checkOpen();
+        if (cacheDtype != KvCacheDtype.AUTO) {
+            throw new IllegalStateException(
+                    "measureFp8Scales: expected a float cache (KvCacheDtype.AUTO), got "
+                            + cacheDtype);
+        }
+        int layers = keyCaches.length;
+        float[][] k = new float[layers][];
+        float[][] v = new float[layers][];
+        for (int l = 0; l < layers; ++l) {
+            k[l] = fp8Scales(keyCaches[l], perHead);
+            v[l] = fp8Scales(valueCaches[l], perHead);
+        }
+        return KvCacheScales.of(k, v);
+    }
+
+    /** {@code 2 · amax / 448} over all blocks and slots, per head or over everything. */
+    private static float[] fp8Scales(NDArray cache, boolean perHead) {
+        try (NDScope ignored = new NDScope()) {
+            NDArray amax = cache.abs().toType(DataType.FLOAT32, false);
+            amax = perHead ? amax.max(new int[] {0, 1, 3}) : amax.max().reshape(1);
+            float[] scales = amax.toFloatArray();
+            for (int i = 0; i < scales.length; ++i) {
+                scales[i] = scales[i] > 0 ? 2f * scales[i] / KvCacheScales.FP8_E4M3_MAX : 1f;
+            }
+            return scales;
+        }
     }
 
     /**
@@ -227,7 +329,8 @@ public final class PagedKvCache implements AutoCloseable {
      */
     public long getAllocatedBytes() {
         return getNumBlocks()
-                * bytesPerBlock(keyCaches.length, getBlockSize(), numKvHeads, headDim, dataType);
+                * bytesPerBlock(
+                        keyCaches.length, getBlockSize(), numKvHeads, headDim, getStorageType());
     }
 
     /**
@@ -359,7 +462,8 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Performs block copies in every layer's key and value cache.
+     * Performs block copies in every layer's key and value cache (bytes as they are: an FP8
+     * block's copy is exact, its layer's scales being the same for every block).
      *
      * @param copies the copies
      */
@@ -404,6 +508,8 @@ public final class PagedKvCache implements AutoCloseable {
         private int numBlocks;
         private long memoryBudget;
         private DataType dataType = DataType.FLOAT32;
+        private KvCacheDtype cacheDtype = KvCacheDtype.AUTO;
+        private KvCacheScales scales;
 
         Builder() {}
 
@@ -486,13 +592,37 @@ public final class PagedKvCache implements AutoCloseable {
         }
 
         /**
-         * Sets the element type (default float32; float16 also).
+         * Sets the model's data type (default float32; float16 also): of the keys and values
+         * written, the queries, and of the cache itself unless {@link #optCacheDtype} says FP8.
          *
          * @param dataType the type
          * @return this builder
          */
         public Builder optDataType(DataType dataType) {
             this.dataType = dataType;
+            return this;
+        }
+
+        /**
+         * Sets what the cache stores (default {@link KvCacheDtype#AUTO}: the model's data type).
+         *
+         * @param cacheDtype AUTO or FP8_E4M3
+         * @return this builder
+         */
+        public Builder optCacheDtype(KvCacheDtype cacheDtype) {
+            this.cacheDtype = cacheDtype;
+            return this;
+        }
+
+        /**
+         * Sets the scales of an FP8 cache (default {@link KvCacheScales#unit()}; see {@link
+         * KvCacheScales} for how to pick them). Only for {@link KvCacheDtype#FP8_E4M3}.
+         *
+         * @param scales per layer, per tensor or per KV head
+         * @return this builder
+         */
+        public Builder optScales(KvCacheScales scales) {
+            this.scales = scales;
             return this;
         }
 
@@ -517,6 +647,21 @@ public final class PagedKvCache implements AutoCloseable {
                 throw new IllegalArgumentException(
                         "PagedKvCache: optDataType: expected float32 or float16, got " + dataType);
             }
+            if (cacheDtype == null) {
+                throw new IllegalArgumentException(
+                        "PagedKvCache: optCacheDtype: expected AUTO or FP8_E4M3, got null");
+            }
+            if (cacheDtype == KvCacheDtype.FP8_E4M3) {
+                if (scales != null) {
+                    scales.checkFits("PagedKvCache: optScales", numLayers, numKvHeads);
+                }
+            } else if (scales != null) {
+                // Scales on a float cache would be silently unused: the operators reject them.
+                throw new IllegalArgumentException(
+                        "PagedKvCache: optScales: scales apply to an FP8_E4M3 cache, the cache"
+                                + " dtype is "
+                                + cacheDtype);
+            }
             if ((numBlocks > 0) == (memoryBudget > 0)) {
                 throw new IllegalArgumentException(
                         "PagedKvCache: exactly one of optNumBlocks and optMemoryBudget is"
@@ -524,7 +669,13 @@ public final class PagedKvCache implements AutoCloseable {
             }
             int blocks = numBlocks;
             if (memoryBudget > 0) {
-                long perBlock = bytesPerBlock(numLayers, blockSize, numKvHeads, headDim, dataType);
+                long perBlock =
+                        bytesPerBlock(
+                                numLayers,
+                                blockSize,
+                                numKvHeads,
+                                headDim,
+                                cacheDtype.storageType(dataType));
                 long fit = memoryBudget / perBlock;
                 if (fit < 1) {
                     throw new IllegalArgumentException(
