@@ -133,16 +133,27 @@ void run_rows(const PagedAttentionParams& p) {
   r.max_seqlen_q = 1;
   r.scale = p.scale;
   r.dtype = p.dtype;
+  r.cache_type = p.cache_type;
+  r.k_scale = p.k_scale;
+  r.v_scale = p.v_scale;
   run_paged_prefill_cuda(r);
+}
+
+template <typename T>
+void launch_v1_v2_typed(const PagedAttentionParams& p, const DecodePlan& plan,
+                        const kernels::PartitionWorkspace& ws, void* stream) {
+  if (p.cache_type == CacheType::kFp8E4M3) {
+    return kernels::launch_paged_attention<T, kernels::Fp8E4M3>(p, plan, ws, stream);
+  }
+  return kernels::launch_paged_attention<T, T>(p, plan, ws, stream);
 }
 
 void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
                   const kernels::PartitionWorkspace& ws, void* stream) {
   switch (p.dtype) {
-    case ElementType::kFloat32: return kernels::launch_paged_attention<float>(p, plan, ws, stream);
-    case ElementType::kFloat16: return kernels::launch_paged_attention<__half>(p, plan, ws, stream);
-    case ElementType::kBFloat16:
-      return kernels::launch_paged_attention<__nv_bfloat16>(p, plan, ws, stream);
+    case ElementType::kFloat32: return launch_v1_v2_typed<float>(p, plan, ws, stream);
+    case ElementType::kFloat16: return launch_v1_v2_typed<__half>(p, plan, ws, stream);
+    case ElementType::kBFloat16: return launch_v1_v2_typed<__nv_bfloat16>(p, plan, ws, stream);
   }
 }
 

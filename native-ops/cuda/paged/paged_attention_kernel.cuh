@@ -31,6 +31,7 @@
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
 #include "paged/paged_params.h"
 
@@ -40,8 +41,8 @@ constexpr int kWarpSize = 32;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
 
-// 16 bytes of T unpacked to float32.
-template <typename T>
+// 16 bytes of cache elements C unpacked to float32 (16 / sizeof(C) values).
+template <typename C>
 __device__ __forceinline__ void unpack(const uint4& raw, float* out);
 
 template <>
@@ -69,6 +70,19 @@ __device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& raw, float* o
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 f = __bfloat1622float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+// 16 fp8 values: the byte values, unscaled (the kernel folds the scales into the query and the
+// output).
+template <>
+__device__ __forceinline__ void unpack<Fp8E4M3>(const uint4& raw, float* out) {
+  const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 f = fp8x2_to_float2(pairs[i]);
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
@@ -145,9 +159,10 @@ struct KernelConfig {
 // The configuration measured in docs/design/paged-cuda.md; every shape has it.
 using DefaultConfig = KernelConfig<kWarps, kLoadsPerChunk, kMinBlocksPerSm, 0>;
 
-template <typename T, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>
+// C: the cache's element type (that of the query, or Fp8E4M3).
+template <typename C, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>
 struct PagedTraits {
-  static constexpr int kVecElems = 16 / sizeof(T);
+  static constexpr int kVecElems = 16 / sizeof(C);
   static constexpr int kVecs = kHeadDim / kVecElems;  // 16-byte vectors per key/value row
   static_assert(kHeadDim % kVecElems == 0, "a row must be a whole number of 16-byte vectors");
   // Lanes per row: a power of two so that the dot product reduces with xor shuffles inside an
@@ -197,9 +212,9 @@ constexpr int merge_floats() { return kWarpCount * kHeadTile * (kHeadDim + 2); }
 
 // Bytes of dynamic shared memory a configuration needs: the ring (which the merge area reuses
 // once the ring is drained), 0 for the register configurations.
-template <typename T, int kHeadDim, int kBlockSize, typename Config>
+template <typename C, int kHeadDim, int kBlockSize, typename Config>
 constexpr int ring_smem_bytes() {
-  using Traits = PagedTraits<T, kHeadDim, kBlockSize, Config::kLoads>;
+  using Traits = PagedTraits<C, kHeadDim, kBlockSize, Config::kLoads>;
   constexpr int ring = Config::kWarps * Config::kStages * 2 * Traits::kChunkVecs * kWarpSize * 16;
   constexpr int merge = merge_floats<Config::kWarps, kHeadDim>() * 4;
   return Config::kStages == 0 ? 0 : (ring > merge ? ring : merge);
@@ -207,11 +222,14 @@ constexpr int ring_smem_bytes() {
 
 // Grid (Hkv * head_tiles, num_seqs, partitions): blockIdx.x = kv head * head_tiles + tile.
 // partition_size 0: v1, the whole context, output to p.out; otherwise v2, output to `ws`.
-template <typename T, int kHeadDim, int kBlockSize, typename Config = DefaultConfig>
+// T: the query's and output's type; C: the caches' (T, or Fp8E4M3 bytes, whose scales are
+// folded into the query (k_scale) and the output (v_scale): byte values go straight into the
+// dot products and the accumulators).
+template <typename T, typename C, int kHeadDim, int kBlockSize, typename Config = DefaultConfig>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     paged_attention_kernel(PagedAttentionParams p, int partition_size, int head_tiles,
                            PartitionWorkspace ws) {
-  using Traits = PagedTraits<T, kHeadDim, kBlockSize, Config::kLoads>;
+  using Traits = PagedTraits<C, kHeadDim, kBlockSize, Config::kLoads>;
   constexpr int kVecElems = Traits::kVecElems;
   constexpr int kVecs = Traits::kVecs;
   constexpr int kLanesPerRow = Traits::kLanesPerRow;
@@ -255,8 +273,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const int end_block = (end_token + kBlockSize - 1) / kBlockSize;
   const int64_t token_stride = p.heads_kv * kHeadDim;  // between tokens of a cache block
   const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const T* k_cache = static_cast<const T*>(p.key_cache) + kv_head * kHeadDim;
-  const T* v_cache = static_cast<const T*>(p.value_cache) + kv_head * kHeadDim;
+  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * kHeadDim;
+  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * kHeadDim;
+  const float q_scale = p.scale * scale_of(p.k_scale, kv_head);
+  const float out_scale = scale_of(p.v_scale, kv_head);
   const int row_lane = lane % kLanesPerRow;
   const int row_slot = lane / kLanesPerRow;
 
@@ -278,7 +298,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
       const bool load = live && (Traits::kFullRows || v < kVecs);
 #pragma unroll
       for (int e = 0; e < kVecElems; ++e) {
-        q[h][j][e] = load ? to_float(q_row[v * kVecElems + e]) * p.scale : 0.f;
+        q[h][j][e] = load ? to_float(q_row[v * kVecElems + e]) * q_scale : 0.f;
       }
     }
   }
@@ -310,8 +330,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         prod_ids = ahead < end_block ? table[ahead] : 0;
       }
       const int64_t physical = __shfl_sync(0xffffffffu, prod_ids, prod_iter % kWarpSize);
-      const T* k_block = k_cache + physical * kBlockSize * token_stride;
-      const T* v_block = v_cache + physical * kBlockSize * token_stride;
+      const C* k_block = k_cache + physical * kBlockSize * token_stride;
+      const C* v_block = v_cache + physical * kBlockSize * token_stride;
       uint4* k_ring = ring + ((warp * kStages + prod_stage) * 2) * kChunkVecs * kWarpSize + lane;
       uint4* v_ring = k_ring + kChunkVecs * kWarpSize;
 #pragma unroll
@@ -365,8 +385,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         const int next_b = b + kW;
         if (next_b < end_block) {
           if ((iter + 1) % kWarpSize == 0) next = table[next_b];
-          const T* k_next = k_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
-          const T* v_next = v_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+          const C* k_next = k_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+          const C* v_next = v_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
 #pragma unroll
           for (int i = 0; i < Traits::kTokensPerLane; ++i) {
             const int t = row_slot + i * kRowsPerPass;
@@ -383,8 +403,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         }
       }
     }
-    const T* k_block = k_cache + physical * kBlockSize * token_stride;
-    const T* v_block = v_cache + physical * kBlockSize * token_stride;
+    const C* k_block = k_cache + physical * kBlockSize * token_stride;
+    const C* v_block = v_cache + physical * kBlockSize * token_stride;
     const int block_start = b * kBlockSize;
     // Not unrolled: the compiler would hoist every chunk's loads and run out of registers.
 #pragma unroll 1
@@ -432,7 +452,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
         for (int j = 0; j < kRowVecs; ++j) {
           float k[kVecElems];
-          unpack<T>(k_raw[c][j], k);
+          unpack<C>(k_raw[c][j], k);
 #pragma unroll
           for (int h = 0; h < kHeadTile; ++h) {
 #pragma unroll
@@ -493,7 +513,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
         for (int j = 0; j < kRowVecs; ++j) {
           float val[kVecElems];
-          unpack<T>(v_raw[c][j], val);
+          unpack<C>(v_raw[c][j], val);
 #pragma unroll
           for (int h = 0; h < kHeadTile; ++h) {
 #pragma unroll
@@ -565,7 +585,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
       sum += part_sum[w * kHeadTile + h] * weight;
       o += part_acc[(w * kHeadTile + h) * kHeadDim + d] * weight;
     }
-    o /= sum;
+    o = o / sum * out_scale;
     if (partitioned) {
       const int64_t row =
           (seq * p.heads_q + first_head + h) * static_cast<int64_t>(ws.max_partitions) + part;
@@ -619,9 +639,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Launches v1 or v2 as `plan` says (paged_plan.h) for the sequences of `p` (at most
-// plan.seqs_per_launch), v2 writing its partitions to `ws`; defined in paged_attention_<dtype>.cu.
-// Throws on a launch error.
-template <typename T>
+// plan.seqs_per_launch), v2 writing its partitions to `ws`, for queries of T and caches of C (T or
+// Fp8E4M3); defined in paged_attention_<dtype>.cu and paged_attention_fp8_<dtype>.cu. Throws on a
+// launch error.
+template <typename T, typename C>
 void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
                             const PartitionWorkspace& ws, void* stream);
 

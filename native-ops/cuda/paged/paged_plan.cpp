@@ -24,11 +24,13 @@ constexpr int64_t kMinPartitionSize = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether the flash decode kernel runs this call: float16/bfloat16, a head dim it has on this
-// device, no ALiBi, a GQA group that fits its query rows, and 16-byte aligned query rows and
-// output (its loads and stores are 16-byte vectors).
+// Whether the flash decode kernel runs this call: float16/bfloat16 caches of the query's dtype
+// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, a
+// GQA group that fits its query rows, and 16-byte aligned query rows and output (its loads and
+// stores are 16-byte vectors).
 bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
-  return p.dtype != ElementType::kFloat32 && flash::decode_runs_on(p.head_dim, device) &&
+  return p.dtype != ElementType::kFloat32 && p.cache_type == CacheType::kQuery &&
+         flash::decode_runs_on(p.head_dim, device) &&
          p.alibi_slopes == nullptr && p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
          aligned16(p.query) && p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
          aligned16(p.out);
@@ -158,12 +160,19 @@ PrefillPlan plan_paged_prefill(const PagedPrefillParams& p) {
 CachePlan plan_reshape_and_cache(const ReshapeAndCacheParams& p) {
   const int64_t size = element_size(p.dtype);
   CachePlan plan{};
+  plan.blocks = std::min(p.num_tokens, kMaxGridX);
+  if (p.cache_type == CacheType::kFp8E4M3) {
+    // A thread quantises kFp8Group elements and stores them as one 8-byte word: rows of whole
+    // words, 8-byte aligned caches; it reads them one element at a time (any strides).
+    plan.vectorised = p.head_dim % kFp8Group == 0 && aligned(p.key_cache, kFp8Group) &&
+                      aligned(p.value_cache, kFp8Group);
+    return plan;
+  }
   plan.vectorised = (p.head_dim * size) % 16 == 0 && aligned16(p.key) && aligned16(p.value) &&
                     aligned16(p.key_cache) && aligned16(p.value_cache) &&
                     (p.key_token_stride * size) % 16 == 0 && (p.key_head_stride * size) % 16 == 0 &&
                     (p.value_token_stride * size) % 16 == 0 &&
                     (p.value_head_stride * size) % 16 == 0;
-  plan.blocks = std::min(p.num_tokens, kMaxGridX);
   return plan;
 }
 

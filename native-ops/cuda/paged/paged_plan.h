@@ -98,9 +98,12 @@ struct PrefillPlan {
 
 PrefillPlan plan_paged_prefill(const PagedPrefillParams& p);
 
+// Elements an fp8 reshape_and_cache thread quantises and stores as one 8-byte word.
+constexpr int kFp8Group = 8;
+
 // reshape_and_cache: one block of kCacheThreads per token, launched in slices of `blocks` tokens
 // (all of them in one launch below kMaxGridX), 16-byte copies when every row and pointer allows
-// them.
+// them; for an fp8 cache, vectorised means kFp8Group elements per thread and 8-byte stores.
 struct CachePlan {
   bool vectorised;
   int64_t blocks;
