@@ -303,8 +303,15 @@ public final class PagedKvCache implements AutoCloseable {
     /** {@code 2 · amax / 448} over all blocks and slots, per head or over everything. */
     private static float[] fp8Scales(NDArray cache, boolean perHead) {
         try (NDScope ignored = new NDScope()) {
-            NDArray amax = cache.abs().toType(DataType.FLOAT32, false);
-            amax = perHead ? amax.max(new int[] {0, 1, 3}) : amax.max().reshape(1);
+            NDArray magnitude = cache.abs().toType(DataType.FLOAT32, false);
+            // [numBlocks, blockSize, Hkv, D] -> [Hkv, rest]: the engine reduces one axis at once.
+            NDArray amax =
+                    perHead
+                            ? magnitude
+                                    .transpose(2, 0, 1, 3)
+                                    .reshape(cache.getShape().get(2), -1)
+                                    .max(new int[] {1})
+                            : magnitude.max().reshape(1);
             float[] scales = amax.toFloatArray();
             for (int i = 0; i < scales.length; ++i) {
                 scales[i] = scales[i] > 0 ? 2f * scales[i] / KvCacheScales.FP8_E4M3_MAX : 1f;
