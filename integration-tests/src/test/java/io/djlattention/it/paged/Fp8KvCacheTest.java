@@ -137,13 +137,23 @@ class Fp8KvCacheTest {
         NDManager m = manager().newSubManager();
         try (m;
                 PagedKvCache fp8 = layerCache(m, hkv, dim, KvCacheDtype.FP8_E4M3, kScales, vScales);
-                PagedKvCache f32 = layerCache(m, hkv, dim, KvCacheDtype.AUTO, null, null)) {
+                PagedKvCache f32 = layerCache(m, hkv, dim, KvCacheDtype.AUTO, null, null);
+                PagedKvCache f16 =
+                        PagedKvCache.builder()
+                                .setManager(m)
+                                .setNumLayers(1)
+                                .setNumKvHeads(hkv)
+                                .setHeadDim(dim)
+                                .optNumBlocks(40)
+                                .optDataType(DataType.FLOAT16)
+                                .build()) {
             int n = contexts.length;
             long[] ids = {0, 1, 2};
             int total = 0;
             for (int s = 0; s < n; ++s) {
                 fp8.allocate(ids[s], contexts[s]);
                 f32.allocate(ids[s], contexts[s]);
+                f16.allocate(ids[s], contexts[s]);
                 total += contexts[s];
             }
             NDArray k = randn(m, random, new Shape(total, hkv, dim));
@@ -153,10 +163,17 @@ class Fp8KvCacheTest {
             float scale = (float) (1 / Math.sqrt(dim));
             float[] prefill8;
             float[] prefill32;
+            float[] prefill16; // the float16 cache (and float16 query): the yardstick
             try (PagedBatch b8 = fp8.prepare(ids, contexts, m);
-                    PagedBatch b32 = f32.prepare(ids, contexts, m)) {
+                    PagedBatch b32 = f32.prepare(ids, contexts, m);
+                    PagedBatch b16 = f16.prepare(ids, contexts, m)) {
                 fp8.write(0, k, v, b8);
                 f32.write(0, k, v, b32);
+                f16.write(0, half(k), half(v), b16);
+                prefill16 =
+                        AttentionOps.pagedPrefillAttention(half(qPrefill), f16, 0, b16, scale, null)
+                                .toType(DataType.FLOAT32, false)
+                                .toFloatArray();
                 prefill8 = AttentionOps.pagedPrefillAttention(qPrefill, fp8, 0, b8, scale, null)
                         .toFloatArray();
                 prefill32 = AttentionOps.pagedPrefillAttention(qPrefill, f32, 0, b32, scale, null)
@@ -186,6 +203,7 @@ class Fp8KvCacheTest {
             float[] q = qPrefill.toFloatArray();
             double worstRef = 0;
             double worstVsF32 = 0;
+            double worstF16 = 0;
             t = 0;
             for (int s = 0; s < n; ++s) {
                 for (int p = 0; p < contexts[s]; ++p, ++t) {
@@ -197,6 +215,7 @@ class Fp8KvCacheTest {
                             int i = (t * hq + h) * dim + d;
                             worstRef = Math.max(worstRef, Math.abs(prefill8[i] - want[d]));
                             worstVsF32 = Math.max(worstVsF32, Math.abs(prefill8[i] - prefill32[i]));
+                            worstF16 = Math.max(worstF16, Math.abs(prefill16[i] - prefill32[i]));
                         }
                     }
                 }
@@ -210,12 +229,17 @@ class Fp8KvCacheTest {
             assertTrue(worstVsF32 < 0.3, "prefill, fp8 vs float32 cache: " + worstVsF32);
             System.out.printf(
                     "fp8 LLaMA-7B-shaped prefill (%s scales): max |fp8 - float64 ref| %.2e,"
-                            + " max |fp8 - float32 cache| %.4f%n",
-                    perHead ? "per-head" : "per-tensor", worstRef, worstVsF32);
+                            + " max |fp8 - float32 cache| %.4f (float16 cache: %.4f)%n",
+                    perHead ? "per-head" : "per-tensor", worstRef, worstVsF32, worstF16);
 
             int[] ones = {1, 1, 1};
             try (PagedBatch d8 = fp8.prepare(ids, ones, m);
-                    PagedBatch d32 = f32.prepare(ids, ones, m)) {
+                    PagedBatch d32 = f32.prepare(ids, ones, m);
+                    PagedBatch d16 = f16.prepare(ids, ones, m)) {
+                float[] out16 =
+                        AttentionOps.pagedAttention(half(qDecode), f16, 0, d16, scale, null)
+                                .toType(DataType.FLOAT32, false)
+                                .toFloatArray();
                 float[] out8 =
                         AttentionOps.pagedAttention(qDecode, fp8, 0, d8, scale, null).toFloatArray();
                 float[] out32 =
@@ -223,6 +247,7 @@ class Fp8KvCacheTest {
                 float[] qd = qDecode.toFloatArray();
                 worstRef = 0;
                 worstVsF32 = 0;
+                worstF16 = 0;
                 for (int s = 0; s < n; ++s) {
                     for (int h = 0; h < hq; ++h) {
                         double[] want =
@@ -232,6 +257,7 @@ class Fp8KvCacheTest {
                             int i = (s * hq + h) * dim + d;
                             worstRef = Math.max(worstRef, Math.abs(out8[i] - want[d]));
                             worstVsF32 = Math.max(worstVsF32, Math.abs(out8[i] - out32[i]));
+                            worstF16 = Math.max(worstF16, Math.abs(out16[i] - out32[i]));
                         }
                     }
                 }
@@ -239,8 +265,8 @@ class Fp8KvCacheTest {
                 assertTrue(worstVsF32 < 0.3, "decode, fp8 vs float32 cache: " + worstVsF32);
                 System.out.printf(
                         "fp8 LLaMA-7B-shaped decode (%s scales): max |fp8 - float64 ref| %.2e,"
-                                + " max |fp8 - float32 cache| %.4f%n",
-                        perHead ? "per-head" : "per-tensor", worstRef, worstVsF32);
+                                + " max |fp8 - float32 cache| %.4f (float16 cache: %.4f)%n",
+                        perHead ? "per-head" : "per-tensor", worstRef, worstVsF32, worstF16);
             }
         }
     }
@@ -322,6 +348,10 @@ class Fp8KvCacheTest {
             b.optScales(KvCacheScales.of(new float[][] {k}, new float[][] {v}));
         }
         return b.build();
+    }
+
+    private static NDArray half(NDArray x) {
+        return x.toType(DataType.FLOAT16, false);
     }
 
     private static NDArray randn(NDManager m, Random random, Shape shape) {
