@@ -963,11 +963,12 @@ def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=1
 
 @pytest.mark.parametrize("heads_q,heads_kv", [(32, 32), (32, 8)])
 def test_fp8_against_fp16_cache_llama7b_layer(device, variant, heads_q, heads_kv):
-    # docs/operators.md states these errors. The bound is e4m3's: 3 mantissa bits round each
-    # K/V value by up to 2^-4 relative; averaged over a context of random rows the output moves
-    # by a few percent of its largest element at most.
+    # docs/operators.md states these errors (measured 0.043 on the CPU). The bound is e4m3's:
+    # 3 mantissa bits round each value by up to 2^-4 relative, so an output row (a convex
+    # combination of V rows: the one V row at context 1, where the error peaks) moves by up to
+    # 2^-4 of max |V| from V's rounding, plus what K's rounding does to the weights.
     fp8_error, fp16_error = fp8_against_fp16(heads_q, heads_kv, device)
     print("fp8 vs fp16 cache, Hq %d Hkv %d: %.3g (fp16 cache vs float64: %.3g)"
           % (heads_q, heads_kv, fp8_error, fp16_error))
-    assert fp8_error < 0.05
+    assert fp8_error < 0.1
     assert fp16_error < fp8_error
