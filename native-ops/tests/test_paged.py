@@ -892,11 +892,20 @@ def test_fp8_decode_grid(device, variant, config, dtype, dim, block_size):
 
 @pytest.mark.parametrize("scales", ["none", "tensor", "head"])
 @pytest.mark.parametrize("cache_dtype", FP8_CACHE_DTYPES)
-@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (12, 2), (5, 1)])
+# Groups of 1, 4, 6 (with ALiBi: v1/v2), 5, 16 (the fp8 tensor-core kernel's largest) and 32
+# (v1/v2).
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (12, 2), (5, 1), (32, 2), (32, 1)])
 def test_fp8_decode_scales_and_groups(device, variant, config, scales, cache_dtype, heads_q,
                                       heads_kv):
     check_decode_fp8([113, 7, 1, 1000], 16, heads_q, heads_kv, 128, torch.float16, device, scales,
                      cache_dtype, alibi=heads_q == 12)
+
+
+def test_fp8_decode_many_sequences_one_pass(device, variant):
+    # 300 sequences x 2 kv heads fill a GPU's grid without splitting the context: the one-pass
+    # path of the CUDA kernels (tests/test_plans_paged.py), contexts of every length to 200.
+    lens = torch.randint(1, 201, (300,)).tolist()
+    check_decode_fp8(lens, 16, 8, 2, 128, torch.float16, device, "head")
 
 
 def test_fp8_decode_empty_batch(device, variant):
@@ -963,11 +972,12 @@ def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=1
 
 @pytest.mark.parametrize("heads_q,heads_kv", [(32, 32), (32, 8)])
 def test_fp8_against_fp16_cache_llama7b_layer(device, variant, heads_q, heads_kv):
-    # docs/operators.md states these errors. The bound is e4m3's: 3 mantissa bits round each
-    # K/V value by up to 2^-4 relative; averaged over a context of random rows the output moves
-    # by a few percent of its largest element at most.
+    # docs/operators.md states these errors (measured 0.043 on the CPU). The bound is e4m3's:
+    # 3 mantissa bits round each value by up to 2^-4 relative, so an output row (a convex
+    # combination of V rows: the one V row at context 1, where the error peaks) moves by up to
+    # 2^-4 of max |V| from V's rounding, plus what K's rounding does to the weights.
     fp8_error, fp16_error = fp8_against_fp16(heads_q, heads_kv, device)
     print("fp8 vs fp16 cache, Hq %d Hkv %d: %.3g (fp16 cache vs float64: %.3g)"
           % (heads_q, heads_kv, fp8_error, fp16_error))
-    assert fp8_error < 0.05
+    assert fp8_error < 0.1
     assert fp16_error < fp8_error

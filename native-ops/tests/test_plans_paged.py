@@ -212,18 +212,42 @@ def test_reshape_and_cache_plans():
     assert cache_plan(1 << 32)["blocks"] == str(2**31 - 1)
 
 
+def flash_fp8(num_seqs, partition_size=0, partitions=1, heads_q=32, dim=128):
+    plan = {"kernel": "flash_fp8", "seqs_per_launch": str(num_seqs)}
+    if partitions > 1:
+        plan.update(partition_size=str(partition_size), partitions=str(partitions),
+                    workspace_floats=str(num_seqs * heads_q * partitions * (dim + 2)))
+    return plan
+
+
+# bench_paged.py's fp8 shapes and a few others (Hq 32, Hkv 8, D 128, float16 queries, H200):
+# one block per (sequence, kv head) and v2's partitions, halved while fewer than 4 blocks per SM.
+FP8_PLANS = {
+    (32, 4096): (512, 8), (32, 8192): (512, 16), (64, 4096): (512, 8), (64, 8192): (512, 16),
+    (1, 1024): (64, 16), (128, 512): (0, 1),
+}
+
+
 @pytest.mark.parametrize("kernel", ["auto", "flash"])
-@pytest.mark.parametrize("shape", [(32, 4096), (64, 8192), (1, 1024)])
-def test_fp8_caches_run_v1_v2(kernel, shape):
-    # The flash decode kernel has no fp8 loads: an fp8 cache runs what auto picks of v1/v2, with
-    # the smem4 ring as for float16 caches (bench_paged.py's fp8 rows).
+@pytest.mark.parametrize("shape", sorted(FP8_PLANS))
+def test_fp8_caches_run_the_fp8_tensor_core_kernel(kernel, shape):
     batch, context = shape
-    fp8 = decode_plan(batch, context, kernel, fp8=True)
-    assert fp8["kernel"] in ("v1", "v2") and fp8["config"] == "smem4"
-    assert fp8 == decode_plan(batch, context, "v2" if fp8["kernel"] == "v2" else "v1")
+    assert decode_plan(batch, context, kernel, fp8=True) == flash_fp8(batch, *FP8_PLANS[shape])
+
+
+def test_fp8_caches_fall_back_to_v1_v2():
+    # What the fp8 tensor-core kernel does not take runs v1/v2 as for a float16 cache: forced
+    # v1/v2, float32 queries, ALiBi, head dims other than 64/128/256, groups above 16, sm_75.
+    for kw in (dict(kernel="v1"), dict(kernel="v2"), dict(element_size=4), dict(alibi=True),
+               dict(dim=80), dict(dim=96), dict(heads_q=32, heads_kv=1), dict(gpu=TURING)):
+        fp8 = decode_plan(32, 4096, fp8=True, **kw)
+        assert fp8["kernel"] in ("v1", "v2"), kw
+        forced = kw.get("kernel", "v2" if fp8["kernel"] == "v2" else "v1")
+        assert fp8 == decode_plan(32, 4096, **{**kw, "kernel": forced}), kw
     # A cache view that is not 16-byte aligned runs the element-load kernel, fp8 or not.
-    assert decode_plan(batch, context, kernel, fp8=True, cache_address=ALIGNED + 8)["kernel"] == \
-        "rows"
+    assert decode_plan(32, 4096, fp8=True, cache_address=ALIGNED + 8)["kernel"] == "rows"
+    # Very long contexts: longer partitions, at most 8192 of them.
+    assert decode_plan(1, 1 << 23, fp8=True) == flash_fp8(1, 1024, 8192)
 
 
 def test_fp8_reshape_and_cache_plans():

@@ -19,6 +19,7 @@
 #include "flash/flash_params.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
+#include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
 
 namespace djl_attn::paged {
@@ -148,6 +149,17 @@ void launch_v1_v2_typed(const PagedAttentionParams& p, const DecodePlan& plan,
   return kernels::launch_paged_attention<T, T>(p, plan, ws, stream);
 }
 
+void launch_flash_fp8(const PagedAttentionParams& p, const DecodePlan& plan,
+                      const kernels::PartitionWorkspace& ws, void* stream) {
+  switch (p.dtype) {
+    case ElementType::kFloat16: return kernels::launch_fp8_mma<__half>(p, plan, ws, stream);
+    case ElementType::kBFloat16:
+      return kernels::launch_fp8_mma<__nv_bfloat16>(p, plan, ws, stream);
+    case ElementType::kFloat32: break;  // the plan never picks it for float32
+  }
+  fail_native("paged_attention: no fp8 tensor-core kernel for float32 queries");
+}
+
 void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
                   const kernels::PartitionWorkspace& ws, void* stream) {
   switch (p.dtype) {
@@ -181,6 +193,8 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
         sequences(p, first, std::min(plan.seqs_per_launch, p.num_seqs - first));
     if (plan.kernel == DecodeKernel::kFlash) {
       run_flash_decode(slice, device);
+    } else if (plan.kernel == DecodeKernel::kFlashFp8) {
+      launch_flash_fp8(slice, plan, ws, stream);
     } else {
       launch_v1_v2(slice, plan, ws, stream);
     }

@@ -646,4 +646,10 @@ template <typename T, typename C>
 void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
                             const PartitionWorkspace& ws, void* stream);
 
+// Launches the fp8 tensor-core kernel (the plan's flash_fp8) for float16 or bfloat16 queries T
+// and an fp8 cache; defined in paged_fp8_mma_<dtype>.cu (paged_fp8_mma.cuh).
+template <typename T>
+void launch_fp8_mma(const PagedAttentionParams& p, const DecodePlan& plan,
+                    const PartitionWorkspace& ws, void* stream);
+
 }  // namespace djl_attn::paged::kernels

@@ -36,6 +36,37 @@ bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) 
          aligned16(p.out);
 }
 
+// Whether the fp8 tensor-core kernel runs this call: an fp8 cache read by float16/bfloat16
+// queries, a head dim it has, no ALiBi, a GQA group that fits its 16 query rows, and mma.sync
+// f16/bf16 (sm_80+).
+bool flash_fp8_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
+  return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
+         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr &&
+         p.heads_q / p.heads_kv <= 16 && device.cc_major >= 8;
+}
+
+// v2's partitions of the context for a grid of `base_blocks` thread blocks per partition:
+// base_partition tokens (doubled while there would be more than kMaxPartitions), halved down to
+// kMinPartitionSize while the grid has fewer than `wanted` blocks.
+struct Split {
+  int64_t partition_size, partitions;
+};
+
+Split split_context(int64_t max_context, int64_t base_partition, int64_t base_blocks,
+                    int64_t wanted) {
+  int64_t partition_size = base_partition;
+  while (ceil_div(max_context, partition_size) > kMaxPartitions) partition_size *= 2;
+  // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
+  // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
+  int64_t split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
+  while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
+         2 * split <= kMaxPartitions) {
+    partition_size /= 2;
+    split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
+  }
+  return {partition_size, split};
+}
+
 const char* stream_config_name(StreamConfig config) {
   switch (config) {
     case StreamConfig::kDefault: return "default";
@@ -63,7 +94,24 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
     plan.kernel = DecodeKernel::kRows;
     return plan;
   }
+  const int64_t wanted = kBlocksPerSm * device.sm_count;
   // A forced flash that cannot run this call runs what auto would choose between v1 and v2.
+  if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
+      flash_fp8_runs(p, device)) {
+    // One block per (sequence, kv head) and partition: v2's partitions, and one pass where they
+    // come to a single one.
+    plan.kernel = DecodeKernel::kFlashFp8;
+    plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
+    const Split split =
+        split_context(p.max_context_len, options.partition_size, p.num_seqs * p.heads_kv, wanted);
+    if (split.partitions > 1) {
+      plan.partition_size = static_cast<int>(split.partition_size);
+      plan.partitions = static_cast<int>(split.partitions);
+      plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split.partitions *
+                              (p.head_dim + 2);
+    }
+    return plan;
+  }
   if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
       flash_runs(p, device)) {
     plan.kernel = DecodeKernel::kFlash;
@@ -79,7 +127,6 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   // Thread blocks per partition of every sequence. (Grid x, Hkv * head_tiles, is at most Hq,
   // far below CUDA's limit for any output that fits in memory.)
   const int64_t base_blocks = p.num_seqs * p.heads_kv * head_tiles;
-  const int64_t wanted = kBlocksPerSm * device.sm_count;
   bool use_v1;
   if (options.kernel == DecodeRequest::kV1) {
     use_v1 = true;
@@ -97,19 +144,10 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   if (use_v1) return plan;
 
   // A forced v2 on a context longer than kMaxPartitions partitions takes longer partitions.
-  int64_t partition_size = base_partition;
-  while (ceil_div(max_context, partition_size) > kMaxPartitions) partition_size *= 2;
-  // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
-  // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
-  int64_t split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
-  while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
-         2 * split <= kMaxPartitions) {
-    partition_size /= 2;
-    split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
-  }
-  plan.partition_size = static_cast<int>(partition_size);
-  plan.partitions = static_cast<int>(split);
-  plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split * (p.head_dim + 2);
+  const Split split = split_context(max_context, base_partition, base_blocks, wanted);
+  plan.partition_size = static_cast<int>(split.partition_size);
+  plan.partitions = static_cast<int>(split.partitions);
+  plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split.partitions * (p.head_dim + 2);
   return plan;
 }
 
@@ -120,12 +158,14 @@ std::string describe(const DecodePlan& plan) {
     case DecodeKernel::kRows: s = "kernel=rows"; break;
     case DecodeKernel::kV1: s = "kernel=v1"; break;
     case DecodeKernel::kV2: s = "kernel=v2"; break;
+    case DecodeKernel::kFlashFp8: s = "kernel=flash_fp8"; break;
   }
   if (plan.kernel == DecodeKernel::kV1 || plan.kernel == DecodeKernel::kV2) {
     s += std::string(" config=") + stream_config_name(plan.config) +
          " head_tiles=" + std::to_string(plan.head_tiles);
   }
-  if (plan.kernel == DecodeKernel::kV2) {
+  if (plan.kernel == DecodeKernel::kV2 ||
+      (plan.kernel == DecodeKernel::kFlashFp8 && plan.partitions > 1)) {
     s += " partition_size=" + std::to_string(plan.partition_size) +
          " partitions=" + std::to_string(plan.partitions) +
          " workspace_floats=" + std::to_string(plan.workspace_floats);
