@@ -34,6 +34,7 @@ import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
+import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.generate.GenerationResult;
 
@@ -48,6 +49,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The FP8 (e4m3) paged KV cache from Java: what {@code reshape_and_cache} stores is the nearest
@@ -861,6 +863,40 @@ class Fp8KvCacheTest {
                 Criteria.builder().setTypes(int[].class, int[].class).optDevice(TestDevice.get());
         args.forEach(b::optArgument);
         return DecoderModels.load(null, b.build());
+    }
+
+    /** The serving engine's FP8 cache generates the float64 FP8 forward's greedy ids. */
+    @Test
+    void generationEngineWithFp8Cache() throws Exception {
+        NDManager m = manager().newSubManager();
+        try (m) {
+            Decoder decoder = Stories260k.load(m, DataType.FLOAT32);
+            try (GenerationEngine engine =
+                    GenerationEngine.builder()
+                            .setDecoder(decoder)
+                            .optNumBlocks(64)
+                            .optPrefillAttention(PrefillAttention.PAGED)
+                            .optKvCacheDtype(KvCacheDtype.FP8_E4M3)
+                            .build()) {
+                List<GenerationEngine.Handle> handles = new ArrayList<>();
+                List<int[]> expected = new ArrayList<>();
+                for (JsonElement c : fp8Reference()) {
+                    var obj = c.getAsJsonObject();
+                    expected.add(ints(obj.getAsJsonArray("fp8_greedy")));
+                    handles.add(
+                            engine.submit(
+                                    ints(obj.getAsJsonArray("prompt")),
+                                    GenerationConfig.greedy(GREEDY_TOKENS),
+                                    (request, token) -> {}));
+                }
+                for (int c = 0; c < handles.size(); ++c) {
+                    assertArrayEquals(
+                            expected.get(c),
+                            handles.get(c).getResult().get(60, TimeUnit.SECONDS).generated(),
+                            "case " + c);
+                }
+            }
+        }
     }
 
     /** {@code kvCacheDtype=fp8} reaches the cache: the zoo model generates the FP8 greedy ids. */
