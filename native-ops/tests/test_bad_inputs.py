@@ -70,10 +70,9 @@ def _not_in(values, start, step=1):
     return v
 
 
-# A paged head dim and block size the kernels lack, and an odd head dim (not a whole number of
-# 16-byte vectors in any dtype).
-PAGED_BAD_HEAD_DIM = _not_in(PAGED_HEAD_DIMS, PAGED_HEAD_DIMS[0] + 8, 8)
-PAGED_ODD_HEAD_DIM = PAGED_HEAD_DIMS[0] - 1
+# Paged head dims past the largest and below 1, and a block size the kernels lack.
+PAGED_MAX_HEAD_DIM = supported_ints("paged.max_head_dim")[0]
+PAGED_BAD_HEAD_DIM = PAGED_MAX_HEAD_DIM + 1
 PAGED_BAD_BLOCK_SIZE = _not_in(PAGED_BLOCK_SIZES, PAGED_BLOCK_SIZES[0] // 2 or 1)
 PAGED_ODD_BLOCK_SIZE = PAGED_BLOCK_SIZES[0] + 1 if PAGED_BLOCK_SIZES[0] + 1 not in PAGED_BLOCK_SIZES \
     else _not_in(PAGED_BLOCK_SIZES, 3, 2)
@@ -909,15 +908,13 @@ def _paged_rows(op, index_rows):
             "expected dtype in %s, got float64" % DTYPE_LIST),
         row("query-strided-last-dim", set_arg("query", strided_last_dim),
             "expected a contiguous last dim (stride 1), got stride 2"),
-        row("head-dim-not-supported",
+        row("head-dim-past-the-largest",
             set_args(query=resize(2, PAGED_BAD_HEAD_DIM), key_cache=resize(3, PAGED_BAD_HEAD_DIM),
                      value_cache=resize(3, PAGED_BAD_HEAD_DIM)),
-            "expected a head dim D in %s, got %d" % (_list(PAGED_HEAD_DIMS), PAGED_BAD_HEAD_DIM)),
-        # Not a whole number of 16-byte vectors in any dtype: once a CUDA-only refusal.
-        row("head-dim-odd",
-            set_args(query=resize(2, PAGED_ODD_HEAD_DIM), key_cache=resize(3, PAGED_ODD_HEAD_DIM),
-                     value_cache=resize(3, PAGED_ODD_HEAD_DIM)),
-            "expected a head dim D in %s, got %d" % (_list(PAGED_HEAD_DIMS), PAGED_ODD_HEAD_DIM)),
+            "expected a head dim D in [1, %d], got %d" % (PAGED_MAX_HEAD_DIM, PAGED_BAD_HEAD_DIM)),
+        row("head-dim-zero",
+            set_args(query=resize(2, 0), key_cache=resize(3, 0), value_cache=resize(3, 0)),
+            "expected a head dim D in [1, %d], got 0" % PAGED_MAX_HEAD_DIM),
         row("block-size-not-supported",
             set_args(key_cache=resize(1, PAGED_BAD_BLOCK_SIZE),
                      value_cache=resize(1, PAGED_BAD_BLOCK_SIZE)),
@@ -1136,6 +1133,20 @@ ACCEPTED_CALLS = [
               lambda a, d: one_token_cache(a, d, 1, MANY, tokens=1), every_row_is_the_one_value),
     _accepted(FLASH, "more-batch-rows-than-a-grid-holds", lambda a, d: None, batch=MANY,
               seqlen_q=1, seqlen_k=2, heads_q=1, heads_kv=1, dim=8, kv_lens=None),
+] + [
+    # Every head dim in [1, max]: between the compiled ones (on CUDA the next one up runs them,
+    # or the element-load kernel where a row is not a whole number of 16-byte vectors).
+    _accepted(op, "head-dim-%d-%s" % (dim, str(dtype).split(".")[1]), lambda a, d: None, dim=dim,
+              dtype=dtype)
+    for op in (PAGED, PREFILL)
+    for dim, dtype in ((1, torch.float32), (7, torch.float16), (8, torch.float16),
+                       (24, torch.bfloat16), (32, torch.float16), (100, torch.float32),
+                       (200, torch.bfloat16), (PAGED_MAX_HEAD_DIM, torch.float16))
+] + [
+    _accepted(op, "fp8-head-dim-%d" % dim, lambda a, d: None, dim=dim, fp8=True,
+              dtype=torch.float16)
+    for op in (PAGED, PREFILL)
+    for dim in (16, 40, 64, 128)
 ] + [
     _accepted(op, "head-dim-%d-block-size-%d" % (dim, bs), lambda a, d: None, dim=dim,
               block_size=bs, dtype=dtype)

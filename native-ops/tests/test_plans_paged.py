@@ -259,3 +259,24 @@ def test_fp8_reshape_and_cache_plans():
     assert cache_plan(4, fp8=True, cache_address=ALIGNED + 4)["vectorised"] == "0"
     assert cache_plan(4, dim=100, fp8=True)["vectorised"] == "0"
     assert cache_plan(4, dim=104, fp8=True)["vectorised"] == "1"
+
+
+def test_head_dims_between_the_compiled_ones():
+    # Rows of whole 16-byte vectors: v1/v2 on the next compiled head dim (smem4 where that one
+    # has it); other rows: the element-load kernel.
+    assert decode_plan(32, 4096, "v2", dim=32) == {**v2(512, 8, 32, dim=32),
+                                                   "padded_head_dim": "64"}
+    assert decode_plan(32, 4096, "v1", dim=200) == {**v1(32, "default"), "padded_head_dim": "256"}
+    assert decode_plan(32, 4096, "v1", dim=100, element_size=4) == {**v1(32, "default"),
+                                                                    "padded_head_dim": "128"}
+    assert decode_plan(32, 4096, "v1", dim=112) == {**v1(32, "smem4"), "padded_head_dim": "128"}
+    for kw in (dict(dim=20), dict(dim=7), dict(dim=1, element_size=4), dict(dim=255),
+               dict(dim=40, fp8=True), dict(dim=8, fp8=True)):
+        assert decode_plan(32, 4096, **kw)["kernel"] == "rows", kw
+    assert decode_plan(32, 4096, "v1", dim=48, fp8=True) == {**v1(32, "smem4"),
+                                                            "padded_head_dim": "64"}
+    # The compiled head dims run their own kernels (no padded_head_dim field).
+    assert "padded_head_dim" not in decode_plan(32, 4096, "v2", dim=80)
+    # The flash kernels keep their own head dims: auto on D = 32 runs v2.
+    assert decode_plan(32, 4096, dim=32)["kernel"] == "v2"
+    assert decode_plan(32, 4096, dim=32, fp8=True)["kernel"] == "v2"

@@ -260,21 +260,26 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const int context = p.context_lens[seq];
   const bool partitioned = partition_size > 0;
   const int start_token = partitioned ? part * partition_size : 0;
-  T* out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * kHeadDim;
+  // The call's head dim: kHeadDim, or less (a head dim the launcher runs on the next compiled
+  // one, paged_plan.h): the row's first `vecs` vectors are loaded, the rest stay zero and are
+  // never stored.
+  const int head_dim = static_cast<int>(p.head_dim);
+  const int vecs = head_dim / kVecElems;
+  T* out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * head_dim;
   if (start_token >= context) {
     // Only v1 sees a context of 0 here; v2's reduce kernel writes those zeros.
     if (!partitioned) {
-      for (int i = tid; i < tile_heads * kHeadDim; i += kT) out[i] = from_float<T>(0.f);
+      for (int i = tid; i < tile_heads * head_dim; i += kT) out[i] = from_float<T>(0.f);
     }
     return;
   }
   const int end_token = partitioned ? min(start_token + partition_size, context) : context;
   const int start_block = start_token / kBlockSize;
   const int end_block = (end_token + kBlockSize - 1) / kBlockSize;
-  const int64_t token_stride = p.heads_kv * kHeadDim;  // between tokens of a cache block
+  const int64_t token_stride = p.heads_kv * head_dim;  // between tokens of a cache block
   const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * kHeadDim;
-  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * kHeadDim;
+  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * head_dim;
+  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * head_dim;
   const float q_scale = p.scale * scale_of(p.k_scale, kv_head);
   const float out_scale = scale_of(p.v_scale, kv_head);
   const int row_lane = lane % kLanesPerRow;
@@ -295,7 +300,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
     for (int j = 0; j < kRowVecs; ++j) {
       const int v = row_lane + j * kLanesPerRow;
-      const bool load = live && (Traits::kFullRows || v < kVecs);
+      const bool load = live && v < vecs;
 #pragma unroll
       for (int e = 0; e < kVecElems; ++e) {
         q[h][j][e] = load ? to_float(q_row[v * kVecElems + e]) * q_scale : 0.f;
@@ -342,7 +347,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
           for (int j = 0; j < kRowVecs; ++j) {
             const int v = row_lane + j * kLanesPerRow;
-            if (Traits::kFullRows || v < kVecs) {
+            if (v < vecs) {
               // The issuing lane is the only one that reads these bytes back, so the wait
               // below is the only synchronisation they need.
               cp_async_16(smem_addr(k_ring + (c * kRowVecs + j) * kWarpSize),
@@ -394,7 +399,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
             for (int j = 0; j < kRowVecs; ++j) {
               const int v = row_lane + j * kLanesPerRow;
-              if (Traits::kFullRows || v < kVecs) {
+              if (v < vecs) {
                 prefetch_l2(k_next + t * token_stride + v * kVecElems);
                 prefetch_l2(v_next + t * token_stride + v * kVecElems);
               }
@@ -432,7 +437,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
           const int v = row_lane + j * kLanesPerRow;
           k_raw[c][j] = make_uint4(0, 0, 0, 0);
           v_raw[c][j] = make_uint4(0, 0, 0, 0);
-          if (valid[c] && (Traits::kFullRows || v < kVecs)) {
+          if (valid[c] && v < vecs) {
             if constexpr (kStages == 0) {
               k_raw[c][j] = load_vec(k_block + t * token_stride + v * kVecElems);
               v_raw[c][j] = load_vec(v_block + t * token_stride + v * kVecElems);
@@ -477,7 +482,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
           for (int j = 0; j < kRowVecs; ++j) {
             const int v = row_lane + j * kLanesPerRow;
-            if (valid[c] && (Traits::kFullRows || v < kVecs)) {
+            if (valid[c] && v < vecs) {
               v_raw[c][j] = v_ring[(c * kRowVecs + j) * kWarpSize];
             }
           }
@@ -573,8 +578,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 
   // Merge the warps. Warp 0 had the partition's first cache block, so the max is finite and
   // the sum >= 1.
-  for (int i = tid; i < tile_heads * kHeadDim; i += kT) {
-    const int h = i / kHeadDim, d = i % kHeadDim;
+  for (int i = tid; i < tile_heads * head_dim; i += kT) {
+    const int h = i / head_dim, d = i % head_dim;
     float m = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kW; ++w) m = fmaxf(m, part_max[w * kHeadTile + h]);
@@ -589,7 +594,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     if (partitioned) {
       const int64_t row =
           (seq * p.heads_q + first_head + h) * static_cast<int64_t>(ws.max_partitions) + part;
-      ws.out[row * kHeadDim + d] = o;
+      ws.out[row * head_dim + d] = o;
       if (d == 0) {
         ws.max_logits[row] = m;
         ws.exp_sums[row] = sum;

@@ -109,8 +109,9 @@ template <typename T, typename C>
 void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
                             const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  // One kernel per head dim of the one list (src/paged/paged_params.h).
-  switch (p.head_dim) {
+  // One kernel per head dim of the one list (src/paged/paged_params.h); a head dim between them
+  // runs on the plan's padded_head_dim.
+  switch (plan.padded_head_dim > 0 ? plan.padded_head_dim : p.head_dim) {
 #define DJL_PAGED_HEAD_DIM_CASE(d) \
   case d: return launch_head_dim<T, C, d>(p, plan, ws, s);
     DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_HEAD_DIM_CASE)

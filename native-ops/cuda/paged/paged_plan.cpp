@@ -88,9 +88,11 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   plan.head_tiles = 1;
   plan.partitions = 1;
   plan.seqs_per_launch = p.num_seqs;
-  // Every kernel but `rows` reads the caches in 16-byte vectors; a cache row is a whole number of
-  // them (paged_params.h), so the base addresses decide.
-  if (!aligned16(p.key_cache) || !aligned16(p.value_cache)) {
+  // Every kernel but `rows` reads the caches in 16-byte vectors: rows of a whole number of them
+  // and aligned base addresses.
+  const int64_t cache_element = p.cache_type == CacheType::kFp8E4M3 ? 1 : element_size(p.dtype);
+  if ((p.head_dim * cache_element) % 16 != 0 || !aligned16(p.key_cache) ||
+      !aligned16(p.value_cache)) {
     plan.kernel = DecodeKernel::kRows;
     return plan;
   }
@@ -137,7 +139,10 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
              (base_blocks >= wanted && max_context <= kV1MaxAutoContext);
   }
   plan.kernel = use_v1 ? DecodeKernel::kV1 : DecodeKernel::kV2;
-  plan.config = has_stream_configs(p.dtype, p.head_dim) ? options.config : StreamConfig::kDefault;
+  const int64_t kernel_head_dim = compiled_head_dim(p.head_dim);
+  plan.padded_head_dim = kernel_head_dim == p.head_dim ? 0 : static_cast<int>(kernel_head_dim);
+  plan.config =
+      has_stream_configs(p.dtype, kernel_head_dim) ? options.config : StreamConfig::kDefault;
   plan.head_tiles = static_cast<int>(head_tiles);
   // Grid y is the sequences of one launch.
   plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
@@ -163,6 +168,7 @@ std::string describe(const DecodePlan& plan) {
   if (plan.kernel == DecodeKernel::kV1 || plan.kernel == DecodeKernel::kV2) {
     s += std::string(" config=") + stream_config_name(plan.config) +
          " head_tiles=" + std::to_string(plan.head_tiles);
+    if (plan.padded_head_dim > 0) s += " padded_head_dim=" + std::to_string(plan.padded_head_dim);
   }
   if (plan.kernel == DecodeKernel::kV2 ||
       (plan.kernel == DecodeKernel::kFlashFp8 && plan.partitions > 1)) {

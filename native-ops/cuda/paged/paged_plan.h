@@ -16,7 +16,12 @@
 //          partitions plus v2's reduce kernel.
 //   rows   the warp-per-row kernel of paged_prefill_attention with one query row per sequence:
 //          element loads, so it runs caches that are not 16-byte aligned (a view at an odd
-//          offset), which the 16-byte loads and cp.async of the others cannot read.
+//          offset) and head dims whose rows are not a whole number of 16-byte vectors (float16
+//          D = 20, fp8 D = 40, ...), which the 16-byte loads and cp.async of the others cannot
+//          read.
+// A head dim between the compiled ones (kHeadDims) whose rows are whole vectors runs v1/v2 on
+// the next compiled head dim, loading only its own vectors (the rest of the row stays zero) and
+// storing only its own dims.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +68,8 @@ struct DecodeOptions {
 struct DecodePlan {
   DecodeKernel kernel;
   StreamConfig config;      // v1/v2: what runs (kDefault where the asked one has no kernel)
+  int padded_head_dim;      // v1/v2: the compiled head dim (kHeadDims) that runs a call whose
+                            // head dim has no kernel of its own; 0 when it has one
   int head_tiles;           // v1/v2: tiles of kHeadTile query heads per kv head (grid x / Hkv)
   int partition_size;       // v2, flash_fp8: tokens per partition; 0 for one pass
   int partitions;           // v2, flash_fp8: partitions of the longest context (grid z); 1 for

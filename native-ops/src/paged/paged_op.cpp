@@ -120,7 +120,7 @@ void check_query(const char* op, const Tensor& query, const char* layout) {
 void check_query_heads(const char* op, const Tensor& query, const Tensor& key_cache) {
   const int64_t dim = query.size(2);
   if (!is_supported_head_dim(dim)) {
-    fail_invalid(op, ": query: expected a head dim D in ", list_str(kHeadDims), ", got ", dim);
+    fail_invalid(op, ": query: expected a head dim D in [1, ", kMaxHeadDim, "], got ", dim);
   }
   check_size(key_cache, {op, "key_cache"}, 3, "D", dim, "the head dim of query");
   const int64_t heads_q = query.size(1), heads_kv = key_cache.size(2);

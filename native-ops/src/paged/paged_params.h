@@ -17,11 +17,14 @@ namespace djl_attn::paged {
 
 using ::djl_attn::ElementType;
 
-// Supported sizes of the attention operators: the one list. The bindings check against it, the
-// CUDA launcher instantiates a kernel for each (dtype, head dim, block size) from it, and the C
-// interface exports it (djl_attn_supported_values: "paged.head_dims", "paged.block_sizes"),
-// which the Java builders, the tests and docs/operators.md read. Every head dim here times the
-// element size is a multiple of 16 bytes, so a key row is a whole number of 16-byte vectors.
+// Sizes of the attention operators: the one list. The bindings accept every head dim in
+// [1, kMaxHeadDim] and the block sizes here; the CUDA launcher instantiates its vector kernels
+// (v1/v2) for each (dtype, compiled head dim, block size) and runs a head dim between the
+// compiled ones on the next one up (cuda/paged/paged_plan.h). The C interface exports them
+// (djl_attn_supported_values: "paged.max_head_dim", "paged.head_dims" (the compiled ones),
+// "paged.block_sizes"), which the Java builders, the tests and docs/operators.md read. Every
+// compiled head dim times the element size is a multiple of 16 bytes, so a key row is a whole
+// number of 16-byte vectors.
 #define DJL_PAGED_FOR_EACH_HEAD_DIM(X) X(64) X(80) X(96) X(128) X(256)
 #define DJL_PAGED_FOR_EACH_BLOCK_SIZE(X) X(8) X(16) X(32)
 
@@ -30,11 +33,19 @@ constexpr int kHeadDims[] = {DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_LIST_ITEM)};
 constexpr int kBlockSizes[] = {DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_LIST_ITEM)};
 #undef DJL_PAGED_LIST_ITEM
 
-inline bool is_supported_head_dim(int64_t d) {
+// The largest head dim: the largest compiled one (the rows kernel's lanes hold 256 / 32 dims).
+constexpr int kMaxHeadDim = 256;
+static_assert(kHeadDims[sizeof(kHeadDims) / sizeof(kHeadDims[0]) - 1] == kMaxHeadDim,
+              "every head dim has a compiled one at or above it");
+
+inline bool is_supported_head_dim(int64_t d) { return d >= 1 && d <= kMaxHeadDim; }
+
+// The smallest compiled head dim >= d (d supported).
+inline int64_t compiled_head_dim(int64_t d) {
   for (int v : kHeadDims) {
-    if (v == d) return true;
+    if (v >= d) return v;
   }
-  return false;
+  return kMaxHeadDim;
 }
 
 inline bool is_supported_block_size(int64_t b) {
