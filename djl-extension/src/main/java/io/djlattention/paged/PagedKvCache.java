@@ -89,13 +89,47 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the head dims the paged attention kernels take, the native library's one list
-     * ({@code native-ops/src/paged/paged_params.h}); {@link Builder#build()} rejects others.
+     * Returns the head dims the loaded library's paged attention operators take; {@link
+     * Builder#build()} rejects others. A library that exports {@code paged.max_head_dim} takes
+     * every head dim from 1 to that maximum; an older one only its compiled list {@code
+     * paged.head_dims} (64, 80, 96, 128, 256). Read from the library ({@code
+     * native-ops/src/paged/paged_params.h}), never restated in Java.
      *
      * @return the head dims, ascending
      */
     public static int[] supportedHeadDims() {
-        return SupportedValues.of("paged.head_dims");
+        return HeadDims.SUPPORTED.clone();
+    }
+
+    /** The head dims of the loaded library, read once. */
+    private static final class HeadDims {
+        static final int[] SUPPORTED = read();
+
+        private static int[] read() {
+            int max;
+            try {
+                max = SupportedValues.of("paged.max_head_dim")[0];
+            } catch (IllegalArgumentException olderLibrary) {
+                return SupportedValues.of("paged.head_dims");
+            }
+            int[] all = new int[max];
+            for (int d = 1; d <= max; ++d) {
+                all[d - 1] = d;
+            }
+            return all;
+        }
+    }
+
+    /**
+     * Formats the supported head dims as the operators' messages do: {@code [1, 256]} for every
+     * head dim up to a maximum, else the list {@code {64, 80, 96, 128, 256}}.
+     */
+    private static String describeHeadDims(int[] supported) {
+        int n = supported.length;
+        if (n > 1 && supported[0] == 1 && supported[n - 1] == n) {
+            return "[1, " + n + "]";
+        }
+        return SupportedValues.format(supported);
     }
 
     /**
@@ -109,9 +143,10 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the smallest supported head dim that holds {@code headDim}: a model whose head dim
-     * is not supported stores its K/V zero-padded to this one (zeros add nothing to {@code q·k};
-     * the padded output columns are dropped).
+     * Returns the smallest supported head dim that holds {@code headDim}: {@code headDim} itself
+     * wherever the library takes it (every head dim up to 256 since issue 15), else the next one
+     * up of an older library's list, to which a model stores its K/V zero-padded (zeros add
+     * nothing to {@code q·k}; the padded output columns are dropped).
      *
      * @param headDim the model's head dim, {@code >= 1}
      * @return the cache head dim
@@ -648,8 +683,19 @@ public final class PagedKvCache implements AutoCloseable {
             requirePositive(blockSize, "optBlockSize");
             // The kernels' own lists and wording, so a cache is never built that every paged
             // attention call would then reject.
-            requireIn(headDim, supportedHeadDims(), "setHeadDim", "a head dim D");
-            requireIn(blockSize, supportedBlockSizes(), "optBlockSize", "a block size");
+            requireIn(
+                    headDim,
+                    HeadDims.SUPPORTED,
+                    describeHeadDims(HeadDims.SUPPORTED),
+                    "setHeadDim",
+                    "a head dim D");
+            int[] blockSizes = supportedBlockSizes();
+            requireIn(
+                    blockSize,
+                    blockSizes,
+                    SupportedValues.format(blockSizes),
+                    "optBlockSize",
+                    "a block size");
             if (dataType != DataType.FLOAT32 && dataType != DataType.FLOAT16) {
                 throw new IllegalArgumentException(
                         "PagedKvCache: optDataType: expected float32 or float16, got " + dataType);
@@ -697,7 +743,8 @@ public final class PagedKvCache implements AutoCloseable {
             return new PagedKvCache(this, blocks);
         }
 
-        private static void requireIn(int value, int[] supported, String setter, String what) {
+        private static void requireIn(
+                int value, int[] supported, String described, String setter, String what) {
             for (int s : supported) {
                 if (s == value) {
                     return;
@@ -709,7 +756,7 @@ public final class PagedKvCache implements AutoCloseable {
                             + ": expected "
                             + what
                             + " in "
-                            + SupportedValues.format(supported)
+                            + described
                             + ", got "
                             + value);
         }

@@ -548,7 +548,9 @@ public final class Decoder extends AbstractBlock {
             throw new IllegalArgumentException(
                     "tokenIds: expected [" + numTokens + "], got " + tokenIds.getShape());
         }
-        if (cache.getHeadDim() != getCacheHeadDim()
+        // Any cache head dim that holds the model's works (the extra columns are zeros); the
+        // decoder's own caches take getCacheHeadDim().
+        if (cache.getHeadDim() < config.getHeadDim()
                 || cache.getNumKvHeads() != config.getNumKvHeads()
                 || cache.getNumLayers() != config.getNumLayers()
                 || cache.getDataType() != config.getDataType()) {
@@ -557,8 +559,8 @@ public final class Decoder extends AbstractBlock {
                             + config.getNumLayers()
                             + ", Hkv "
                             + config.getNumKvHeads()
-                            + ", D "
-                            + getCacheHeadDim()
+                            + ", D >= "
+                            + config.getHeadDim()
                             + ", "
                             + config.getDataType()
                             + " keys and values (use newCacheBuilder), got layers "
@@ -579,7 +581,7 @@ public final class Decoder extends AbstractBlock {
         }
         boolean flash = !decode && prefill == PrefillAttention.FLASH && !hasPrefix;
         int dim = config.getHeadDim();
-        int cacheDim = getCacheHeadDim();
+        int cacheDim = cache.getHeadDim();
         float scale = (float) (1.0 / Math.sqrt(dim));
         int attnWidth = config.getAttentionSize();
 
