@@ -13,7 +13,8 @@ cache's default), saturated at +-448 as the FP8 cache stores them. OUT.json hold
 step, the first 16 logits of the FP8 forward and both forwards' argmax, and per case the largest
 logit difference between the two: what the FP8 cache costs this model, independent of the
 kernels under test. It also holds the greedy continuation of GREEDY tokens over the FP8
-cache (free running) and its smallest top-1/top-2 logit margin.
+cache (free running) and its smallest top-1/top-2 logit margin, and for scale the largest logit
+difference of a cache rounded to float16 instead.
 """
 
 import json
@@ -81,8 +82,12 @@ def rope(x, pos, head):
     return x
 
 
-def forward(m, tokens, fp8):
-    """Logits after every position, the cache exact or rounded to e4m3."""
+def float16(x):
+    return x.astype(np.float16).astype(np.float64)
+
+
+def forward(m, tokens, fp8, rounding=e4m3):
+    """Logits after every position, the cache exact or rounded (to e4m3 by default)."""
     head, heads, kv_heads = m["head"], m["heads"], m["kv_heads"]
     keys = [[] for _ in range(m["layers"])]
     values = [[] for _ in range(m["layers"])]
@@ -94,8 +99,8 @@ def forward(m, tokens, fp8):
             q = rope(m["wq"][l] @ h, pos, head)
             k = rope(m["wk"][l] @ h, pos, head)
             v = m["wv"][l] @ h
-            keys[l].append(e4m3(k) if fp8 else k)
-            values[l].append(e4m3(v) if fp8 else v)
+            keys[l].append(rounding(k) if fp8 else k)
+            values[l].append(rounding(v) if fp8 else v)
             kk = np.array(keys[l]).reshape(-1, kv_heads, head)
             vv = np.array(values[l]).reshape(-1, kv_heads, head)
             att = np.zeros(m["dim"])
@@ -121,6 +126,7 @@ def main():
         tokens = prompt + generated[:-1]
         exact = forward(m, tokens, False)[len(prompt) - 1 :]
         fp8 = forward(m, tokens, True)[len(prompt) - 1 :]
+        fp16 = forward(m, tokens, True, float16)[len(prompt) - 1 :]
         greedy = list(prompt)
         margin = float("inf")
         for _ in range(GREEDY):
@@ -136,6 +142,7 @@ def main():
                 "fp8_argmax": [int(i) for i in fp8.argmax(axis=1)],
                 "exact_argmax": [int(i) for i in exact.argmax(axis=1)],
                 "max_abs_logit_diff_fp8_vs_exact": float(np.abs(fp8 - exact).max()),
+                "max_abs_logit_diff_fp16_cache_vs_exact": float(np.abs(fp16 - exact).max()),
                 "fp8_greedy": greedy[len(prompt) :],
                 "fp8_greedy_min_margin": margin,
             }
