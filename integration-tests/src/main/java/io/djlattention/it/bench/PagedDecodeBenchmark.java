@@ -439,7 +439,8 @@ public final class PagedDecodeBenchmark {
                 // Finite, varied e4m3 bytes for timing: magnitude byte min(16 |x|, 0x47) (a
                 // monotone stand-in for the encoding, values below 3.75) and x's sign; never
                 // 0x7f/0xff (NaN).
-                try (NDArray magnitude = r.abs().mul(16).clip(0, 0x47).toType(DataType.UINT8, false);
+                try (NDArray magnitude =
+                                r.abs().mul(16).clip(0, 0x47).toType(DataType.UINT8, false);
                         NDArray sign = r.lt(0).toType(DataType.UINT8, false).mul(0x80)) {
                     cache.set(new ai.djl.ndarray.index.NDIndex("..."), magnitude.add(sign));
                 }

@@ -211,8 +211,17 @@ class Fp8KvCacheTest {
                 for (int p = 0; p < contexts[s]; ++p, ++t) {
                     for (int h = 0; h < hq; ++h) {
                         double[] want =
-                                attend(q, (t * hq + h) * dim, keys, values, slots[s], p + 1,
-                                        h / (hq / hkv), hkv, dim, scale);
+                                attend(
+                                        q,
+                                        (t * hq + h) * dim,
+                                        keys,
+                                        values,
+                                        slots[s],
+                                        p + 1,
+                                        h / (hq / hkv),
+                                        hkv,
+                                        dim,
+                                        scale);
                         for (int d = 0; d < dim; ++d) {
                             int i = (t * hq + h) * dim + d;
                             worstRef = Math.max(worstRef, Math.abs(prefill8[i] - want[d]));
@@ -253,8 +262,17 @@ class Fp8KvCacheTest {
                 for (int s = 0; s < n; ++s) {
                     for (int h = 0; h < hq; ++h) {
                         double[] want =
-                                attend(qd, (s * hq + h) * dim, keys, values, slots[s], contexts[s],
-                                        h / (hq / hkv), hkv, dim, scale);
+                                attend(
+                                        qd,
+                                        (s * hq + h) * dim,
+                                        keys,
+                                        values,
+                                        slots[s],
+                                        contexts[s],
+                                        h / (hq / hkv),
+                                        hkv,
+                                        dim,
+                                        scale);
                         for (int d = 0; d < dim; ++d) {
                             int i = (s * hq + h) * dim + d;
                             worstRef = Math.max(worstRef, Math.abs(out8[i] - want[d]));
@@ -746,7 +764,9 @@ class Fp8KvCacheTest {
                                 .optNumBlocks(4)
                                 .build()) {
             cache.allocate(0, 11);
-            NDArray k = randn(m, random, new Shape(11, 3, 64)).mul(m.create(new float[] {1, 5, 0}).reshape(1, 3, 1));
+            // Heads of spread 1, 5 and 0 (all zeros).
+            NDArray spread = m.create(new float[] {1, 5, 0}).reshape(1, 3, 1);
+            NDArray k = randn(m, random, new Shape(11, 3, 64)).mul(spread);
             NDArray v = randn(m, random, new Shape(11, 3, 64));
             try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {11}, m)) {
                 cache.write(0, k, v, batch);
@@ -929,7 +949,8 @@ class Fp8KvCacheTest {
                 assertArrayEquals(expected.get(c), got.get(c), "case " + c);
             }
         }
-        try (ZooModel<int[], int[]> model = zoo(Map.of("kvCacheScale", "0.5", "kvCacheDtype", "FP8_E4M3"))) {
+        try (ZooModel<int[], int[]> model =
+                zoo(Map.of("kvCacheScale", "0.5", "kvCacheDtype", "FP8_E4M3"))) {
             GenerationBlock block = DecoderModels.generationBlock(model);
             assertArrayEquals(new float[] {0.5f}, block.getKvCacheScales().valueScales(4));
         }

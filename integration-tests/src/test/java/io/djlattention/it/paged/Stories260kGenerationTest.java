@@ -112,7 +112,8 @@ class Stories260kGenerationTest {
         if (takesEight) {
             assertEquals(8, cacheDim);
         } else {
-            assertTrue(cacheDim > 8 && java.util.Arrays.stream(supported).anyMatch(d -> d == cacheDim));
+            assertTrue(cacheDim > 8);
+            assertTrue(java.util.Arrays.stream(supported).anyMatch(d -> d == cacheDim));
             assertTrue(java.util.Arrays.stream(supported).noneMatch(d -> d >= 8 && d < cacheDim));
         }
     }
