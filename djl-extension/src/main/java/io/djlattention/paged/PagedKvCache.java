@@ -38,6 +38,9 @@ import java.util.List;
  */
 public final class PagedKvCache implements AutoCloseable {
 
+    /** The loaded library's head dims ({@link #supportedHeadDims}), read on first use. */
+    private static volatile int[] headDims;
+
     private final NDManager manager;
     private final BlockManager blocks;
     private final NDArray[] keyCaches;
@@ -98,26 +101,28 @@ public final class PagedKvCache implements AutoCloseable {
      * @return the head dims, ascending
      */
     public static int[] supportedHeadDims() {
-        return HeadDims.SUPPORTED.clone();
+        int[] supported = headDims;
+        if (supported == null) {
+            // Read on first use, not in a static initialiser: a library that fails to load
+            // then fails every call with its own message, not a NoClassDefFoundError.
+            supported = readHeadDims();
+            headDims = supported;
+        }
+        return supported.clone();
     }
 
-    /** The head dims of the loaded library, read once. */
-    private static final class HeadDims {
-        static final int[] SUPPORTED = read();
-
-        private static int[] read() {
-            int max;
-            try {
-                max = SupportedValues.of("paged.max_head_dim")[0];
-            } catch (IllegalArgumentException olderLibrary) {
-                return SupportedValues.of("paged.head_dims");
-            }
-            int[] all = new int[max];
-            for (int d = 1; d <= max; ++d) {
-                all[d - 1] = d;
-            }
-            return all;
+    private static int[] readHeadDims() {
+        int max;
+        try {
+            max = SupportedValues.of("paged.max_head_dim")[0];
+        } catch (IllegalArgumentException olderLibrary) {
+            return SupportedValues.of("paged.head_dims");
         }
+        int[] all = new int[max];
+        for (int d = 1; d <= max; ++d) {
+            all[d - 1] = d;
+        }
+        return all;
     }
 
     /**
@@ -683,12 +688,9 @@ public final class PagedKvCache implements AutoCloseable {
             requirePositive(blockSize, "optBlockSize");
             // The kernels' own lists and wording, so a cache is never built that every paged
             // attention call would then reject.
+            int[] headDims = supportedHeadDims();
             requireIn(
-                    headDim,
-                    HeadDims.SUPPORTED,
-                    describeHeadDims(HeadDims.SUPPORTED),
-                    "setHeadDim",
-                    "a head dim D");
+                    headDim, headDims, describeHeadDims(headDims), "setHeadDim", "a head dim D");
             int[] blockSizes = supportedBlockSizes();
             requireIn(
                     blockSize,
