@@ -14,7 +14,12 @@ block size 16, every sequence's blocks shuffled over the pool) it measures, in o
     K/V gathered once (before timing) into contiguous [B, Hkv, ctx, D], and the query's Hq / Hkv
     heads per kv head folded into query rows ([B, Hkv, Hq/Hkv, D]), so SDPA reads each K/V byte
     once, as the paged kernel does.
-It also times reshape_and_cache for a decode step (one token per sequence) and a prefill chunk.
+It also times reshape_and_cache for a decode step (one token per sequence) and a prefill chunk,
+and (--fp8, on by default) compares an fp8 (e4m3fn, per-head scales) cache with the float16
+cache at batch 32/64 x context 4k/8k: time per call (op and kernel), GB/s of the bytes each cache
+actually holds, and the speed-up t(fp16) / t(fp8), i.e. K/V values per second (the issue's
+target: >= 1.8). Both caches run auto (the flash kernel; for fp8 the fp8 tensor-core kernel,
+flash_fp8) and forced v2 (the CUDA-core kernel).
 
 With --configs (default: all) it also times, kernel-only and through v2 (what auto chose at
 these shapes before the flash kernel existed; v1 up to context 2k), every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,
@@ -47,12 +52,14 @@ DTYPE = torch.float16
 VARIANTS = ["auto", "v1", "v2", "flash"]
 # Kernel names of every variant, for the kernel-only times.
 KERNELS = ("paged_attention_kernel", "paged_attention_reduce_kernel", "flash_decode_kernel",
-           "flash_combine_kernel")
+           "flash_combine_kernel", "paged_fp8_mma_kernel")
 # Kernel configurations (DJL_ATTN_PAGED_CONFIG), optionally "/pN" for a v2 partition length of
 # N tokens (DJL_ATTN_PAGED_PARTITION), and the shapes they are compared on.
 CONFIGS = ["default", "default/p1024", "default/p2048", "pf", "pf/p1024", "w8l2", "w8l2pf",
            "smem4", "smem4/p1024", "smem8", "smem8/p1024"]
 CONFIG_SHAPES = [(32, 4096), (32, 16384), (128, 4096), (128, 16384)]
+# The fp8 cache table's shapes (batch, context).
+FP8_SHAPES = [(32, 4096), (32, 8192), (64, 4096), (64, 8192)]
 
 
 def find_lib(name):
@@ -222,10 +229,89 @@ def bench_decode(batch, context, copy_gbs, configs=()):
     return row
 
 
+def bench_fp8(batch, context):
+    """fp16 cache (auto, forced v2) against an fp8 cache of the same values (auto), one shape."""
+    blocks_per_seq = context // BLOCK
+    num_blocks = batch * blocks_per_seq
+    shape = (num_blocks, BLOCK, HEADS_KV, DIM)
+    key_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    value_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    # Per-head scales as a calibration would set them: max |x| / 448.
+    k_scale = (key_cache.float().abs().amax(dim=(0, 1, 3)) / 448).contiguous()
+    v_scale = (value_cache.float().abs().amax(dim=(0, 1, 3)) / 448).contiguous()
+    key_fp8 = torch.empty(shape, dtype=torch.uint8, device="cuda")
+    value_fp8 = torch.empty(shape, dtype=torch.uint8, device="cuda")
+    slots = torch.arange(num_blocks * BLOCK, device="cuda")
+    torch.ops.djl_attn.reshape_and_cache(key_cache.view(-1, HEADS_KV, DIM),
+                                         value_cache.view(-1, HEADS_KV, DIM), key_fp8, value_fp8,
+                                         slots, True, k_scale, v_scale)
+    tables = torch.randperm(num_blocks, device="cuda").to(torch.int32).view(batch, blocks_per_seq)
+    lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    query = torch.randn(batch, HEADS_Q, DIM, dtype=DTYPE, device="cuda")
+    scale = DIM**-0.5
+    op = torch.ops.djl_attn.paged_attention
+    values = 2 * batch * context * HEADS_KV * DIM  # K and V elements read per call
+    runs = {
+        "fp16 auto": (lambda: op(query, key_cache, value_cache, tables, lens, scale, context,
+                                 None), "auto", 2),
+        "fp16 v2": (lambda: op(query, key_cache, value_cache, tables, lens, scale, context,
+                               None), "v2", 2),
+        "fp8 auto": (lambda: op(query, key_fp8, value_fp8, tables, lens, scale, context, None,
+                                True, k_scale, v_scale), "auto", 1),
+        "fp8 v2": (lambda: op(query, key_fp8, value_fp8, tables, lens, scale, context, None,
+                              True, k_scale, v_scale), "v2", 1),
+    }
+    row = {"batch": batch, "context": context}
+    outs = {}
+    for name, (fn, variant, element_bytes) in runs.items():
+        set_variant(variant)
+        ms = time_ms(fn)
+        kms, seen = kernel_ms(fn, KERNELS)
+        row[name] = (ms, kms, chosen(seen), values * element_bytes / kms / 1e6)
+        outs[name] = fn().float()
+    set_variant("auto")
+    row["max_err"] = max((outs[k] - outs["fp16 auto"]).abs().max().item()
+                         for k in ("fp8 auto", "fp8 v2"))
+    row["max_out"] = outs["fp16 auto"].abs().max().item()
+    del key_cache, value_cache, key_fp8, value_fp8
+    torch.cuda.empty_cache()
+    return row
+
+
+def fp8_table(rows, device_line):
+    lines = [
+        "",
+        "### FP8 KV cache against the float16 cache (%s)" % device_line,
+        "",
+        "Hq = %d, Hkv = %d, D = %d, float16 queries, block size %d, shuffled block tables; the "
+        "fp8 cache holds the same random K/V as e4m3fn with per-head scales max|x| / 448. Each "
+        "cell: op us / kernel us (kernel chosen), kernel GB/s of the bytes the cache holds. "
+        "Speed-up: kernel time of the fp16 cache over that of the fp8 cache, i.e. K/V values "
+        "per second (target >= 1.8 for auto)." % (HEADS_Q, HEADS_KV, DIM, BLOCK),
+        "",
+        "| batch | context | fp16 auto | fp16 v2 | fp8 auto | fp8 v2 | speed-up fp8 auto vs "
+        "fp16 auto | fp8 v2 vs fp16 v2 | max abs diff fp8 - fp16 (max abs out) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+    def cell(r):
+        ms, kms, chose, gbs = r
+        return "%.1f / %.1f (%s), %.0f GB/s" % (ms * 1e3, kms * 1e3, chose, gbs)
+
+    for r in rows:
+        lines.append("| %d | %d | %s | %s | %s | %s | %.2fx | %.2fx | %.2g (%.2g) |" % (
+            r["batch"], r["context"], cell(r["fp16 auto"]), cell(r["fp16 v2"]),
+            cell(r["fp8 auto"]), cell(r["fp8 v2"]), r["fp16 auto"][1] / r["fp8 auto"][1],
+            r["fp16 v2"][1] / r["fp8 v2"][1], r["max_err"], r["max_out"]))
+    return lines
+
+
 def chosen(seen):
     """The variant a call ran, from the kernel names the profiler saw."""
     if "flash_decode_kernel" in seen:
         return "flash"
+    if "paged_fp8_mma_kernel" in seen:
+        return "flash_fp8"
     return "v2" if "paged_attention_reduce_kernel" in seen else "v1"
 
 
@@ -256,6 +342,8 @@ def main():
     parser.add_argument("--configs", default="all",
                         help="kernel configurations to compare: all, none, or a comma-separated "
                              "list of %s" % CONFIGS)
+    parser.add_argument("--fp8", default="on", choices=["on", "off", "only"],
+                        help="the fp8 cache table: on (default), off, or only it")
     args = parser.parse_args()
     if args.configs == "all":
         configs = CONFIGS
@@ -281,6 +369,22 @@ def main():
 
     copy_gbs = copy_bandwidth()
     print("device-to-device copy: %.0f GB/s (read + write)" % copy_gbs, flush=True)
+
+    fp8_rows = []
+    if args.fp8 != "off":
+        for batch, context in FP8_SHAPES:
+            r = bench_fp8(batch, context)
+            fp8_rows.append(r)
+            print("fp8 batch %d ctx %d: kernel us fp16 auto %.1f, fp16 v2 %.1f, fp8 %.1f (%s): "
+                  "%.2fx" % (batch, context, r["fp16 auto"][1] * 1e3, r["fp16 v2"][1] * 1e3,
+                             r["fp8 auto"][1] * 1e3, r["fp8 auto"][2],
+                             r["fp16 auto"][1] / r["fp8 auto"][1]), flush=True)
+    if args.fp8 == "only":
+        table = "\n".join(fp8_table(fp8_rows, device_line)) + "\n"
+        print(table)
+        if args.out:
+            pathlib.Path(args.out).write_text(table)
+        return
 
     rows = []
     for batch in BATCHES:
@@ -348,6 +452,8 @@ def main():
     for w in writes:
         lines.append("| %d | %.1f | %.1f | %.0f |" % (w["tokens"], w["op_us"], w["kernel_us"],
                                                       w["kernel_gbs"]))
+    if fp8_rows:
+        lines += fp8_table(fp8_rows, device_line)
     table = "\n".join(lines) + "\n"
     print()
     print(table)

@@ -226,3 +226,30 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal):
         out[q0:q1] = o[0]
         lse[:, q0:q1] = l[0]
     return out, lse
+
+
+# ---- FP8 (e4m3fn) KV caches -----------------------------------------------------------------------
+
+FP8_MAX = 448.0  # torch.finfo(torch.float8_e4m3fn).max
+
+
+def _head_scale(scale, heads_kv, device):
+    """A scale [1] or [Hkv] (None: 1) as float32 [Hkv, 1], broadcasting over [.., Hkv, D]."""
+    if scale is None:
+        return torch.ones(heads_kv, 1, device=device)
+    return scale.float().to(device).expand(heads_kv)[:, None]
+
+
+def fp8_quantise(x, scale):
+    """What reshape_and_cache writes to an fp8 cache for rows x [.., Hkv, D]: uint8 bytes of
+    sat(round_to_nearest_even(x / scale)) in e4m3fn, through torch's own float8_e4m3fn cast (which
+    rounds to nearest even; the clamp saturates, where the cast alone would give NaN)."""
+    y = x.float() / _head_scale(scale, x.shape[-2], x.device)
+    return y.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+
+
+def fp8_dequantise(cache, scale):
+    """The values an fp8 cache [.., Hkv, D] (uint8 or float8_e4m3fn) holds: byte * scale, in
+    float64 (exact: an e4m3fn value times a float32 scale has at most 28 significant bits)."""
+    values = cache.view(torch.float8_e4m3fn).double()
+    return values * _head_scale(scale, cache.shape[-2], cache.device).double()

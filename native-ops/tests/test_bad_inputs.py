@@ -70,10 +70,9 @@ def _not_in(values, start, step=1):
     return v
 
 
-# A paged head dim and block size the kernels lack, and an odd head dim (not a whole number of
-# 16-byte vectors in any dtype).
-PAGED_BAD_HEAD_DIM = _not_in(PAGED_HEAD_DIMS, PAGED_HEAD_DIMS[0] + 8, 8)
-PAGED_ODD_HEAD_DIM = PAGED_HEAD_DIMS[0] - 1
+# Paged head dims past the largest and below 1, and a block size the kernels lack.
+PAGED_MAX_HEAD_DIM = supported_ints("paged.max_head_dim")[0]
+PAGED_BAD_HEAD_DIM = PAGED_MAX_HEAD_DIM + 1
 PAGED_BAD_BLOCK_SIZE = _not_in(PAGED_BLOCK_SIZES, PAGED_BLOCK_SIZES[0] // 2 or 1)
 PAGED_ODD_BLOCK_SIZE = PAGED_BLOCK_SIZES[0] + 1 if PAGED_BLOCK_SIZES[0] + 1 not in PAGED_BLOCK_SIZES \
     else _not_in(PAGED_BLOCK_SIZES, 3, 2)
@@ -168,9 +167,31 @@ def good_causal_dot_product(d, dtype=torch.float32, batch=2, heads=2, seqlen=6, 
                 v=randn(batch, heads, seqlen, dim_v, dtype=dtype, device=d))
 
 
-def _caches(d, dtype, num_blocks, block_size, heads_kv, dim):
+def _caches(d, dtype, num_blocks, block_size, heads_kv, dim, fp8=False):
+    """Random caches of `dtype`, or with fp8=True uint8 caches of random e4m3fn bytes."""
+    if fp8:
+        return tuple(randn(num_blocks, block_size, heads_kv, dim, device=d)
+                     .to(torch.float8_e4m3fn).view(torch.uint8) for _ in range(2))
     return (randn(num_blocks, block_size, heads_kv, dim, dtype=dtype, device=d),
             randn(num_blocks, block_size, heads_kv, dim, dtype=dtype, device=d))
+
+
+def _scales(d, heads_kv, fp8):
+    """k_scale per tensor [1] and v_scale per head [Hkv] for an fp8 cache, else None."""
+    if not fp8:
+        return dict(k_scale=None, v_scale=None)
+    return dict(k_scale=torch.tensor([0.5], device=d),
+                v_scale=torch.rand(heads_kv, device=d) + 0.5)
+
+
+def dequantised(a, name):
+    """key_cache or value_cache as its values: an fp8 cache's bytes times its scales (float64)."""
+    cache = a[name]
+    if cache.dtype != torch.uint8:
+        return cache
+    scale = a["k_scale" if name == "key_cache" else "v_scale"]
+    values = cache.view(torch.float8_e4m3fn).double()
+    return values if scale is None else values * scale.double()[:, None]
 
 
 def _tables(lens, block_size, d, num_blocks):
@@ -187,44 +208,55 @@ def _tables(lens, block_size, d, num_blocks):
 
 
 def good_reshape_and_cache(d, dtype=torch.float32, tokens=3, heads_kv=2, dim=40, num_blocks=4,
-                           block_size=8):
-    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim)
+                           block_size=8, fp8=False):
+    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim, fp8)
     slots = [(5 * t + 3) % (num_blocks * block_size) for t in range(tokens)]
     if tokens > 1:
         slots[1] = -1  # skipped
     return dict(key=randn(tokens, heads_kv, dim, dtype=dtype, device=d),
                 value=randn(tokens, heads_kv, dim, dtype=dtype, device=d),
                 key_cache=key_cache, value_cache=value_cache,
-                slot_mapping=ints(slots, d, torch.int64), check_slots=True)
+                slot_mapping=ints(slots, d, torch.int64), check_slots=True,
+                **_scales(d, heads_kv, fp8))
 
 
 def good_paged_attention(d, dtype=torch.float32, lens=(20, 9, 0), heads_q=4, heads_kv=2, dim=None,
-                         block_size=None, num_blocks=6, alibi=True):
+                         block_size=None, num_blocks=6, alibi=True, fp8=False):
     dim = dim or PAGED_HEAD_DIMS[0]
     block_size = block_size or PAGED_BLOCK_SIZES[0]
     needed = sum((n + block_size - 1) // block_size for n in lens)
     num_blocks = max(num_blocks, needed)
-    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim)
+    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim, fp8)
     return dict(query=randn(len(lens), heads_q, dim, dtype=dtype, device=d), key_cache=key_cache,
                 value_cache=value_cache, block_tables=_tables(lens, block_size, d, num_blocks),
                 context_lens=ints(list(lens), d), scale=0.125, max_context_len=max(lens, default=0),
-                alibi_slopes=torch.rand(heads_q, device=d) if alibi else None, check_indices=True)
+                alibi_slopes=torch.rand(heads_q, device=d) if alibi else None, check_indices=True,
+                **_scales(d, heads_kv, fp8))
 
 
 def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks=(3, 2, 0),
                                  heads_q=4, heads_kv=2, dim=None, block_size=None, num_blocks=6,
-                                 alibi=True):
+                                 alibi=True, fp8=False):
     dim = dim or PAGED_HEAD_DIMS[0]
     block_size = block_size or PAGED_BLOCK_SIZES[0]
     needed = sum((n + block_size - 1) // block_size for n in lens)
     num_blocks = max(num_blocks, needed)
-    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim)
+    key_cache, value_cache = _caches(d, dtype, num_blocks, block_size, heads_kv, dim, fp8)
     cu = [0] + [sum(chunks[: i + 1]) for i in range(len(chunks))]
     return dict(query=randn(cu[-1], heads_q, dim, dtype=dtype, device=d), key_cache=key_cache,
                 value_cache=value_cache, block_tables=_tables(lens, block_size, d, num_blocks),
                 cu_seqlens_q=ints(cu, d), context_lens=ints(list(lens), d), scale=0.125,
                 max_seqlen_q=max(chunks, default=0), alibi_slopes=torch.rand(heads_q, device=d) if alibi else None,
-                check_indices=True)
+                check_indices=True, **_scales(d, heads_kv, fp8))
+
+
+def _stored(x, cache, scale):
+    """What reshape_and_cache stores of rows x [.., Hkv, D] in `cache`: x itself, or for an fp8
+    cache torch's own e4m3fn cast of x / scale, saturated at +-448."""
+    if cache.dtype != torch.uint8:
+        return x
+    scale = torch.ones(1) if scale is None else scale.cpu()
+    return (x.float() / scale[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
 
 
 def check_reshape_and_cache(a, _outputs):
@@ -233,9 +265,11 @@ def check_reshape_and_cache(a, _outputs):
     slots = a["slot_mapping"].cpu().tolist()
     kc = a["key_cache"].reshape(-1, *a["key_cache"].shape[2:]).cpu()
     vc = a["value_cache"].reshape(-1, *a["value_cache"].shape[2:]).cpu()
+    keys = _stored(a["key"].cpu(), kc, a["k_scale"])
+    values = _stored(a["value"].cpu(), vc, a["v_scale"])
     for t, s in enumerate(slots):
         if s >= 0:
-            assert torch.equal(kc[s], a["key"][t].cpu()) and torch.equal(vc[s], a["value"][t].cpu())
+            assert torch.equal(kc[s], keys[t]) and torch.equal(vc[s], values[t])
 
 
 def _compare(expected_fn):
@@ -289,12 +323,14 @@ OPS = {
         lambda a: reference.causal_dot_product(a["q"], a["k"], a["v"]))),
     "reshape_and_cache": Operator(good_reshape_and_cache, check_reshape_and_cache),
     "paged_attention": Operator(good_paged_attention, _compare(
-        lambda a: reference.paged_attention(a["query"], a["key_cache"], a["value_cache"],
+        lambda a: reference.paged_attention(a["query"], dequantised(a, "key_cache"),
+                                            dequantised(a, "value_cache"),
                                             a["block_tables"], a["context_lens"], a["scale"],
                                             a["alibi_slopes"]))),
     "paged_prefill_attention": Operator(good_paged_prefill_attention, _compare(
         lambda a: reference.paged_prefill_attention(
-            a["query"], a["key_cache"], a["value_cache"], a["block_tables"], a["cu_seqlens_q"],
+            a["query"], dequantised(a, "key_cache"), dequantised(a, "value_cache"),
+            a["block_tables"], a["cu_seqlens_q"],
             a["context_lens"], a["scale"], a["alibi_slopes"]))),
 }
 
@@ -425,9 +461,9 @@ def row(what, change, rule, arg=None, **extra):
     return (what, change, arg, rule, extra)
 
 
-def device_row(what, name, arg=None, ref="q"):
+def device_row(what, name, arg=None, ref="q", **extra):
     return row(what, set_arg(name, to_other_device), "expected the device of %s (" % ref,
-               arg=arg or name, mixes_devices=True)
+               arg=arg or name, mixes_devices=True, **extra)
 
 
 BIG = 2**30 + 1  # one past the longest sequence the flash kernels index with 32-bit ints
@@ -777,6 +813,35 @@ BAD_CALLS += rows_for(LINEAR, "q", [
         "expected a contiguous last dim (stride 1), got stride 2", arg="v"),
 ])
 
+FP8 = dict(fp8=True)
+SCALE_RULE = "expected no scale for a float32 cache (scales apply to fp8 caches: uint8 or " \
+    "float8_e4m3fn), got a tensor"
+
+
+def _scale_rows():
+    """The rows every paged operator has for the fp8 scales (k_scale, v_scale) and caches."""
+    return [
+        row("k-scale-without-fp8-cache", set_arg("k_scale", lambda t, d: torch.ones(1, device=d)),
+            SCALE_RULE, arg="k_scale"),
+        row("v-scale-without-fp8-cache", set_arg("v_scale", lambda t, d: torch.ones(2, device=d)),
+            SCALE_RULE, arg="v_scale"),
+        row("k-scale-size", set_arg("k_scale", lambda t, d: torch.ones(3, device=d)),
+            "expected size 1 (per tensor) or Hkv = 2 (per head) at dim 0, got 3", arg="k_scale",
+            base=FP8),
+        row("v-scale-rank", set_arg("v_scale", add_dim), "expected 1 dims [1] or [Hkv], got 2 dims",
+            arg="v_scale", base=FP8),
+        row("k-scale-float64", set_arg("k_scale", to_dtype(torch.float64)),
+            "expected dtype float32, got float64", arg="k_scale", base=FP8),
+        row("v-scale-float16", set_arg("v_scale", to_dtype(torch.float16)),
+            "expected dtype float32, got float16", arg="v_scale", base=FP8),
+        row("v-scale-strided", set_arg("v_scale", strided_last_dim), "expected a contiguous tensor",
+            arg="v_scale", base=FP8),
+        device_row("k-scale-device", "k_scale", ref="key_cache", base=FP8),
+        row("fp8-value-cache-of-another-dtype", set_arg("value_cache", lambda t, d: t.float()),
+            "expected the dtype of key_cache (uint8), got float32", arg="value_cache", base=FP8),
+    ]
+
+
 CACHE = "reshape_and_cache"
 BAD_CALLS += rows_for(CACHE, "key", [
     row("key-rank", set_arg("key", add_dim), "expected 3 dims [T, Hkv, D], got 4 dims"),
@@ -826,7 +891,11 @@ BAD_CALLS += rows_for(CACHE, "key", [
     row("slot-past-the-caches", set_arg("slot_mapping", set_item(2, 32)),
         "expected slots < num_blocks * block_size = 32 (or negative to skip), got 32 at index 2",
         arg="slot_mapping"),
-])
+    # An fp8 cache takes float keys: fp8 (uint8) keys are refused, not copied byte for byte.
+    row("fp8-key", set_args(key=lambda t, d: t.to(torch.float8_e4m3fn).view(torch.uint8),
+                            value=lambda t, d: t.to(torch.float8_e4m3fn).view(torch.uint8)),
+        "expected dtype in %s, got uint8" % DTYPE_LIST, base=FP8),
+] + _scale_rows())
 
 
 def _paged_rows(op, index_rows):
@@ -839,15 +908,13 @@ def _paged_rows(op, index_rows):
             "expected dtype in %s, got float64" % DTYPE_LIST),
         row("query-strided-last-dim", set_arg("query", strided_last_dim),
             "expected a contiguous last dim (stride 1), got stride 2"),
-        row("head-dim-not-supported",
+        row("head-dim-past-the-largest",
             set_args(query=resize(2, PAGED_BAD_HEAD_DIM), key_cache=resize(3, PAGED_BAD_HEAD_DIM),
                      value_cache=resize(3, PAGED_BAD_HEAD_DIM)),
-            "expected a head dim D in %s, got %d" % (_list(PAGED_HEAD_DIMS), PAGED_BAD_HEAD_DIM)),
-        # Not a whole number of 16-byte vectors in any dtype: once a CUDA-only refusal.
-        row("head-dim-odd",
-            set_args(query=resize(2, PAGED_ODD_HEAD_DIM), key_cache=resize(3, PAGED_ODD_HEAD_DIM),
-                     value_cache=resize(3, PAGED_ODD_HEAD_DIM)),
-            "expected a head dim D in %s, got %d" % (_list(PAGED_HEAD_DIMS), PAGED_ODD_HEAD_DIM)),
+            "expected a head dim D in [1, %d], got %d" % (PAGED_MAX_HEAD_DIM, PAGED_BAD_HEAD_DIM)),
+        row("head-dim-zero",
+            set_args(query=resize(2, 0), key_cache=resize(3, 0), value_cache=resize(3, 0)),
+            "expected a head dim D in [1, %d], got 0" % PAGED_MAX_HEAD_DIM),
         row("block-size-not-supported",
             set_args(key_cache=resize(1, PAGED_BAD_BLOCK_SIZE),
                      value_cache=resize(1, PAGED_BAD_BLOCK_SIZE)),
@@ -915,7 +982,9 @@ def _paged_rows(op, index_rows):
         row("context-negative", set_arg("context_lens", set_item(2, -1)),
             "expected values in [0, max_blocks * block_size = 24], got -1 at index 2",
             arg="context_lens"),
-    ] + index_rows)
+        row("fp8-query", set_arg("query", lambda t, d: t.to(torch.float8_e4m3fn).view(torch.uint8)),
+            "expected dtype in %s, got uint8" % DTYPE_LIST, base=FP8),
+    ] + index_rows + _scale_rows())
 
 
 PAGED = "paged_attention"
@@ -1064,6 +1133,20 @@ ACCEPTED_CALLS = [
               lambda a, d: one_token_cache(a, d, 1, MANY, tokens=1), every_row_is_the_one_value),
     _accepted(FLASH, "more-batch-rows-than-a-grid-holds", lambda a, d: None, batch=MANY,
               seqlen_q=1, seqlen_k=2, heads_q=1, heads_kv=1, dim=8, kv_lens=None),
+] + [
+    # Every head dim in [1, max]: between the compiled ones (on CUDA the next one up runs them,
+    # or the element-load kernel where a row is not a whole number of 16-byte vectors).
+    _accepted(op, "head-dim-%d-%s" % (dim, str(dtype).split(".")[1]), lambda a, d: None, dim=dim,
+              dtype=dtype)
+    for op in (PAGED, PREFILL)
+    for dim, dtype in ((1, torch.float32), (7, torch.float16), (8, torch.float16),
+                       (24, torch.bfloat16), (32, torch.float16), (100, torch.float32),
+                       (200, torch.bfloat16), (PAGED_MAX_HEAD_DIM, torch.float16))
+] + [
+    _accepted(op, "fp8-head-dim-%d" % dim, lambda a, d: None, dim=dim, fp8=True,
+              dtype=torch.float16)
+    for op in (PAGED, PREFILL)
+    for dim in (16, 40, 64, 128)
 ] + [
     _accepted(op, "head-dim-%d-block-size-%d" % (dim, bs), lambda a, d: None, dim=dim,
               block_size=bs, dtype=dtype)

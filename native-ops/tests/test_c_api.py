@@ -140,7 +140,8 @@ def test_a_rejected_paged_call_logs_nothing(device, capfd):
     status, message, _ = call(
         "paged_attention",
         [(TENSOR, query), (TENSOR, cache), (TENSOR, cache), (TENSOR, tables), (TENSOR, lens),
-         (FLOAT, 0.125), (INT, 20), (OPTIONAL_TENSOR, None), (BOOL, 1)],
+         (FLOAT, 0.125), (INT, 20), (OPTIONAL_TENSOR, None), (BOOL, 1), (OPTIONAL_TENSOR, None),
+         (OPTIONAL_TENSOR, None)],
         1,
     )
     captured = capfd.readouterr()

@@ -20,7 +20,9 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # The library's own lists (kHeadDims, kBlockSizes of src/paged/paged_params.h).
 HEAD_DIMS = supported_ints("paged.head_dims")
 BLOCK_SIZES = supported_ints("paged.block_sizes")
-HEAD_DIM_LIST = r"\{" + ", ".join(str(d) for d in HEAD_DIMS) + r"\}"
+# Every head dim in [1, MAX_HEAD_DIM] is accepted; HEAD_DIMS are the ones the CUDA vector kernels
+# are compiled for (others run on the next one up, or on the element-load kernel).
+MAX_HEAD_DIM = supported_ints("paged.max_head_dim")[0]
 # "auto" lets the launcher's plan choose; v1 (one pass per sequence), v2 (partitioned context
 # plus a reduce kernel) and flash (the tensor-core split-KV decode kernel,
 # cuda/flash/flash_decode.h) force one CUDA kernel. A forced flash runs what auto would choose
@@ -531,7 +533,9 @@ def test_validation_context_lens(device):
     [
         ("query", lambda a: a["query"].to(torch.float64), r"query: expected dtype in"),
         ("query", lambda a: a["query"].float(), r"key_cache: expected the dtype of query"),
-        ("query", lambda a: a["query"][:, :, :32].contiguous(), r"query: expected a head dim D in " + HEAD_DIM_LIST + ", got 32"),
+        ("query", lambda a: torch.zeros(*a["query"].shape[:2], MAX_HEAD_DIM + 1,
+                                        dtype=a["query"].dtype, device=a["query"].device),
+         r"query: expected a head dim D in \[1, %d\], got %d" % (MAX_HEAD_DIM, MAX_HEAD_DIM + 1)),
         ("query", lambda a: a["query"][:, :3].contiguous(), r"key_cache: expected a number of heads Hkv that divides the query heads Hq = 3"),
         ("query", lambda a: a["query"][0], r"query: expected 3 dims"),
         ("block_tables", lambda a: a["block_tables"].long(), r"block_tables: expected dtype int32"),
@@ -737,3 +741,274 @@ def test_vouched_decode_step_has_no_host_synchronisation():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, expected)
+
+
+# ---- FP8 (e4m3fn) caches ----------------------------------------------------------------------
+# An fp8 cache is a uint8 (or float8_e4m3fn) cache of OCP e4m3fn bytes; reshape_and_cache writes
+# sat(rne(x / scale)), the attention operators read byte * scale; scales are float32 [1] (per
+# tensor) or [Hkv] (per head). The bytes are checked against torch's own float8_e4m3fn cast
+# (reference.fp8_quantise), the attention against the float64 reference over the dequantised
+# cache (reference.fp8_dequantise) at the query dtype's tolerance.
+
+FP8_CACHE_DTYPES = [torch.uint8, torch.float8_e4m3fn]
+
+
+def fp8_scales(kind, heads_kv, device):
+    """k_scale and v_scale: None, per tensor [1] or per head [Hkv], fresh random values."""
+    if kind == "none":
+        return None, None
+    n = 1 if kind == "tensor" else heads_kv
+    return (torch.rand(n, device=device) * 0.1 + 0.01, torch.rand(n, device=device) * 0.1 + 0.01)
+
+
+def fp8_cache(num_blocks, block_size, heads_kv, dim, cache_dtype, device):
+    """An fp8 cache poisoned with the NaN byte: a kernel that reads a slot no sequence owns
+    returns NaN."""
+    cache = torch.full((num_blocks, block_size, heads_kv, dim), 0x7F, dtype=torch.uint8,
+                       device=device)
+    return cache.view(cache_dtype)
+
+
+def as_bytes(cache):
+    return cache.view(torch.uint8)
+
+
+class PagedFp8(Paged):
+    """A Paged cache of fp8 bytes with its scales."""
+
+    def __init__(self, context_lens, block_size, heads_kv, dim, device, scales="tensor",
+                 cache_dtype=torch.uint8):
+        super().__init__(context_lens, block_size, heads_kv, dim, torch.float16, device)
+        self.key_cache = fp8_cache(*self.key_cache.shape, cache_dtype, device)
+        self.value_cache = fp8_cache(*self.value_cache.shape, cache_dtype, device)
+        self.k_scale, self.v_scale = fp8_scales(scales, heads_kv, device)
+
+    def fill(self, keys, values):
+        slots = [self.slots(s, torch.arange(k.shape[0])) for s, k in enumerate(keys)]
+        reshape_and_cache(torch.cat(keys), torch.cat(values), self.key_cache, self.value_cache,
+                          torch.cat(slots).to(self.key_cache.device), True, self.k_scale,
+                          self.v_scale)
+
+    def dequantised(self):
+        return (reference.fp8_dequantise(self.key_cache, self.k_scale),
+                reference.fp8_dequantise(self.value_cache, self.v_scale))
+
+
+def fp8_rows(tokens, heads_kv, dim, dtype, device, scale):
+    """Rows whose x / scale spans e4m3's range, subnormals (below 2^-6) included."""
+    magnitude = torch.exp2(torch.empty(tokens, heads_kv, dim).uniform_(-11, 9))
+    sign = torch.randint(0, 2, (tokens, heads_kv, dim)) * 2 - 1
+    x = (sign * magnitude).to(device) * (1 if scale is None else scale.cpu()[:, None].to(device))
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scales", ["none", "tensor", "head"])
+@pytest.mark.parametrize("cache_dtype", FP8_CACHE_DTYPES)
+@pytest.mark.parametrize("dim", [64, 80, 7])
+def test_fp8_reshape_and_cache_matches_torch_cast(device, dtype, scales, cache_dtype, dim):
+    heads_kv, tokens, block_size = 3, 37, 8
+    k_scale, v_scale = fp8_scales(scales, heads_kv, device)
+    key = fp8_rows(tokens, heads_kv, dim, dtype, device, k_scale)
+    value = fp8_rows(tokens, heads_kv, dim, dtype, device, v_scale)
+    key_cache = fp8_cache(6, block_size, heads_kv, dim, cache_dtype, device)
+    value_cache = fp8_cache(6, block_size, heads_kv, dim, cache_dtype, device)
+    slots = torch.randperm(6 * block_size)[:tokens]
+    slots[5] = -1  # skipped: the slot keeps its poison
+    reshape_and_cache(key, value, key_cache, value_cache, slots.to(device), True, k_scale, v_scale)
+    kc = as_bytes(key_cache).reshape(-1, heads_kv, dim).cpu()
+    vc = as_bytes(value_cache).reshape(-1, heads_kv, dim).cpu()
+    expected_k = reference.fp8_quantise(key, k_scale).cpu()
+    expected_v = reference.fp8_quantise(value, v_scale).cpu()
+    written = slots >= 0
+    assert torch.equal(kc[slots[written]], expected_k[written])
+    assert torch.equal(vc[slots[written]], expected_v[written])
+    untouched = torch.ones(kc.shape[0], dtype=torch.bool)
+    untouched[slots[written]] = False
+    assert (kc[untouched] == 0x7F).all() and (vc[untouched] == 0x7F).all()
+
+
+def test_fp8_every_value_and_every_tie(device):
+    # The 254 finite e4m3fn values round-trip, and each midpoint between neighbours rounds to
+    # the one with the even mantissa, as torch's cast does.
+    values = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+    values = values[values.isfinite()]
+    ordered = values.unique()  # sorted, -0 and 0 merged
+    ties = (ordered[1:] + ordered[:-1]) / 2
+    x = torch.cat([values, ties]).reshape(-1, 1, 1)
+    cache = fp8_cache(x.shape[0], 1, 1, 1, torch.uint8, device)
+    other = fp8_cache(x.shape[0], 1, 1, 1, torch.uint8, device)
+    slots = torch.arange(x.shape[0], device=device)
+    reshape_and_cache(x.to(device), x.to(device), cache, other, slots)
+    assert torch.equal(cache.reshape(-1).cpu(), reference.fp8_quantise(x, None).reshape(-1))
+    assert torch.equal(cache[: values.shape[0]].reshape(-1).cpu(),
+                       values.to(torch.float8_e4m3fn).view(torch.uint8))
+
+
+def test_fp8_saturation_and_nan(device):
+    # Beyond +-448 (after the scale), infinities included: +-448. NaN stays NaN.
+    x = torch.tensor([448.0, 464.0, 480.0, 1e4, float("inf"), -500.0, -float("inf"), 20.0,
+                      float("nan")], device=device).reshape(-1, 1, 1)
+    scale = torch.tensor([0.25], device=device)  # 20 / 0.25 = 80: in range
+    cache = fp8_cache(x.shape[0], 1, 1, 1, torch.uint8, device)
+    other = fp8_cache(x.shape[0], 1, 1, 1, torch.uint8, device)
+    slots = torch.arange(x.shape[0], device=device)
+    reshape_and_cache(x, x, cache, other, slots, True, scale, scale)
+    got = cache.reshape(-1).view(torch.float8_e4m3fn).float().cpu()
+    expected = torch.tensor([448.0, 448.0, 448.0, 448.0, 448.0, -448.0, -448.0, 80.0])
+    assert torch.equal(got[:-1], expected)
+    assert got[-1].isnan()
+
+
+def check_decode_fp8(context_lens, block_size, heads_q, heads_kv, dim, dtype, device,
+                     scales="tensor", cache_dtype=torch.uint8, alibi=False):
+    paged = PagedFp8(context_lens, block_size, heads_kv, dim, device, scales, cache_dtype)
+    keys, values = random_kv(context_lens, heads_kv, dim, dtype, device)
+    if paged.k_scale is not None:
+        # Values of the size the scales are for: about 1 / scale around the middle of e4m3.
+        keys = [k * paged.k_scale.to(dtype)[:, None] * 16 for k in keys]
+        values = [v * paged.v_scale.to(dtype)[:, None] * 16 for v in values]
+    paged.fill(keys, values)
+    key_values, value_values = paged.dequantised()
+    query = torch.randn(len(context_lens), heads_q, dim, dtype=dtype, device=device)
+    slopes = torch.rand(heads_q, device=device) * 0.5 if alibi else None
+    scale = 1.0 / math.sqrt(dim)
+    if paged.k_scale is not None:
+        scale /= 16 * paged.k_scale.max().item()  # scores of order 1, as in a model
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, scale, max(context_lens + [0]), slopes, True,
+                          paged.k_scale, paged.v_scale)
+    expected = reference.paged_attention(query, key_values, value_values, paged.block_tables,
+                                         paged.context_lens, scale, slopes)
+    assert out.dtype == dtype and out.shape == query.shape
+    # Relative to the values' size (16 * v_scale), as assert_close's tolerance is to 1.
+    size = 1.0 if paged.v_scale is None else 16 * paged.v_scale.max().item()
+    assert_close(out.cpu().double() / size, expected.cpu() / size, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", HEAD_DIMS)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_fp8_decode_grid(device, variant, config, dtype, dim, block_size):
+    skip_untuned(config, dtype, dim)
+    check_decode_fp8(MIXED_CONTEXTS, block_size, 4, 2, dim, dtype, device)
+
+
+@pytest.mark.parametrize("scales", ["none", "tensor", "head"])
+@pytest.mark.parametrize("cache_dtype", FP8_CACHE_DTYPES)
+# Groups of 1, 4, 6 (with ALiBi: v1/v2), 5, 16 (the fp8 tensor-core kernel's largest) and 32
+# (v1/v2).
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (12, 2), (5, 1), (32, 2), (32, 1)])
+def test_fp8_decode_scales_and_groups(device, variant, config, scales, cache_dtype, heads_q,
+                                      heads_kv):
+    check_decode_fp8([113, 7, 1, 1000], 16, heads_q, heads_kv, 128, torch.float16, device, scales,
+                     cache_dtype, alibi=heads_q == 12)
+
+
+def test_fp8_decode_many_sequences_one_pass(device, variant):
+    # 300 sequences x 2 kv heads fill a GPU's grid without splitting the context: the one-pass
+    # path of the CUDA kernels (tests/test_plans_paged.py), contexts of every length to 200.
+    lens = torch.randint(1, 201, (300,)).tolist()
+    check_decode_fp8(lens, 16, 8, 2, 128, torch.float16, device, "head")
+
+
+def test_fp8_decode_empty_batch(device, variant):
+    paged = PagedFp8([], 16, 2, 64, device)
+    query = torch.randn(0, 4, 64, dtype=torch.bfloat16, device=device)
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 0.125, 0, None, True, paged.k_scale, paged.v_scale)
+    assert out.shape == (0, 4, 64) and out.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [64, 80, 128])
+@pytest.mark.parametrize("scales", ["tensor", "head"])
+def test_fp8_prefill(device, dtype, dim, scales):
+    lens, chunks, heads_q, heads_kv = [1, 37, 200, 16], [1, 5, 64, 0], 6, 2
+    paged = PagedFp8(lens, 16, heads_kv, dim, device, scales)
+    keys, values = random_kv(lens, heads_kv, dim, dtype, device)
+    keys = [k * paged.k_scale.to(dtype)[:, None] * 16 for k in keys]
+    values = [v * paged.v_scale.to(dtype)[:, None] * 16 for v in values]
+    paged.fill(keys, values)
+    key_values, value_values = paged.dequantised()
+    cu = torch.tensor([0] + chunks).cumsum(0).to(torch.int32)
+    query = torch.randn(int(cu[-1]), heads_q, dim, dtype=dtype, device=device)
+    slopes = torch.rand(heads_q, device=device) * 0.5
+    scale = 1.0 / (math.sqrt(dim) * 16 * paged.k_scale.max().item())
+    out = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                        cu.to(device), paged.context_lens, scale, max(chunks), slopes, True,
+                        paged.k_scale, paged.v_scale)
+    expected = reference.paged_prefill_attention(query, key_values, value_values,
+                                                 paged.block_tables, cu, paged.context_lens,
+                                                 scale, slopes)
+    size = 16 * paged.v_scale.max().item()
+    assert_close(out.cpu().double() / size, expected.cpu() / size, dtype)
+
+
+def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=128):
+    """A LLaMA-7B-shaped decode layer (D 128) on random data, its K/V once in an fp16 cache and
+    once in an fp8 cache with per-head scales max|x| / 448 (as a calibration would set them):
+    the max abs difference of the outputs relative to max |output of the fp16 cache|, and the
+    same for the fp16 cache's own error against float64."""
+    lens = list(lens)
+    half = Paged(lens, 16, heads_kv, dim, torch.float16, device)
+    keys, values = random_kv(lens, heads_kv, dim, torch.float16, device)
+    half.fill(keys, values)
+    k_all, v_all = torch.cat(keys).float(), torch.cat(values).float()
+    k_scale = (k_all.abs().amax(dim=(0, 2)) / 448).contiguous()
+    v_scale = (v_all.abs().amax(dim=(0, 2)) / 448).contiguous()
+    fp8 = PagedFp8(lens, 16, heads_kv, dim, device, "head")
+    fp8.block_tables = half.block_tables
+    fp8.k_scale, fp8.v_scale = k_scale, v_scale
+    fp8.fill(keys, values)
+    query = torch.randn(len(lens), heads_q, dim, dtype=torch.float16, device=device)
+    scale = dim ** -0.5
+    args = (half.block_tables, half.context_lens, scale, max(lens), None)
+    out16 = paged_attention(query, half.key_cache, half.value_cache, *args).double()
+    out8 = paged_attention(query, fp8.key_cache, fp8.value_cache, *args, True, k_scale,
+                           v_scale).double()
+    exact = reference.paged_attention(query, half.key_cache, half.value_cache, half.block_tables,
+                                      half.context_lens, scale)
+    size = out16.abs().max().item()
+    return ((out8 - out16).abs().max().item() / size,
+            (out16.cpu() - exact.cpu()).abs().max().item() / size)
+
+
+@pytest.mark.parametrize("heads_q,heads_kv", [(32, 32), (32, 8)])
+def test_fp8_against_fp16_cache_llama7b_layer(device, variant, heads_q, heads_kv):
+    # docs/operators.md states these errors (measured 0.043 on the CPU). The bound is e4m3's:
+    # 3 mantissa bits round each value by up to 2^-4 relative, so an output row (a convex
+    # combination of V rows: the one V row at context 1, where the error peaks) moves by up to
+    # 2^-4 of max |V| from V's rounding, plus what K's rounding does to the weights.
+    fp8_error, fp16_error = fp8_against_fp16(heads_q, heads_kv, device)
+    print("fp8 vs fp16 cache, Hq %d Hkv %d: %.3g (fp16 cache vs float64: %.3g)"
+          % (heads_q, heads_kv, fp8_error, fp16_error))
+    assert fp8_error < 0.1
+    assert fp16_error < fp8_error
+
+
+# ---- every head dim ---------------------------------------------------------------------------
+# Between and below the compiled head dims: on CUDA, rows of whole 16-byte vectors run v1/v2 on the
+# next compiled head dim (float16 8, 24, 40, 72, 200; float32 4, 12, 100; fp8 16, 32, 48, 112,
+# 240), the others the element-load kernel (1, 7, 33, 255; float16 20; fp8 40).
+ODD_HEAD_DIMS = [1, 4, 7, 8, 12, 20, 24, 32, 33, 40, 48, 72, 100, 112, 200, 240, 255]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", ODD_HEAD_DIMS)
+def test_decode_every_head_dim(device, variant, dtype, dim):
+    check_decode(MIXED_CONTEXTS, 16, 6, 2, dim, dtype, device)
+
+
+@pytest.mark.parametrize("dim", ODD_HEAD_DIMS)
+def test_fp8_decode_every_head_dim(device, variant, dim):
+    check_decode_fp8(MIXED_CONTEXTS, 8, 6, 2, dim, torch.bfloat16, device, "head")
+
+
+@pytest.mark.parametrize("dim", [1, 7, 24, 33, 200])
+def test_prefill_every_head_dim(device, dim):
+    qs, keys, values, outs, scale = run_chunked_prefill([33, 70], [33, 25], 16, 4, 2, dim,
+                                                        torch.float32, device)
+    for q, k, v, out in zip(qs, keys, values, outs):
+        expected, _ = reference.flash_attention(q[None], k[None], v[None], None, scale, True)
+        assert_close(out.cpu(), expected[0].cpu(), torch.float32, "chunked prefill vs dense")

@@ -17,14 +17,14 @@ _decode.restype = ctypes.c_char_p
 _decode.argtypes = ([ctypes.c_int64] * 6 + [ctypes.c_int32, ctypes.c_int32, ctypes.c_uint64,
                     ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p,
                     ctypes.c_char_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
-                    ctypes.c_int32, ctypes.c_int32])
+                    ctypes.c_int32, ctypes.c_int32, ctypes.c_int32])
 _prefill = lib.djl_attn_test_paged_prefill_plan
 _prefill.restype = ctypes.c_char_p
 _prefill.argtypes = [ctypes.c_int64] * 3
 _cache = lib.djl_attn_test_reshape_and_cache_plan
 _cache.restype = ctypes.c_char_p
 _cache.argtypes = ([ctypes.c_int64] * 3 + [ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64,
-                   ctypes.c_int64, ctypes.c_uint64])
+                   ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32])
 
 ALIGNED = 0x7F0000001000  # 16-byte aligned addresses, as the caching allocator returns them
 
@@ -37,14 +37,14 @@ def fields(text):
 def decode_plan(num_seqs, context, kernel="auto", config="smem4", partition=512, heads_q=32,
                 heads_kv=8, dim=128, block_size=16, element_size=2, alibi=False, gpu=H200,
                 query_address=ALIGNED, q_seq_stride=None, q_head_stride=None,
-                cache_address=ALIGNED):
+                cache_address=ALIGNED, fp8=False):
     """The plan of paged_attention for a query [num_seqs, Hq, D] (contiguous unless strides are
-    given) and max_context_len = context."""
+    given) and max_context_len = context; an fp8 cache when `fp8`."""
     q_head_stride = dim if q_head_stride is None else q_head_stride
     q_seq_stride = heads_q * dim if q_seq_stride is None else q_seq_stride
     return fields(_decode(num_seqs, heads_q, heads_kv, dim, block_size, context, element_size,
                           int(alibi), query_address, q_seq_stride, q_head_stride, cache_address,
-                          kernel.encode(), config.encode(), partition, *gpu).decode())
+                          kernel.encode(), config.encode(), partition, *gpu, int(fp8)).decode())
 
 
 def v2(partition_size, partitions, num_seqs, config="smem4", heads_q=32, dim=128, head_tiles=1):
@@ -190,11 +190,11 @@ def test_prefill_grid_stays_within_cuda_limits():
 
 
 def cache_plan(tokens, dim=128, element_size=2, key_address=ALIGNED, token_stride=None,
-               head_stride=None, cache_address=ALIGNED, heads_kv=8):
+               head_stride=None, cache_address=ALIGNED, heads_kv=8, fp8=False):
     head_stride = dim if head_stride is None else head_stride
     token_stride = heads_kv * dim if token_stride is None else token_stride
     return fields(_cache(tokens, heads_kv, dim, element_size, key_address, token_stride,
-                         head_stride, cache_address).decode())
+                         head_stride, cache_address, int(fp8)).decode())
 
 
 def test_reshape_and_cache_plans():
@@ -210,3 +210,73 @@ def test_reshape_and_cache_plans():
     assert cache_plan(4, head_stride=132)["vectorised"] == "0"
     # Past CUDA's grid limit the launch runs slices of 2^31 - 1 tokens.
     assert cache_plan(1 << 32)["blocks"] == str(2**31 - 1)
+
+
+def flash_fp8(num_seqs, partition_size=0, partitions=1, heads_q=32, dim=128):
+    plan = {"kernel": "flash_fp8", "seqs_per_launch": str(num_seqs)}
+    if partitions > 1:
+        plan.update(partition_size=str(partition_size), partitions=str(partitions),
+                    workspace_floats=str(num_seqs * heads_q * partitions * (dim + 2)))
+    return plan
+
+
+# bench_paged.py's fp8 shapes and a few others (Hq 32, Hkv 8, D 128, float16 queries, H200):
+# one block per (sequence, kv head) and v2's partitions, halved while fewer than 4 blocks per SM.
+FP8_PLANS = {
+    (32, 4096): (512, 8), (32, 8192): (512, 16), (64, 4096): (512, 8), (64, 8192): (512, 16),
+    (1, 1024): (64, 16), (128, 512): (0, 1),
+}
+
+
+@pytest.mark.parametrize("kernel", ["auto", "flash"])
+@pytest.mark.parametrize("shape", sorted(FP8_PLANS))
+def test_fp8_caches_run_the_fp8_tensor_core_kernel(kernel, shape):
+    batch, context = shape
+    assert decode_plan(batch, context, kernel, fp8=True) == flash_fp8(batch, *FP8_PLANS[shape])
+
+
+def test_fp8_caches_fall_back_to_v1_v2():
+    # What the fp8 tensor-core kernel does not take runs v1/v2 as for a float16 cache: forced
+    # v1/v2, float32 queries, ALiBi, head dims other than 64/128/256, groups above 16, sm_75.
+    for kw in (dict(kernel="v1"), dict(kernel="v2"), dict(element_size=4), dict(alibi=True),
+               dict(dim=80), dict(dim=96), dict(heads_q=32, heads_kv=1), dict(gpu=TURING)):
+        fp8 = decode_plan(32, 4096, fp8=True, **kw)
+        assert fp8["kernel"] in ("v1", "v2"), kw
+        forced = kw.get("kernel", "v2" if fp8["kernel"] == "v2" else "v1")
+        assert fp8 == decode_plan(32, 4096, **{**kw, "kernel": forced}), kw
+    # A cache view that is not 16-byte aligned runs the element-load kernel, fp8 or not.
+    assert decode_plan(32, 4096, fp8=True, cache_address=ALIGNED + 8)["kernel"] == "rows"
+    # Very long contexts: longer partitions, at most 8192 of them.
+    assert decode_plan(1, 1 << 23, fp8=True) == flash_fp8(1, 1024, 8192)
+
+
+def test_fp8_reshape_and_cache_plans():
+    # 8 elements per thread and one 8-byte store: rows of whole words and 8-byte aligned caches;
+    # the keys are read an element at a time, so their strides and address do not matter.
+    assert cache_plan(128, fp8=True) == {"vectorised": "1", "blocks": "128"}
+    assert cache_plan(4, fp8=True, key_address=ALIGNED + 2, head_stride=131)["vectorised"] == "1"
+    assert cache_plan(4, fp8=True, cache_address=ALIGNED + 8)["vectorised"] == "1"
+    assert cache_plan(4, fp8=True, cache_address=ALIGNED + 4)["vectorised"] == "0"
+    assert cache_plan(4, dim=100, fp8=True)["vectorised"] == "0"
+    assert cache_plan(4, dim=104, fp8=True)["vectorised"] == "1"
+
+
+def test_head_dims_between_the_compiled_ones():
+    # Rows of whole 16-byte vectors: v1/v2 on the next compiled head dim (smem4 where that one
+    # has it); other rows: the element-load kernel.
+    assert decode_plan(32, 4096, "v2", dim=32) == {**v2(512, 8, 32, dim=32),
+                                                   "padded_head_dim": "64"}
+    assert decode_plan(32, 4096, "v1", dim=200) == {**v1(32, "default"), "padded_head_dim": "256"}
+    assert decode_plan(32, 4096, "v1", dim=100, element_size=4) == {**v1(32, "default"),
+                                                                    "padded_head_dim": "128"}
+    assert decode_plan(32, 4096, "v1", dim=112) == {**v1(32, "smem4"), "padded_head_dim": "128"}
+    for kw in (dict(dim=20), dict(dim=7), dict(dim=1, element_size=4), dict(dim=255),
+               dict(dim=40, fp8=True), dict(dim=8, fp8=True)):
+        assert decode_plan(32, 4096, **kw)["kernel"] == "rows", kw
+    assert decode_plan(32, 4096, "v1", dim=48, fp8=True) == {**v1(32, "smem4"),
+                                                            "padded_head_dim": "64"}
+    # The compiled head dims run their own kernels (no padded_head_dim field).
+    assert "padded_head_dim" not in decode_plan(32, 4096, "v2", dim=80)
+    # The flash kernels keep their own head dims: auto on D = 32 runs v2.
+    assert decode_plan(32, 4096, dim=32)["kernel"] == "v2"
+    assert decode_plan(32, 4096, dim=32, fp8=True)["kernel"] == "v2"

@@ -19,6 +19,7 @@
 #include "flash/flash_params.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
+#include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
 
 namespace djl_attn::paged {
@@ -133,16 +134,38 @@ void run_rows(const PagedAttentionParams& p) {
   r.max_seqlen_q = 1;
   r.scale = p.scale;
   r.dtype = p.dtype;
+  r.cache_type = p.cache_type;
+  r.k_scale = p.k_scale;
+  r.v_scale = p.v_scale;
   run_paged_prefill_cuda(r);
+}
+
+template <typename T>
+void launch_v1_v2_typed(const PagedAttentionParams& p, const DecodePlan& plan,
+                        const kernels::PartitionWorkspace& ws, void* stream) {
+  if (p.cache_type == CacheType::kFp8E4M3) {
+    return kernels::launch_paged_attention<T, kernels::Fp8E4M3>(p, plan, ws, stream);
+  }
+  return kernels::launch_paged_attention<T, T>(p, plan, ws, stream);
+}
+
+void launch_flash_fp8(const PagedAttentionParams& p, const DecodePlan& plan,
+                      const kernels::PartitionWorkspace& ws, void* stream) {
+  switch (p.dtype) {
+    case ElementType::kFloat16: return kernels::launch_fp8_mma<__half>(p, plan, ws, stream);
+    case ElementType::kBFloat16:
+      return kernels::launch_fp8_mma<__nv_bfloat16>(p, plan, ws, stream);
+    case ElementType::kFloat32: break;  // the plan never picks it for float32
+  }
+  fail_native("paged_attention: no fp8 tensor-core kernel for float32 queries");
 }
 
 void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
                   const kernels::PartitionWorkspace& ws, void* stream) {
   switch (p.dtype) {
-    case ElementType::kFloat32: return kernels::launch_paged_attention<float>(p, plan, ws, stream);
-    case ElementType::kFloat16: return kernels::launch_paged_attention<__half>(p, plan, ws, stream);
-    case ElementType::kBFloat16:
-      return kernels::launch_paged_attention<__nv_bfloat16>(p, plan, ws, stream);
+    case ElementType::kFloat32: return launch_v1_v2_typed<float>(p, plan, ws, stream);
+    case ElementType::kFloat16: return launch_v1_v2_typed<__half>(p, plan, ws, stream);
+    case ElementType::kBFloat16: return launch_v1_v2_typed<__nv_bfloat16>(p, plan, ws, stream);
   }
 }
 
@@ -170,6 +193,8 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
         sequences(p, first, std::min(plan.seqs_per_launch, p.num_seqs - first));
     if (plan.kernel == DecodeKernel::kFlash) {
       run_flash_decode(slice, device);
+    } else if (plan.kernel == DecodeKernel::kFlashFp8) {
+      launch_flash_fp8(slice, plan, ws, stream);
     } else {
       launch_v1_v2(slice, plan, ws, stream);
     }

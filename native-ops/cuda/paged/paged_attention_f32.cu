@@ -2,6 +2,6 @@
 #include "cuda/paged/paged_attention_launch.cuh"
 
 namespace djl_attn::paged::kernels {
-template void launch_paged_attention<float>(const PagedAttentionParams&, const DecodePlan&,
+template void launch_paged_attention<float, float>(const PagedAttentionParams&, const DecodePlan&,
                                          const PartitionWorkspace&, void*);
 }  // namespace djl_attn::paged::kernels

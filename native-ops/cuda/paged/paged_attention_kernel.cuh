@@ -31,6 +31,7 @@
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
 #include "paged/paged_params.h"
 
@@ -40,8 +41,8 @@ constexpr int kWarpSize = 32;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
 
-// 16 bytes of T unpacked to float32.
-template <typename T>
+// 16 bytes of cache elements C unpacked to float32 (16 / sizeof(C) values).
+template <typename C>
 __device__ __forceinline__ void unpack(const uint4& raw, float* out);
 
 template <>
@@ -69,6 +70,19 @@ __device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& raw, float* o
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 f = __bfloat1622float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+// 16 fp8 values: the byte values, unscaled (the kernel folds the scales into the query and the
+// output).
+template <>
+__device__ __forceinline__ void unpack<Fp8E4M3>(const uint4& raw, float* out) {
+  const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 f = fp8x2_to_float2(pairs[i]);
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
@@ -145,9 +159,10 @@ struct KernelConfig {
 // The configuration measured in docs/design/paged-cuda.md; every shape has it.
 using DefaultConfig = KernelConfig<kWarps, kLoadsPerChunk, kMinBlocksPerSm, 0>;
 
-template <typename T, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>
+// C: the cache's element type (that of the query, or Fp8E4M3).
+template <typename C, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>
 struct PagedTraits {
-  static constexpr int kVecElems = 16 / sizeof(T);
+  static constexpr int kVecElems = 16 / sizeof(C);
   static constexpr int kVecs = kHeadDim / kVecElems;  // 16-byte vectors per key/value row
   static_assert(kHeadDim % kVecElems == 0, "a row must be a whole number of 16-byte vectors");
   // Lanes per row: a power of two so that the dot product reduces with xor shuffles inside an
@@ -197,9 +212,9 @@ constexpr int merge_floats() { return kWarpCount * kHeadTile * (kHeadDim + 2); }
 
 // Bytes of dynamic shared memory a configuration needs: the ring (which the merge area reuses
 // once the ring is drained), 0 for the register configurations.
-template <typename T, int kHeadDim, int kBlockSize, typename Config>
+template <typename C, int kHeadDim, int kBlockSize, typename Config>
 constexpr int ring_smem_bytes() {
-  using Traits = PagedTraits<T, kHeadDim, kBlockSize, Config::kLoads>;
+  using Traits = PagedTraits<C, kHeadDim, kBlockSize, Config::kLoads>;
   constexpr int ring = Config::kWarps * Config::kStages * 2 * Traits::kChunkVecs * kWarpSize * 16;
   constexpr int merge = merge_floats<Config::kWarps, kHeadDim>() * 4;
   return Config::kStages == 0 ? 0 : (ring > merge ? ring : merge);
@@ -207,11 +222,14 @@ constexpr int ring_smem_bytes() {
 
 // Grid (Hkv * head_tiles, num_seqs, partitions): blockIdx.x = kv head * head_tiles + tile.
 // partition_size 0: v1, the whole context, output to p.out; otherwise v2, output to `ws`.
-template <typename T, int kHeadDim, int kBlockSize, typename Config = DefaultConfig>
+// T: the query's and output's type; C: the caches' (T, or Fp8E4M3 bytes, whose scales are
+// folded into the query (k_scale) and the output (v_scale): byte values go straight into the
+// dot products and the accumulators).
+template <typename T, typename C, int kHeadDim, int kBlockSize, typename Config = DefaultConfig>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     paged_attention_kernel(PagedAttentionParams p, int partition_size, int head_tiles,
                            PartitionWorkspace ws) {
-  using Traits = PagedTraits<T, kHeadDim, kBlockSize, Config::kLoads>;
+  using Traits = PagedTraits<C, kHeadDim, kBlockSize, Config::kLoads>;
   constexpr int kVecElems = Traits::kVecElems;
   constexpr int kVecs = Traits::kVecs;
   constexpr int kLanesPerRow = Traits::kLanesPerRow;
@@ -242,21 +260,28 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const int context = p.context_lens[seq];
   const bool partitioned = partition_size > 0;
   const int start_token = partitioned ? part * partition_size : 0;
-  T* out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * kHeadDim;
+  // The call's head dim: kHeadDim, or less (a head dim the launcher runs on the next compiled
+  // one, paged_plan.h): the row's first `vecs` vectors are loaded, the rest stay zero and are
+  // never stored.
+  const int head_dim = static_cast<int>(p.head_dim);
+  const int vecs = head_dim / kVecElems;
+  T* out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * head_dim;
   if (start_token >= context) {
     // Only v1 sees a context of 0 here; v2's reduce kernel writes those zeros.
     if (!partitioned) {
-      for (int i = tid; i < tile_heads * kHeadDim; i += kT) out[i] = from_float<T>(0.f);
+      for (int i = tid; i < tile_heads * head_dim; i += kT) out[i] = from_float<T>(0.f);
     }
     return;
   }
   const int end_token = partitioned ? min(start_token + partition_size, context) : context;
   const int start_block = start_token / kBlockSize;
   const int end_block = (end_token + kBlockSize - 1) / kBlockSize;
-  const int64_t token_stride = p.heads_kv * kHeadDim;  // between tokens of a cache block
+  const int64_t token_stride = p.heads_kv * head_dim;  // between tokens of a cache block
   const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const T* k_cache = static_cast<const T*>(p.key_cache) + kv_head * kHeadDim;
-  const T* v_cache = static_cast<const T*>(p.value_cache) + kv_head * kHeadDim;
+  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * head_dim;
+  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * head_dim;
+  const float q_scale = p.scale * scale_of(p.k_scale, kv_head);
+  const float out_scale = scale_of(p.v_scale, kv_head);
   const int row_lane = lane % kLanesPerRow;
   const int row_slot = lane / kLanesPerRow;
 
@@ -275,10 +300,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
     for (int j = 0; j < kRowVecs; ++j) {
       const int v = row_lane + j * kLanesPerRow;
-      const bool load = live && (Traits::kFullRows || v < kVecs);
+      const bool load = live && v < vecs;
 #pragma unroll
       for (int e = 0; e < kVecElems; ++e) {
-        q[h][j][e] = load ? to_float(q_row[v * kVecElems + e]) * p.scale : 0.f;
+        q[h][j][e] = load ? to_float(q_row[v * kVecElems + e]) * q_scale : 0.f;
       }
     }
   }
@@ -310,8 +335,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         prod_ids = ahead < end_block ? table[ahead] : 0;
       }
       const int64_t physical = __shfl_sync(0xffffffffu, prod_ids, prod_iter % kWarpSize);
-      const T* k_block = k_cache + physical * kBlockSize * token_stride;
-      const T* v_block = v_cache + physical * kBlockSize * token_stride;
+      const C* k_block = k_cache + physical * kBlockSize * token_stride;
+      const C* v_block = v_cache + physical * kBlockSize * token_stride;
       uint4* k_ring = ring + ((warp * kStages + prod_stage) * 2) * kChunkVecs * kWarpSize + lane;
       uint4* v_ring = k_ring + kChunkVecs * kWarpSize;
 #pragma unroll
@@ -322,7 +347,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
           for (int j = 0; j < kRowVecs; ++j) {
             const int v = row_lane + j * kLanesPerRow;
-            if (Traits::kFullRows || v < kVecs) {
+            if (v < vecs) {
               // The issuing lane is the only one that reads these bytes back, so the wait
               // below is the only synchronisation they need.
               cp_async_16(smem_addr(k_ring + (c * kRowVecs + j) * kWarpSize),
@@ -365,8 +390,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         const int next_b = b + kW;
         if (next_b < end_block) {
           if ((iter + 1) % kWarpSize == 0) next = table[next_b];
-          const T* k_next = k_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
-          const T* v_next = v_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+          const C* k_next = k_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+          const C* v_next = v_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
 #pragma unroll
           for (int i = 0; i < Traits::kTokensPerLane; ++i) {
             const int t = row_slot + i * kRowsPerPass;
@@ -374,7 +399,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
             for (int j = 0; j < kRowVecs; ++j) {
               const int v = row_lane + j * kLanesPerRow;
-              if (Traits::kFullRows || v < kVecs) {
+              if (v < vecs) {
                 prefetch_l2(k_next + t * token_stride + v * kVecElems);
                 prefetch_l2(v_next + t * token_stride + v * kVecElems);
               }
@@ -383,8 +408,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         }
       }
     }
-    const T* k_block = k_cache + physical * kBlockSize * token_stride;
-    const T* v_block = v_cache + physical * kBlockSize * token_stride;
+    const C* k_block = k_cache + physical * kBlockSize * token_stride;
+    const C* v_block = v_cache + physical * kBlockSize * token_stride;
     const int block_start = b * kBlockSize;
     // Not unrolled: the compiler would hoist every chunk's loads and run out of registers.
 #pragma unroll 1
@@ -412,7 +437,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
           const int v = row_lane + j * kLanesPerRow;
           k_raw[c][j] = make_uint4(0, 0, 0, 0);
           v_raw[c][j] = make_uint4(0, 0, 0, 0);
-          if (valid[c] && (Traits::kFullRows || v < kVecs)) {
+          if (valid[c] && v < vecs) {
             if constexpr (kStages == 0) {
               k_raw[c][j] = load_vec(k_block + t * token_stride + v * kVecElems);
               v_raw[c][j] = load_vec(v_block + t * token_stride + v * kVecElems);
@@ -432,7 +457,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
         for (int j = 0; j < kRowVecs; ++j) {
           float k[kVecElems];
-          unpack<T>(k_raw[c][j], k);
+          unpack<C>(k_raw[c][j], k);
 #pragma unroll
           for (int h = 0; h < kHeadTile; ++h) {
 #pragma unroll
@@ -457,7 +482,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
           for (int j = 0; j < kRowVecs; ++j) {
             const int v = row_lane + j * kLanesPerRow;
-            if (valid[c] && (Traits::kFullRows || v < kVecs)) {
+            if (valid[c] && v < vecs) {
               v_raw[c][j] = v_ring[(c * kRowVecs + j) * kWarpSize];
             }
           }
@@ -493,7 +518,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
         for (int j = 0; j < kRowVecs; ++j) {
           float val[kVecElems];
-          unpack<T>(v_raw[c][j], val);
+          unpack<C>(v_raw[c][j], val);
 #pragma unroll
           for (int h = 0; h < kHeadTile; ++h) {
 #pragma unroll
@@ -553,8 +578,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 
   // Merge the warps. Warp 0 had the partition's first cache block, so the max is finite and
   // the sum >= 1.
-  for (int i = tid; i < tile_heads * kHeadDim; i += kT) {
-    const int h = i / kHeadDim, d = i % kHeadDim;
+  for (int i = tid; i < tile_heads * head_dim; i += kT) {
+    const int h = i / head_dim, d = i % head_dim;
     float m = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kW; ++w) m = fmaxf(m, part_max[w * kHeadTile + h]);
@@ -565,11 +590,11 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
       sum += part_sum[w * kHeadTile + h] * weight;
       o += part_acc[(w * kHeadTile + h) * kHeadDim + d] * weight;
     }
-    o /= sum;
+    o = o / sum * out_scale;
     if (partitioned) {
       const int64_t row =
           (seq * p.heads_q + first_head + h) * static_cast<int64_t>(ws.max_partitions) + part;
-      ws.out[row * kHeadDim + d] = o;
+      ws.out[row * head_dim + d] = o;
       if (d == 0) {
         ws.max_logits[row] = m;
         ws.exp_sums[row] = sum;
@@ -619,10 +644,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Launches v1 or v2 as `plan` says (paged_plan.h) for the sequences of `p` (at most
-// plan.seqs_per_launch), v2 writing its partitions to `ws`; defined in paged_attention_<dtype>.cu.
-// Throws on a launch error.
-template <typename T>
+// plan.seqs_per_launch), v2 writing its partitions to `ws`, for queries of T and caches of C (T or
+// Fp8E4M3); defined in paged_attention_<dtype>.cu and paged_attention_fp8_<dtype>.cu. Throws on a
+// launch error.
+template <typename T, typename C>
 void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
                             const PartitionWorkspace& ws, void* stream);
+
+// Launches the fp8 tensor-core kernel (the plan's flash_fp8) for float16 or bfloat16 queries T
+// and an fp8 cache; defined in paged_fp8_mma_<dtype>.cu (paged_fp8_mma.cuh).
+template <typename T>
+void launch_fp8_mma(const PagedAttentionParams& p, const DecodePlan& plan,
+                    const PartitionWorkspace& ws, void* stream);
 
 }  // namespace djl_attn::paged::kernels

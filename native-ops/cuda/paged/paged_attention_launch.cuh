@@ -20,15 +20,28 @@ using ConfigSmem8 = KernelConfig<8, 2, 2, 4>;  // 16 warps/SM, 3 half chunks ahe
 using ConfigPf = KernelConfig<4, 4, 3, 0, true>;   // the default + next cache block into L2
 using ConfigW8L2Pf = KernelConfig<8, 2, 2, 0, true>;  // w8l2 + next cache block into L2
 
-template <typename T, int kHeadDim, int kBlockSize, typename Config>
+// A configuration as it runs on caches of C. An fp8 lane holds 16 dims of each of the tile's
+// queries and accumulators (a float16 lane 8), about 240 registers: held to the 168 of 3
+// resident 4-warp blocks, every fp8 instantiation spilled (up to 540 bytes, ptxas sm_90); at 2
+// blocks (1 for 8 warps) none does, and 8 warps x 32 lanes x 8 loads x 16 bytes = 32 KiB per SM
+// stay in flight.
+template <typename C, typename Config>
+using CacheConfig = std::conditional_t<
+    std::is_same_v<C, Fp8E4M3>,
+    KernelConfig<Config::kWarps, Config::kLoads, Config::kWarps == 4 ? 2 : 1, Config::kStages,
+                 Config::kPrefetch>,
+    Config>;
+
+template <typename T, typename C, int kHeadDim, int kBlockSize, typename Requested>
 void launch_shape(const PagedAttentionParams& p, const DecodePlan& plan,
                   const PartitionWorkspace& ws, cudaStream_t stream) {
+  using Config = CacheConfig<C, Requested>;
   // Grid x: the tiles of one kv head side by side, so that tiles sharing K/V (a group larger
   // than kHeadTile) run at the same time and share it through L2.
   const dim3 grid(static_cast<unsigned>(p.heads_kv * plan.head_tiles),
                   static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(plan.partitions));
-  constexpr int smem = ring_smem_bytes<T, kHeadDim, kBlockSize, Config>();
-  auto* kernel = paged_attention_kernel<T, kHeadDim, kBlockSize, Config>;
+  constexpr int smem = ring_smem_bytes<C, kHeadDim, kBlockSize, Config>();
+  auto* kernel = paged_attention_kernel<T, C, kHeadDim, kBlockSize, Config>;
   if constexpr (smem > 48 * 1024) {
     // Past 48 KiB a kernel must opt in; the attribute is per device, so set it on every call
     // (a host-side attribute write, no synchronisation).
@@ -46,13 +59,13 @@ void launch_shape(const PagedAttentionParams& p, const DecodePlan& plan,
   }
 }
 
-template <typename T, int kHeadDim, typename Config>
+template <typename T, typename C, int kHeadDim, typename Config>
 void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
                        const PartitionWorkspace& ws, cudaStream_t stream) {
   // One kernel per block size of the one list (src/paged/paged_params.h).
   switch (p.block_size) {
 #define DJL_PAGED_BLOCK_CASE(b) \
-  case b: return launch_shape<T, kHeadDim, b, Config>(p, plan, ws, stream);
+  case b: return launch_shape<T, C, kHeadDim, b, Config>(p, plan, ws, stream);
     DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
 #undef DJL_PAGED_BLOCK_CASE
     default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
@@ -61,7 +74,7 @@ void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
 
 // smem4 and the tuning configurations exist where has_stream_configs (paged_plan.h) says so;
 // elsewhere the plan asks for the register default only.
-template <typename T, int kHeadDim>
+template <typename T, typename C, int kHeadDim>
 void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
                      const PartitionWorkspace& ws, cudaStream_t stream) {
   constexpr ElementType kDtype = std::is_same_v<T, float> ? ElementType::kFloat32
@@ -70,16 +83,16 @@ void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
     switch (plan.config) {
       case StreamConfig::kDefault: break;
       case StreamConfig::kSmem4:
-        return launch_block_size<T, kHeadDim, ConfigSmem4>(p, plan, ws, stream);
+        return launch_block_size<T, C, kHeadDim, ConfigSmem4>(p, plan, ws, stream);
 #if defined(DJL_ATTN_TUNING)
       // Tuning variants (bench_paged.py --configs): DJL_ATTN_TUNING builds only.
       case StreamConfig::kW8L2:
-        return launch_block_size<T, kHeadDim, ConfigW8L2>(p, plan, ws, stream);
+        return launch_block_size<T, C, kHeadDim, ConfigW8L2>(p, plan, ws, stream);
       case StreamConfig::kSmem8:
-        return launch_block_size<T, kHeadDim, ConfigSmem8>(p, plan, ws, stream);
-      case StreamConfig::kPf: return launch_block_size<T, kHeadDim, ConfigPf>(p, plan, ws, stream);
+        return launch_block_size<T, C, kHeadDim, ConfigSmem8>(p, plan, ws, stream);
+      case StreamConfig::kPf: return launch_block_size<T, C, kHeadDim, ConfigPf>(p, plan, ws, stream);
       case StreamConfig::kW8L2Pf:
-        return launch_block_size<T, kHeadDim, ConfigW8L2Pf>(p, plan, ws, stream);
+        return launch_block_size<T, C, kHeadDim, ConfigW8L2Pf>(p, plan, ws, stream);
 #endif
       default:
         fail_native("paged_attention: configuration ", static_cast<int>(plan.config),
@@ -89,17 +102,18 @@ void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
     fail_native("paged_attention: no kernel of configuration ", static_cast<int>(plan.config),
                 " for head dim ", kHeadDim);
   }
-  return launch_block_size<T, kHeadDim, DefaultConfig>(p, plan, ws, stream);
+  return launch_block_size<T, C, kHeadDim, DefaultConfig>(p, plan, ws, stream);
 }
 
-template <typename T>
+template <typename T, typename C>
 void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
                             const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  // One kernel per head dim of the one list (src/paged/paged_params.h).
-  switch (p.head_dim) {
+  // One kernel per head dim of the one list (src/paged/paged_params.h); a head dim between them
+  // runs on the plan's padded_head_dim.
+  switch (plan.padded_head_dim > 0 ? plan.padded_head_dim : p.head_dim) {
 #define DJL_PAGED_HEAD_DIM_CASE(d) \
-  case d: return launch_head_dim<T, d>(p, plan, ws, s);
+  case d: return launch_head_dim<T, C, d>(p, plan, ws, s);
     DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_HEAD_DIM_CASE)
 #undef DJL_PAGED_HEAD_DIM_CASE
     default: fail_native("paged_attention: no CUDA kernel for head dim ", p.head_dim);

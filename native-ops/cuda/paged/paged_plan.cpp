@@ -24,14 +24,47 @@ constexpr int64_t kMinPartitionSize = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether the flash decode kernel runs this call: float16/bfloat16, a head dim it has on this
-// device, no ALiBi, a GQA group that fits its query rows, and 16-byte aligned query rows and
-// output (its loads and stores are 16-byte vectors).
+// Whether the flash decode kernel runs this call: float16/bfloat16 caches of the query's dtype
+// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, a
+// GQA group that fits its query rows, and 16-byte aligned query rows and output (its loads and
+// stores are 16-byte vectors).
 bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
-  return p.dtype != ElementType::kFloat32 && flash::decode_runs_on(p.head_dim, device) &&
+  return p.dtype != ElementType::kFloat32 && p.cache_type == CacheType::kQuery &&
+         flash::decode_runs_on(p.head_dim, device) &&
          p.alibi_slopes == nullptr && p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
          aligned16(p.query) && p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
          aligned16(p.out);
+}
+
+// Whether the fp8 tensor-core kernel runs this call: an fp8 cache read by float16/bfloat16
+// queries, a head dim it has, no ALiBi, a GQA group that fits its 16 query rows, and mma.sync
+// f16/bf16 (sm_80+).
+bool flash_fp8_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
+  return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
+         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr &&
+         p.heads_q / p.heads_kv <= 16 && device.cc_major >= 8;
+}
+
+// v2's partitions of the context for a grid of `base_blocks` thread blocks per partition:
+// base_partition tokens (doubled while there would be more than kMaxPartitions), halved down to
+// kMinPartitionSize while the grid has fewer than `wanted` blocks.
+struct Split {
+  int64_t partition_size, partitions;
+};
+
+Split split_context(int64_t max_context, int64_t base_partition, int64_t base_blocks,
+                    int64_t wanted) {
+  int64_t partition_size = base_partition;
+  while (ceil_div(max_context, partition_size) > kMaxPartitions) partition_size *= 2;
+  // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
+  // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
+  int64_t split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
+  while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
+         2 * split <= kMaxPartitions) {
+    partition_size /= 2;
+    split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
+  }
+  return {partition_size, split};
 }
 
 const char* stream_config_name(StreamConfig config) {
@@ -55,13 +88,32 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   plan.head_tiles = 1;
   plan.partitions = 1;
   plan.seqs_per_launch = p.num_seqs;
-  // Every kernel but `rows` reads the caches in 16-byte vectors; a cache row is a whole number of
-  // them (paged_params.h), so the base addresses decide.
-  if (!aligned16(p.key_cache) || !aligned16(p.value_cache)) {
+  // Every kernel but `rows` reads the caches in 16-byte vectors: rows of a whole number of them
+  // and aligned base addresses.
+  const int64_t cache_element = p.cache_type == CacheType::kFp8E4M3 ? 1 : element_size(p.dtype);
+  if ((p.head_dim * cache_element) % 16 != 0 || !aligned16(p.key_cache) ||
+      !aligned16(p.value_cache)) {
     plan.kernel = DecodeKernel::kRows;
     return plan;
   }
+  const int64_t wanted = kBlocksPerSm * device.sm_count;
   // A forced flash that cannot run this call runs what auto would choose between v1 and v2.
+  if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
+      flash_fp8_runs(p, device)) {
+    // One block per (sequence, kv head) and partition: v2's partitions, and one pass where they
+    // come to a single one.
+    plan.kernel = DecodeKernel::kFlashFp8;
+    plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
+    const Split split =
+        split_context(p.max_context_len, options.partition_size, p.num_seqs * p.heads_kv, wanted);
+    if (split.partitions > 1) {
+      plan.partition_size = static_cast<int>(split.partition_size);
+      plan.partitions = static_cast<int>(split.partitions);
+      plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split.partitions *
+                              (p.head_dim + 2);
+    }
+    return plan;
+  }
   if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
       flash_runs(p, device)) {
     plan.kernel = DecodeKernel::kFlash;
@@ -77,7 +129,6 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   // Thread blocks per partition of every sequence. (Grid x, Hkv * head_tiles, is at most Hq,
   // far below CUDA's limit for any output that fits in memory.)
   const int64_t base_blocks = p.num_seqs * p.heads_kv * head_tiles;
-  const int64_t wanted = kBlocksPerSm * device.sm_count;
   bool use_v1;
   if (options.kernel == DecodeRequest::kV1) {
     use_v1 = true;
@@ -88,26 +139,20 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
              (base_blocks >= wanted && max_context <= kV1MaxAutoContext);
   }
   plan.kernel = use_v1 ? DecodeKernel::kV1 : DecodeKernel::kV2;
-  plan.config = has_stream_configs(p.dtype, p.head_dim) ? options.config : StreamConfig::kDefault;
+  const int64_t kernel_head_dim = compiled_head_dim(p.head_dim);
+  plan.padded_head_dim = kernel_head_dim == p.head_dim ? 0 : static_cast<int>(kernel_head_dim);
+  plan.config =
+      has_stream_configs(p.dtype, kernel_head_dim) ? options.config : StreamConfig::kDefault;
   plan.head_tiles = static_cast<int>(head_tiles);
   // Grid y is the sequences of one launch.
   plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
   if (use_v1) return plan;
 
   // A forced v2 on a context longer than kMaxPartitions partitions takes longer partitions.
-  int64_t partition_size = base_partition;
-  while (ceil_div(max_context, partition_size) > kMaxPartitions) partition_size *= 2;
-  // Few sequences and heads: shorter partitions, so that the grid still fills the GPU
-  // (batch 1, 8 kv heads, 1k context: 16 thread blocks at 512 tokens, 128 at 64).
-  int64_t split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
-  while (partition_size > kMinPartitionSize && base_blocks * split < wanted &&
-         2 * split <= kMaxPartitions) {
-    partition_size /= 2;
-    split = std::max<int64_t>(ceil_div(max_context, partition_size), 1);
-  }
-  plan.partition_size = static_cast<int>(partition_size);
-  plan.partitions = static_cast<int>(split);
-  plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split * (p.head_dim + 2);
+  const Split split = split_context(max_context, base_partition, base_blocks, wanted);
+  plan.partition_size = static_cast<int>(split.partition_size);
+  plan.partitions = static_cast<int>(split.partitions);
+  plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split.partitions * (p.head_dim + 2);
   return plan;
 }
 
@@ -118,12 +163,15 @@ std::string describe(const DecodePlan& plan) {
     case DecodeKernel::kRows: s = "kernel=rows"; break;
     case DecodeKernel::kV1: s = "kernel=v1"; break;
     case DecodeKernel::kV2: s = "kernel=v2"; break;
+    case DecodeKernel::kFlashFp8: s = "kernel=flash_fp8"; break;
   }
   if (plan.kernel == DecodeKernel::kV1 || plan.kernel == DecodeKernel::kV2) {
     s += std::string(" config=") + stream_config_name(plan.config) +
          " head_tiles=" + std::to_string(plan.head_tiles);
+    if (plan.padded_head_dim > 0) s += " padded_head_dim=" + std::to_string(plan.padded_head_dim);
   }
-  if (plan.kernel == DecodeKernel::kV2) {
+  if (plan.kernel == DecodeKernel::kV2 ||
+      (plan.kernel == DecodeKernel::kFlashFp8 && plan.partitions > 1)) {
     s += " partition_size=" + std::to_string(plan.partition_size) +
          " partitions=" + std::to_string(plan.partitions) +
          " workspace_floats=" + std::to_string(plan.workspace_floats);
@@ -158,12 +206,19 @@ PrefillPlan plan_paged_prefill(const PagedPrefillParams& p) {
 CachePlan plan_reshape_and_cache(const ReshapeAndCacheParams& p) {
   const int64_t size = element_size(p.dtype);
   CachePlan plan{};
+  plan.blocks = std::min(p.num_tokens, kMaxGridX);
+  if (p.cache_type == CacheType::kFp8E4M3) {
+    // A thread quantises kFp8Group elements and stores them as one 8-byte word: rows of whole
+    // words, 8-byte aligned caches; it reads them one element at a time (any strides).
+    plan.vectorised = p.head_dim % kFp8Group == 0 && aligned(p.key_cache, kFp8Group) &&
+                      aligned(p.value_cache, kFp8Group);
+    return plan;
+  }
   plan.vectorised = (p.head_dim * size) % 16 == 0 && aligned16(p.key) && aligned16(p.value) &&
                     aligned16(p.key_cache) && aligned16(p.value_cache) &&
                     (p.key_token_stride * size) % 16 == 0 && (p.key_head_stride * size) % 16 == 0 &&
                     (p.value_token_stride * size) % 16 == 0 &&
                     (p.value_head_stride * size) % 16 == 0;
-  plan.blocks = std::min(p.num_tokens, kMaxGridX);
   return plan;
 }
 

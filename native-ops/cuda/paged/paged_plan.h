@@ -11,9 +11,17 @@
 //   v1     one thread block per (sequence, kv head, tile of kHeadTile query heads) over the whole
 //          context (paged_attention_kernel.cuh).
 //   v2     the same over partitions of the context, plus a reduce kernel.
+//   flash_fp8  for fp8 caches: the tensor-core kernel of paged_fp8_mma.cuh (the flash kernel's
+//          layout, fp8 fragments converted in registers), over the whole context or over v2's
+//          partitions plus v2's reduce kernel.
 //   rows   the warp-per-row kernel of paged_prefill_attention with one query row per sequence:
 //          element loads, so it runs caches that are not 16-byte aligned (a view at an odd
-//          offset), which the 16-byte loads and cp.async of the others cannot read.
+//          offset) and head dims whose rows are not a whole number of 16-byte vectors (float16
+//          D = 20, fp8 D = 40, ...), which the 16-byte loads and cp.async of the others cannot
+//          read.
+// A head dim between the compiled ones (kHeadDims) whose rows are whole vectors runs v1/v2 on
+// the next compiled head dim, loading only its own vectors (the rest of the row stays zero) and
+// storing only its own dims.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +56,7 @@ enum class DecodeRequest { kAuto, kV1, kV2, kFlash };
 // are tuning variants compiled in DJL_ATTN_TUNING builds only (paged_attention_launch.cuh).
 enum class StreamConfig { kDefault, kSmem4, kW8L2, kSmem8, kPf, kW8L2Pf };
 
-enum class DecodeKernel { kFlash, kV1, kV2, kRows };
+enum class DecodeKernel { kFlash, kV1, kV2, kRows, kFlashFp8 };
 
 // What the switches ask of the decode launcher.
 struct DecodeOptions {
@@ -60,13 +68,17 @@ struct DecodeOptions {
 struct DecodePlan {
   DecodeKernel kernel;
   StreamConfig config;      // v1/v2: what runs (kDefault where the asked one has no kernel)
+  int padded_head_dim;      // v1/v2: the compiled head dim (kHeadDims) that runs a call whose
+                            // head dim has no kernel of its own; 0 when it has one
   int head_tiles;           // v1/v2: tiles of kHeadTile query heads per kv head (grid x / Hkv)
-  int partition_size;       // v2: tokens per partition; 0 for v1
-  int partitions;           // v2: partitions of the longest context (grid z); 1 for v1
+  int partition_size;       // v2, flash_fp8: tokens per partition; 0 for one pass
+  int partitions;           // v2, flash_fp8: partitions of the longest context (grid z); 1 for
+                            // one pass
   int64_t seqs_per_launch;  // sequences of one launch (grid y of v1/v2, batch of flash); the
                             // launcher runs the batch in slices of this many
-  int64_t workspace_floats;  // v2: float32 scratch of one launch ([seqs, Hq, partitions] maxima
-                             // and sums, [seqs, Hq, partitions, D] outputs); 0 otherwise
+  int64_t workspace_floats;  // v2, flash_fp8 with partitions: float32 scratch of one launch
+                             // ([seqs, Hq, partitions] maxima and sums, [seqs, Hq, partitions,
+                             // D] outputs); 0 otherwise
 };
 
 // Whether the shared-memory and tuning configurations exist for this dtype and head dim
@@ -74,6 +86,12 @@ struct DecodePlan {
 // says so, and the plan asks for them only there.
 constexpr bool has_stream_configs(ElementType dtype, int64_t head_dim) {
   return dtype != ElementType::kFloat32 && (head_dim == 64 || head_dim == 128);
+}
+
+// The head dims of the fp8 tensor-core kernel (paged_fp8_mma.cuh: whole 32-dim blocks of V, as
+// the flash decode kernel's 64, 128, 256).
+constexpr bool fp8_mma_head_dim(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 // The flash decode kernel's own rules (which head dims, what device, how many query rows) come
@@ -98,9 +116,12 @@ struct PrefillPlan {
 
 PrefillPlan plan_paged_prefill(const PagedPrefillParams& p);
 
+// Elements an fp8 reshape_and_cache thread quantises and stores as one 8-byte word.
+constexpr int kFp8Group = 8;
+
 // reshape_and_cache: one block of kCacheThreads per token, launched in slices of `blocks` tokens
 // (all of them in one launch below kMaxGridX), 16-byte copies when every row and pointer allows
-// them.
+// them; for an fp8 cache, vectorised means kFp8Group elements per thread and 8-byte stores.
 struct CachePlan {
   bool vectorised;
   int64_t blocks;

@@ -11,6 +11,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
+#include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
 
 namespace djl_attn::paged {
@@ -23,8 +24,21 @@ using kernels::warp_sum;
 constexpr int kWarpSize = 32;
 constexpr int kSlots = 256 / kWarpSize;  // the largest supported head dim over a warp
 
-// One query row of one head, by one warp (every lane calls it with the same arguments).
-template <typename T>
+// A cache element's value: T itself, or an fp8 byte's (unscaled: the kernel folds the scales
+// into the query and the output).
+template <typename C>
+__device__ __forceinline__ float cache_value(const C* at) {
+  return to_float(*at);
+}
+template <>
+__device__ __forceinline__ float cache_value<kernels::Fp8E4M3>(const kernels::Fp8E4M3* at) {
+  // The pair conversion of the decode kernels on a pair (x, 0): one code path for both.
+  return kernels::fp8x2_to_float2(at->bits).x;
+}
+
+// One query row of one head, by one warp (every lane calls it with the same arguments). T: the
+// query's and output's type; C: the caches' (T or Fp8E4M3).
+template <typename T, typename C>
 __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t seq,
                                            int64_t head, int64_t chunk_begin, int64_t chunk,
                                            int64_t row, int lane) {
@@ -35,8 +49,10 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
   const int64_t kv_head = head / (p.heads_q / p.heads_kv);
   const int64_t token_stride = p.heads_kv * dim;
   const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const T* k_cache = static_cast<const T*>(p.key_cache) + kv_head * dim;
-  const T* v_cache = static_cast<const T*>(p.value_cache) + kv_head * dim;
+  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * dim;
+  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * dim;
+  const float q_scale = p.scale * kernels::scale_of(p.k_scale, kv_head);
+  const float out_scale = kernels::scale_of(p.v_scale, kv_head);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
 
   const T* q = static_cast<const T*>(p.query) + (chunk_begin + row) * p.q_token_stride +
@@ -45,35 +61,35 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int64_t d = lane + i * kWarpSize;
-    q_reg[i] = d < dim ? to_float(q[d]) * p.scale : 0.f;
+    q_reg[i] = d < dim ? to_float(q[d]) * q_scale : 0.f;
     acc[i] = 0.f;
   }
   float row_max = -INFINITY, row_sum = 0.f;
   for (int64_t j = 0; j <= position; ++j) {
     const int64_t offset = (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * token_stride;
-    const T* k = k_cache + offset;
+    const C* k = k_cache + offset;
     float partial = 0.f;
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const int64_t d = lane + i * kWarpSize;
-      if (d < dim) partial += q_reg[i] * to_float(k[d]);
+      if (d < dim) partial += q_reg[i] * cache_value(k + d);
     }
     const float score = warp_sum(partial) + slope * static_cast<float>(j - position);
     const float new_max = fmaxf(row_max, score);
     const float correction = __expf(row_max - new_max);
     const float weight = __expf(score - new_max);
     row_sum = row_sum * correction + weight;
-    const T* v = v_cache + offset;
+    const C* v = v_cache + offset;
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const int64_t d = lane + i * kWarpSize;
-      if (d < dim) acc[i] = acc[i] * correction + weight * to_float(v[d]);
+      if (d < dim) acc[i] = acc[i] * correction + weight * cache_value(v + d);
     }
     row_max = new_max;
   }
 
   T* out = static_cast<T*>(p.out) + ((chunk_begin + row) * p.heads_q + head) * dim;
-  const float inv_sum = row_sum > 0.f ? 1.f / row_sum : 0.f;
+  const float inv_sum = row_sum > 0.f ? out_scale / row_sum : 0.f;
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int64_t d = lane + i * kWarpSize;
@@ -84,7 +100,7 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
 // Grid (row blocks of kPrefillWarps rows, heads, sequences), each dimension striding over what
 // the grid does not cover (plan_paged_prefill keeps it within CUDA's limits). Without
 // cu_seqlens_q every sequence has one query row, query row `seq` (paged_attention's decode).
-template <typename T>
+template <typename T, typename C>
 __global__ void __launch_bounds__(kPrefillWarps * kWarpSize)
     paged_prefill_kernel(PagedPrefillParams p) {
   const int lane = threadIdx.x % kWarpSize;
@@ -96,7 +112,7 @@ __global__ void __launch_bounds__(kPrefillWarps * kWarpSize)
       // Whole warps take or skip a row together: shuffles stay full-mask.
       for (int64_t row = static_cast<int64_t>(blockIdx.x) * kPrefillWarps + warp; row < chunk;
            row += static_cast<int64_t>(gridDim.x) * kPrefillWarps) {
-        attend_row<T>(p, seq, head, chunk_begin, chunk, row, lane);
+        attend_row<T, C>(p, seq, head, chunk_begin, chunk, row, lane);
       }
     }
   }
@@ -106,7 +122,11 @@ template <typename T>
 void launch(const PagedPrefillParams& p, const PrefillPlan& plan, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
-  paged_prefill_kernel<T><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
+  if (p.cache_type == CacheType::kFp8E4M3) {
+    paged_prefill_kernel<T, kernels::Fp8E4M3><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
+  } else {
+    paged_prefill_kernel<T, T><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
+  }
   DJL_ATTN_CUDA_CHECK_LAUNCH("paged_prefill_kernel");
 }
 

@@ -17,6 +17,8 @@ int32_t torch_dtype_code(DType dtype) {
     case DType::kBFloat16: return api.dtype_bfloat16();
     case DType::kInt32: return api.dtype_int32();
     case DType::kInt64: return api.dtype_int64();
+    case DType::kUInt8: return api.dtype_uint8();
+    case DType::kFloat8E4M3FN: return api.dtype_float8_e4m3fn();
     case DType::kOther: break;
   }
   fail_native("no PyTorch dtype for ", dtype_name(dtype));
@@ -31,6 +33,8 @@ const char* dtype_name(DType dtype) {
     case DType::kBFloat16: return "bfloat16";
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
+    case DType::kUInt8: return "uint8";
+    case DType::kFloat8E4M3FN: return "float8_e4m3fn";
     case DType::kOther: return "an unsupported dtype";
   }
   return "?";
@@ -103,6 +107,8 @@ DType Tensor::dtype() const {
   if (code == api.dtype_bfloat16()) return DType::kBFloat16;
   if (code == api.dtype_int32()) return DType::kInt32;
   if (code == api.dtype_int64()) return DType::kInt64;
+  if (code == api.dtype_uint8()) return DType::kUInt8;
+  if (code == api.dtype_float8_e4m3fn()) return DType::kFloat8E4M3FN;
   return DType::kOther;
 }
 

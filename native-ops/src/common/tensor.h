@@ -10,7 +10,8 @@
 
 namespace djl_attn {
 
-enum class DType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kOther };
+// kUInt8 and kFloat8E4M3FN: the storage of an FP8 KV cache (paged operators only).
+enum class DType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kFloat8E4M3FN, kOther };
 const char* dtype_name(DType dtype);
 
 enum class DeviceType { kCpu, kCuda, kOther };

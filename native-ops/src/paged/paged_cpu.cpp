@@ -9,6 +9,7 @@
 
 #include "common/half.h"
 #include "common/thread_pool.h"
+#include "paged/fp8.h"
 
 namespace djl_attn::paged {
 namespace {
@@ -21,6 +22,15 @@ constexpr int64_t kInlineWork = 1 << 18;
 constexpr int64_t kPrefillTile = 32;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The storage type of an fp8 cache's elements (CacheType::kFp8E4M3).
+struct Fp8E4M3 {
+  uint8_t bits;
+};
+
+float scale_of(const CacheScale& scale, int64_t kv_head) {
+  return scale.values != nullptr ? scale.values[kv_head * scale.head_stride] : 1.f;
+}
 
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 float dot(const float* a, const float* b, int64_t n) {
@@ -46,16 +56,18 @@ struct Row {
   float slope;       // ALiBi slope of its head (0 without ALiBi)
 };
 
-// Where one (sequence, kv head) reads its keys and values.
-template <typename T>
+// Where one (sequence, kv head) reads its keys and values, elements of type C (the query's
+// type, or Fp8E4M3 bytes whose values are byte * scale).
+template <typename C>
 struct SequenceCache {
-  const T* key_cache;       // [num_blocks, block_size, Hkv, D]
-  const T* value_cache;     // [num_blocks, block_size, Hkv, D]
+  const C* key_cache;       // [num_blocks, block_size, Hkv, D]
+  const C* value_cache;     // [num_blocks, block_size, Hkv, D]
   const int32_t* table;     // [max_blocks] of this sequence
   int64_t kv_head;
   int64_t heads_kv;
   int64_t head_dim;
   int64_t block_size;
+  float k_scale, v_scale;   // of this kv head; 1 unless C is Fp8E4M3
 };
 
 struct Workspace {
@@ -71,10 +83,13 @@ struct Workspace {
   }
 };
 
-template <typename T>
-void to_float_row(const T* src, float* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
+// A cache row as float32: its values (an fp8 row: each byte's value times the scale).
+template <typename C>
+void to_float_row(const C* src, float* dst, int64_t n, float scale) {
+  if constexpr (std::is_same_v<C, float>) {
     std::memcpy(dst, src, n * sizeof(float));
+  } else if constexpr (std::is_same_v<C, Fp8E4M3>) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_float(src[i].bits) * scale;
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
   }
@@ -83,8 +98,8 @@ void to_float_row(const T* src, float* dst, int64_t n) {
 // Attention of `rows` over the sequence's cached tokens: the cache is walked block by block,
 // each block converted to float32 once for all rows, with an online softmax per row. Row r's
 // query position is limit - 1, so its ALiBi bias for key j is slope * (j - (limit - 1)).
-template <typename T>
-void attend_rows(const SequenceCache<T>& c, const std::vector<Row<T>>& rows, float scale,
+template <typename T, typename C>
+void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, float scale,
                  Workspace& ws) {
   const int64_t dim = c.head_dim, bs = c.block_size;
   const int64_t n_rows = static_cast<int64_t>(rows.size());
@@ -105,11 +120,11 @@ void attend_rows(const SequenceCache<T>& c, const std::vector<Row<T>>& rows, flo
   for (int64_t start = 0; start < max_limit; start += bs) {
     const int64_t block = c.table[start / bs];
     const int64_t tokens = std::min(bs, max_limit - start);
-    const T* kb = c.key_cache + block * bs * token_stride + c.kv_head * dim;
-    const T* vb = c.value_cache + block * bs * token_stride + c.kv_head * dim;
+    const C* kb = c.key_cache + block * bs * token_stride + c.kv_head * dim;
+    const C* vb = c.value_cache + block * bs * token_stride + c.kv_head * dim;
     for (int64_t t = 0; t < tokens; ++t) {
-      to_float_row(kb + t * token_stride, ws.k.data() + t * dim, dim);
-      to_float_row(vb + t * token_stride, ws.v.data() + t * dim, dim);
+      to_float_row(kb + t * token_stride, ws.k.data() + t * dim, dim, c.k_scale);
+      to_float_row(vb + t * token_stride, ws.v.data() + t * dim, dim, c.v_scale);
     }
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t visible = std::min(tokens, rows[r].limit - start);
@@ -148,7 +163,17 @@ void attend_rows(const SequenceCache<T>& c, const std::vector<Row<T>>& rows, flo
   }
 }
 
-template <typename T>
+// Copies (C = T) or quantises (C = Fp8E4M3: byte = sat(rne(x / scale))) one row of D values.
+template <typename T, typename C>
+void store_row(const T* src, C* dst, int64_t n, float scale) {
+  if constexpr (std::is_same_v<C, Fp8E4M3>) {
+    for (int64_t i = 0; i < n; ++i) dst[i].bits = float_to_fp8_e4m3(to_float(src[i]) / scale);
+  } else {
+    std::memcpy(dst, src, n * sizeof(T));
+  }
+}
+
+template <typename T, typename C>
 void reshape_and_cache_typed(const ReshapeAndCacheParams& p) {
   const int64_t dim = p.head_dim, token_stride = p.heads_kv * dim;
   const int64_t grain = p.num_tokens * token_stride < kInlineWork ? p.num_tokens : 64;
@@ -156,20 +181,20 @@ void reshape_and_cache_typed(const ReshapeAndCacheParams& p) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t slot = p.slot_mapping[t];
       if (slot < 0) continue;
-      T* kc = static_cast<T*>(p.key_cache) + slot * token_stride;
-      T* vc = static_cast<T*>(p.value_cache) + slot * token_stride;
+      C* kc = static_cast<C*>(p.key_cache) + slot * token_stride;
+      C* vc = static_cast<C*>(p.value_cache) + slot * token_stride;
       for (int64_t h = 0; h < p.heads_kv; ++h) {
         const T* k = static_cast<const T*>(p.key) + t * p.key_token_stride + h * p.key_head_stride;
         const T* v =
             static_cast<const T*>(p.value) + t * p.value_token_stride + h * p.value_head_stride;
-        std::memcpy(kc + h * dim, k, dim * sizeof(T));
-        std::memcpy(vc + h * dim, v, dim * sizeof(T));
+        store_row(k, kc + h * dim, dim, scale_of(p.k_scale, h));
+        store_row(v, vc + h * dim, dim, scale_of(p.v_scale, h));
       }
     }
   });
 }
 
-template <typename T>
+template <typename T, typename C>
 void paged_attention_typed(const PagedAttentionParams& p) {
   const int64_t group = p.heads_q / p.heads_kv;
   const int64_t tasks = p.num_seqs * p.heads_kv;
@@ -182,10 +207,11 @@ void paged_attention_typed(const PagedAttentionParams& p) {
     std::vector<Row<T>> rows(group);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t s = task / p.heads_kv, kv_head = task % p.heads_kv;
-      const SequenceCache<T> cache{static_cast<const T*>(p.key_cache),
-                                   static_cast<const T*>(p.value_cache),
+      const SequenceCache<C> cache{static_cast<const C*>(p.key_cache),
+                                   static_cast<const C*>(p.value_cache),
                                    p.block_tables + s * p.max_blocks,
-                                   kv_head, p.heads_kv, p.head_dim, p.block_size};
+                                   kv_head, p.heads_kv, p.head_dim, p.block_size,
+                                   scale_of(p.k_scale, kv_head), scale_of(p.v_scale, kv_head)};
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kv_head * group + g;
         rows[g].q = static_cast<const T*>(p.query) + s * p.q_seq_stride + h * p.q_head_stride;
@@ -193,12 +219,12 @@ void paged_attention_typed(const PagedAttentionParams& p) {
         rows[g].limit = p.context_lens[s];
         rows[g].slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
       }
-      attend_rows(cache, rows, p.scale, ws);
+      attend_rows<T, C>(cache, rows, p.scale, ws);
     }
   });
 }
 
-template <typename T>
+template <typename T, typename C>
 void paged_prefill_typed(const PagedPrefillParams& p) {
   const int64_t group = p.heads_q / p.heads_kv;
   // Tasks: (sequence, first row of a tile) for every tile, times every kv head.
@@ -227,10 +253,11 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
       const int64_t context = p.context_lens[s];
       const int64_t chunk_begin = p.cu_seqlens_q[s];
       const int64_t chunk = p.cu_seqlens_q[s + 1] - chunk_begin;
-      const SequenceCache<T> cache{static_cast<const T*>(p.key_cache),
-                                   static_cast<const T*>(p.value_cache),
+      const SequenceCache<C> cache{static_cast<const C*>(p.key_cache),
+                                   static_cast<const C*>(p.value_cache),
                                    p.block_tables + s * p.max_blocks,
-                                   kv_head, p.heads_kv, p.head_dim, p.block_size};
+                                   kv_head, p.heads_kv, p.head_dim, p.block_size,
+                                   scale_of(p.k_scale, kv_head), scale_of(p.v_scale, kv_head)};
       rows.clear();
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kv_head * group + g;
@@ -244,35 +271,48 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
           rows.push_back(row);
         }
       }
-      attend_rows(cache, rows, p.scale, ws);
+      attend_rows<T, C>(cache, rows, p.scale, ws);
     }
   });
 }
 
+// Runs F<T, C> for the query (key) dtype T and the cache's element type C.
+template <template <typename, typename> class F, typename Params>
+void dispatch(const Params& p) {
+  const bool fp8 = p.cache_type == CacheType::kFp8E4M3;
+  switch (p.dtype) {
+    case ElementType::kFloat32:
+      return fp8 ? F<float, Fp8E4M3>::run(p) : F<float, float>::run(p);
+    case ElementType::kFloat16:
+      return fp8 ? F<Half, Fp8E4M3>::run(p) : F<Half, Half>::run(p);
+    case ElementType::kBFloat16:
+      return fp8 ? F<BFloat16, Fp8E4M3>::run(p) : F<BFloat16, BFloat16>::run(p);
+  }
+}
+
+template <typename T, typename C>
+struct ReshapeAndCache {
+  static void run(const ReshapeAndCacheParams& p) { reshape_and_cache_typed<T, C>(p); }
+};
+template <typename T, typename C>
+struct PagedAttention {
+  static void run(const PagedAttentionParams& p) { paged_attention_typed<T, C>(p); }
+};
+template <typename T, typename C>
+struct PagedPrefill {
+  static void run(const PagedPrefillParams& p) { paged_prefill_typed<T, C>(p); }
+};
+
 }  // namespace
 
 void run_reshape_and_cache_cpu(const ReshapeAndCacheParams& params) {
-  switch (params.dtype) {
-    case ElementType::kFloat32: return reshape_and_cache_typed<float>(params);
-    case ElementType::kFloat16: return reshape_and_cache_typed<Half>(params);
-    case ElementType::kBFloat16: return reshape_and_cache_typed<BFloat16>(params);
-  }
+  dispatch<ReshapeAndCache>(params);
 }
 
 void run_paged_attention_cpu(const PagedAttentionParams& params) {
-  switch (params.dtype) {
-    case ElementType::kFloat32: return paged_attention_typed<float>(params);
-    case ElementType::kFloat16: return paged_attention_typed<Half>(params);
-    case ElementType::kBFloat16: return paged_attention_typed<BFloat16>(params);
-  }
+  dispatch<PagedAttention>(params);
 }
 
-void run_paged_prefill_cpu(const PagedPrefillParams& params) {
-  switch (params.dtype) {
-    case ElementType::kFloat32: return paged_prefill_typed<float>(params);
-    case ElementType::kFloat16: return paged_prefill_typed<Half>(params);
-    case ElementType::kBFloat16: return paged_prefill_typed<BFloat16>(params);
-  }
-}
+void run_paged_prefill_cpu(const PagedPrefillParams& params) { dispatch<PagedPrefill>(params); }
 
 }  // namespace djl_attn::paged

@@ -43,10 +43,15 @@ void copy_to_host(const PagedBackend& backend, std::initializer_list<HostCopy> c
   }
 }
 
-// The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, one dtype and
-// device with `ref` (the query or the new keys), supported sizes when `attention`.
-void check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
-                  const Tensor& ref, ArgName ref_name, bool attention) {
+// The dtypes that hold an fp8 (e4m3fn) cache: DJL has no fp8 dtype and passes uint8, as vLLM
+// stores its fp8 caches; torch.float8_e4m3fn names the same bytes.
+bool is_fp8_dtype(DType dtype) { return dtype == DType::kUInt8 || dtype == DType::kFloat8E4M3FN; }
+
+// The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, on the device of
+// `ref` (the query or the new keys), of its dtype or both fp8 of one dtype, supported sizes when
+// `attention`. Returns what they store.
+CacheType check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
+                       const Tensor& ref, ArgName ref_name, bool attention) {
   const ArgName kc{op, "key_cache"}, vc{op, "value_cache"};
   check_dim(key_cache, kc, 4, "[num_blocks, block_size, Hkv, D]");
   check_dim(value_cache, vc, 4, "[num_blocks, block_size, Hkv, D]");
@@ -54,8 +59,13 @@ void check_caches(const char* op, const Tensor& key_cache, const Tensor& value_c
   check_size(value_cache, vc, 1, "block_size", key_cache.size(1), "the block size of key_cache");
   check_size(value_cache, vc, 2, "Hkv", key_cache.size(2), "the heads of key_cache");
   check_size(value_cache, vc, 3, "D", key_cache.size(3), "the head dim of key_cache");
-  check_same_dtype(key_cache, kc, ref, ref_name);
-  check_same_dtype(value_cache, vc, ref, ref_name);
+  const bool fp8 = is_fp8_dtype(key_cache.dtype());
+  if (fp8) {
+    check_same_dtype(value_cache, vc, key_cache, kc);
+  } else {
+    check_same_dtype(key_cache, kc, ref, ref_name);
+    check_same_dtype(value_cache, vc, ref, ref_name);
+  }
   check_same_device(key_cache, kc, ref, ref_name);
   check_same_device(value_cache, vc, ref, ref_name);
   check_contiguous(key_cache, kc);
@@ -72,6 +82,29 @@ void check_caches(const char* op, const Tensor& key_cache, const Tensor& value_c
   if (key_cache.size(2) < 1) {
     fail_invalid(kc.prefix(), ": expected Hkv >= 1, got ", key_cache.size(2));
   }
+  return fp8 ? CacheType::kFp8E4M3 : CacheType::kQuery;
+}
+
+// k_scale / v_scale: only with an fp8 cache; float32 [1] (per tensor) or [Hkv] (per head),
+// contiguous, on the cache's device. Absent: 1.
+CacheScale check_scale(const char* op, const char* arg, const std::optional<Tensor>& scale,
+                       const Tensor& key_cache, CacheType cache_type) {
+  if (!scale) return {nullptr, 0};
+  const ArgName name{op, arg};
+  if (cache_type != CacheType::kFp8E4M3) {
+    fail_invalid(name.prefix(), ": expected no scale for a ", key_cache.dtype_str(),
+                 " cache (scales apply to fp8 caches: uint8 or float8_e4m3fn), got a tensor");
+  }
+  check_dim(*scale, name, 1, "[1] or [Hkv]");
+  const int64_t heads_kv = key_cache.size(2), n = scale->size(0);
+  if (n != 1 && n != heads_kv) {
+    fail_invalid(name.prefix(), ": expected size 1 (per tensor) or Hkv = ", heads_kv,
+                 " (per head) at dim 0, got ", n);
+  }
+  check_dtype(*scale, name, DType::kFloat32);
+  check_same_device(*scale, name, key_cache, {op, "key_cache"});
+  check_contiguous(*scale, name);
+  return {scale->data_as<float>(), n == 1 ? 0 : 1};
 }
 
 // Query [rows, Hq, D]: rank, dtype, device, last dim.
@@ -87,7 +120,7 @@ void check_query(const char* op, const Tensor& query, const char* layout) {
 void check_query_heads(const char* op, const Tensor& query, const Tensor& key_cache) {
   const int64_t dim = query.size(2);
   if (!is_supported_head_dim(dim)) {
-    fail_invalid(op, ": query: expected a head dim D in ", list_str(kHeadDims), ", got ", dim);
+    fail_invalid(op, ": query: expected a head dim D in [1, ", kMaxHeadDim, "], got ", dim);
   }
   check_size(key_cache, {op, "key_cache"}, 3, "D", dim, "the head dim of query");
   const int64_t heads_q = query.size(1), heads_kv = key_cache.size(2);
@@ -147,6 +180,8 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   Tensor value_cache = take_tensor(stack, 3);
   Tensor slot_mapping = take_tensor(stack, 4);
   const bool check_slots = read_bool(stack, 5);
+  std::optional<Tensor> k_scale = take_optional_tensor(stack, 6);
+  std::optional<Tensor> v_scale = take_optional_tensor(stack, 7);
 
   const ArgName kn{kCacheOp, "key"}, vn{kCacheOp, "value"}, sn{kCacheOp, "slot_mapping"};
   check_dim(key, kn, 3, "[T, Hkv, D]");
@@ -161,7 +196,9 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   check_size(value, vn, 0, "T", tokens, "the tokens of key");
   check_size(value, vn, 1, "Hkv", heads_kv, "the heads of key");
   check_size(value, vn, 2, "D", dim, "the head dim of key");
-  check_caches(kCacheOp, key_cache, value_cache, key, kn, false);
+  const CacheType cache_type = check_caches(kCacheOp, key_cache, value_cache, key, kn, false);
+  const CacheScale ks = check_scale(kCacheOp, "k_scale", k_scale, key_cache, cache_type);
+  const CacheScale vs = check_scale(kCacheOp, "v_scale", v_scale, key_cache, cache_type);
   check_size(key_cache, {kCacheOp, "key_cache"}, 2, "Hkv", heads_kv, "the heads of key");
   check_size(key_cache, {kCacheOp, "key_cache"}, 3, "D", dim, "the head dim of key");
   check_dim(slot_mapping, sn, 1, "[T]");
@@ -201,6 +238,9 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   p.block_size = block_size;
   p.num_blocks = num_blocks;
   p.dtype = element_type(key.dtype());
+  p.cache_type = cache_type;
+  p.k_scale = ks;
+  p.v_scale = vs;
   backend.reshape_and_cache(p);
 }
 
@@ -214,9 +254,14 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   const int64_t max_context_len = read_int(stack, 6);
   std::optional<Tensor> alibi = take_optional_tensor(stack, 7);
   const bool check_indices = read_bool(stack, 8);
+  std::optional<Tensor> k_scale = take_optional_tensor(stack, 9);
+  std::optional<Tensor> v_scale = take_optional_tensor(stack, 10);
 
   check_query(kDecodeOp, query, "[num_seqs, Hq, D]");
-  check_caches(kDecodeOp, key_cache, value_cache, query, {kDecodeOp, "query"}, true);
+  const CacheType cache_type =
+      check_caches(kDecodeOp, key_cache, value_cache, query, {kDecodeOp, "query"}, true);
+  const CacheScale ks = check_scale(kDecodeOp, "k_scale", k_scale, key_cache, cache_type);
+  const CacheScale vs = check_scale(kDecodeOp, "v_scale", v_scale, key_cache, cache_type);
   check_query_heads(kDecodeOp, query, key_cache);
   if (alibi) check_alibi(kDecodeOp, *alibi, query);
   const int64_t num_seqs = query.size(0), heads_q = query.size(1), dim = query.size(2);
@@ -274,6 +319,9 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
     p.max_context_len = max_context_len;
     p.scale = static_cast<float>(scale);
     p.dtype = element_type(query.dtype());
+    p.cache_type = cache_type;
+    p.k_scale = ks;
+    p.v_scale = vs;
     backend.paged_attention(p);
   }
   put_tensor(stack, 0, std::move(out));
@@ -290,9 +338,14 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   const int64_t max_seqlen_q = read_int(stack, 7);
   std::optional<Tensor> alibi = take_optional_tensor(stack, 8);
   const bool check_indices = read_bool(stack, 9);
+  std::optional<Tensor> k_scale = take_optional_tensor(stack, 10);
+  std::optional<Tensor> v_scale = take_optional_tensor(stack, 11);
 
   check_query(kPrefillOp, query, "[T, Hq, D]");
-  check_caches(kPrefillOp, key_cache, value_cache, query, {kPrefillOp, "query"}, true);
+  const CacheType cache_type =
+      check_caches(kPrefillOp, key_cache, value_cache, query, {kPrefillOp, "query"}, true);
+  const CacheScale ks = check_scale(kPrefillOp, "k_scale", k_scale, key_cache, cache_type);
+  const CacheScale vs = check_scale(kPrefillOp, "v_scale", v_scale, key_cache, cache_type);
   check_query_heads(kPrefillOp, query, key_cache);
   if (alibi) check_alibi(kPrefillOp, *alibi, query);
   const int64_t tokens = query.size(0), heads_q = query.size(1), dim = query.size(2);
@@ -371,6 +424,9 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     p.max_seqlen_q = max_seqlen_q;
     p.scale = static_cast<float>(scale);
     p.dtype = element_type(query.dtype());
+    p.cache_type = cache_type;
+    p.k_scale = ks;
+    p.v_scale = vs;
     backend.paged_prefill(p);
   }
   put_tensor(stack, 0, std::move(out));

@@ -21,7 +21,12 @@ struct PagedBackend {
 };
 
 // reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,
-//                   Tensor slot_mapping, bool check_slots=True) -> ()
+//                   Tensor slot_mapping, bool check_slots=True, Tensor? k_scale=None,
+//                   Tensor? v_scale=None) -> ()
+//
+// The caches hold the dtype of key/value, or fp8 e4m3fn bytes (a uint8 or float8_e4m3fn cache;
+// paged_params.h, CacheType) with optional float32 scales [1] or [Hkv] (absent: 1), which the
+// attention operators take too.
 //
 // check_slots / check_indices=False: the caller vouches for the index values (slots, block ids,
 // context lengths and offsets), which are then not copied to the host and checked (on CUDA that
@@ -31,13 +36,14 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
 
 // paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,
 //                 Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes,
-//                 bool check_indices=True) -> Tensor
+//                 bool check_indices=True, Tensor? k_scale=None, Tensor? v_scale=None) -> Tensor
 void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 // paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,
 //                         Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens,
 //                         float scale, int max_seqlen_q, Tensor? alibi_slopes,
-//                         bool check_indices=True) -> Tensor
+//                         bool check_indices=True, Tensor? k_scale=None,
+//                         Tensor? v_scale=None) -> Tensor
 void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 }  // namespace djl_attn::paged

@@ -17,11 +17,14 @@ namespace djl_attn::paged {
 
 using ::djl_attn::ElementType;
 
-// Supported sizes of the attention operators: the one list. The bindings check against it, the
-// CUDA launcher instantiates a kernel for each (dtype, head dim, block size) from it, and the C
-// interface exports it (djl_attn_supported_values: "paged.head_dims", "paged.block_sizes"),
-// which the Java builders, the tests and docs/operators.md read. Every head dim here times the
-// element size is a multiple of 16 bytes, so a key row is a whole number of 16-byte vectors.
+// Sizes of the attention operators: the one list. The bindings accept every head dim in
+// [1, kMaxHeadDim] and the block sizes here; the CUDA launcher instantiates its vector kernels
+// (v1/v2) for each (dtype, compiled head dim, block size) and runs a head dim between the
+// compiled ones on the next one up (cuda/paged/paged_plan.h). The C interface exports them
+// (djl_attn_supported_values: "paged.max_head_dim", "paged.head_dims" (the compiled ones),
+// "paged.block_sizes"), which the Java builders, the tests and docs/operators.md read. Every
+// compiled head dim times the element size is a multiple of 16 bytes, so a key row is a whole
+// number of 16-byte vectors.
 #define DJL_PAGED_FOR_EACH_HEAD_DIM(X) X(64) X(80) X(96) X(128) X(256)
 #define DJL_PAGED_FOR_EACH_BLOCK_SIZE(X) X(8) X(16) X(32)
 
@@ -30,11 +33,19 @@ constexpr int kHeadDims[] = {DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_LIST_ITEM)};
 constexpr int kBlockSizes[] = {DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_LIST_ITEM)};
 #undef DJL_PAGED_LIST_ITEM
 
-inline bool is_supported_head_dim(int64_t d) {
+// The largest head dim: the largest compiled one (the rows kernel's lanes hold 256 / 32 dims).
+constexpr int kMaxHeadDim = 256;
+static_assert(kHeadDims[sizeof(kHeadDims) / sizeof(kHeadDims[0]) - 1] == kMaxHeadDim,
+              "every head dim has a compiled one at or above it");
+
+inline bool is_supported_head_dim(int64_t d) { return d >= 1 && d <= kMaxHeadDim; }
+
+// The smallest compiled head dim >= d (d supported).
+inline int64_t compiled_head_dim(int64_t d) {
   for (int v : kHeadDims) {
-    if (v == d) return true;
+    if (v >= d) return v;
   }
-  return false;
+  return kMaxHeadDim;
 }
 
 inline bool is_supported_block_size(int64_t b) {
@@ -43,6 +54,20 @@ inline bool is_supported_block_size(int64_t b) {
   }
   return false;
 }
+
+// What the key and value caches store.
+//   kQuery    elements of the dtype of the query (of key/value for reshape_and_cache)
+//   kFp8E4M3  OCP e4m3fn bytes (paged/fp8.h), from a uint8 or float8_e4m3fn tensor: a cached
+//             value is byte * scale, the scale of its kv head; reshape_and_cache writes
+//             sat(round_to_nearest_even(x / scale)).
+enum class CacheType { kQuery, kFp8E4M3 };
+
+// The dequantisation scales of an fp8 cache, float32: head h's scale is
+// values[h * head_stride], or 1 when values is null.
+struct CacheScale {
+  const float* values;  // [1] (per tensor, head_stride 0) or [Hkv] (per head, head_stride 1)
+  int64_t head_stride;
+};
 
 // One device-to-host copy of an index tensor's bytes, for the bindings' validation.
 struct HostCopy {
@@ -56,8 +81,8 @@ struct HostCopy {
 struct ReshapeAndCacheParams {
   const void* key;           // [T, Hkv, D], last dim contiguous
   const void* value;         // [T, Hkv, D], last dim contiguous
-  void* key_cache;           // [num_blocks, block_size, Hkv, D], contiguous
-  void* value_cache;         // [num_blocks, block_size, Hkv, D], contiguous
+  void* key_cache;           // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
+  void* value_cache;         // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
   const int64_t* slot_mapping;  // [T], contiguous; negative = skip, else < num_blocks * bs
 
   // Strides in elements.
@@ -69,7 +94,9 @@ struct ReshapeAndCacheParams {
   int64_t head_dim;    // D
   int64_t block_size;  // tokens per cache block
   int64_t num_blocks;  // physical blocks in each cache
-  ElementType dtype;   // of key, value and both caches
+  ElementType dtype;   // of key and value (and of both caches when cache_type is kQuery)
+  CacheType cache_type;
+  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
 };
 
 // paged_attention (decode): one query token per sequence, attending to the first
@@ -77,8 +104,8 @@ struct ReshapeAndCacheParams {
 //   scale * q . k_j + alibi_slopes[h] * (j - (context_len - 1))   (the ALiBi term when given)
 struct PagedAttentionParams {
   const void* query;          // [num_seqs, Hq, D], last dim contiguous
-  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous
-  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous
+  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
+  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
   const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
   const int32_t* context_lens;  // [num_seqs], contiguous
   const float* alibi_slopes;  // [Hq] float32, or null
@@ -96,7 +123,9 @@ struct PagedAttentionParams {
   int64_t max_blocks;       // columns of block_tables
   int64_t max_context_len;  // >= every context_lens[s]; sizes the CUDA grid and workspace
   float scale;              // multiplies q . k
-  ElementType dtype;        // of query, caches and output
+  ElementType dtype;        // of query and output (and of the caches when cache_type is kQuery)
+  CacheType cache_type;
+  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
 };
 
 // paged_prefill_attention: the query tokens of sequence s are the packed rows
@@ -106,8 +135,8 @@ struct PagedAttentionParams {
 // the ALiBi term alibi_slopes[h] * (j - p).
 struct PagedPrefillParams {
   const void* query;          // [T, Hq, D], last dim contiguous
-  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous
-  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous
+  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
+  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
   const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
   const int32_t* cu_seqlens_q;  // [num_seqs + 1], contiguous; null (CUDA's paged_attention on
                                 // unaligned caches only): one query row per sequence, row s
@@ -128,7 +157,9 @@ struct PagedPrefillParams {
   int64_t max_blocks;
   int64_t max_seqlen_q;  // >= every chunk length n; sizes the CUDA grid
   float scale;
-  ElementType dtype;
+  ElementType dtype;        // of query and output (and of the caches when cache_type is kQuery)
+  CacheType cache_type;
+  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
 };
 
 }  // namespace djl_attn::paged

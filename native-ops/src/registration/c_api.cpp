@@ -198,6 +198,7 @@ const char* djl_attn_supported_values(const char* key) {
     std::string dtypes;
     for (DType d : kKernelDTypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(d));
     return std::vector<std::pair<std::string, std::string>>{
+        {"paged.max_head_dim", std::to_string(paged::kMaxHeadDim)},
         {"paged.head_dims", csv_str(paged::kHeadDims)},
         {"paged.block_sizes", csv_str(paged::kBlockSizes)},
         {"flash.max_head_dim", std::to_string(flash::kMaxHeadDim)},

@@ -34,14 +34,16 @@ constexpr const char* kSchemas[] = {
     " Tensor beta, float eps) -> Tensor",
     "add_bias_gelu(Tensor x, Tensor? bias, bool tanh_approximation) -> Tensor",
     "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,"
-    " Tensor slot_mapping, bool check_slots=True) -> ()",
+    " Tensor slot_mapping, bool check_slots=True, Tensor? k_scale=None, Tensor? v_scale=None)"
+    " -> ()",
     "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,"
     " Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes,"
-    " bool check_indices=True) -> Tensor",
+    " bool check_indices=True, Tensor? k_scale=None, Tensor? v_scale=None) -> Tensor",
     "causal_dot_product(Tensor q, Tensor k, Tensor v) -> Tensor",
     "paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,"
     " Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens, float scale,"
-    " int max_seqlen_q, Tensor? alibi_slopes, bool check_indices=True) -> Tensor",
+    " int max_seqlen_q, Tensor? alibi_slopes, bool check_indices=True, Tensor? k_scale=None,"
+    " Tensor? v_scale=None) -> Tensor",
     "add_bias_residual_affine(Tensor x, Tensor? bias, Tensor residual, Tensor scale,"
     " Tensor shift) -> Tensor",
     "remove_padding(Tensor x, Tensor lens) -> (Tensor, Tensor)",

@@ -38,6 +38,8 @@ TorchApi resolve_all() {
   DJL_ATTN_RESOLVE(dtype_bfloat16);
   DJL_ATTN_RESOLVE(dtype_int32);
   DJL_ATTN_RESOLVE(dtype_int64);
+  DJL_ATTN_RESOLVE(dtype_uint8);
+  DJL_ATTN_RESOLVE(dtype_float8_e4m3fn);
   DJL_ATTN_RESOLVE(device_type_cpu);
   DJL_ATTN_RESOLVE(device_type_cuda);
   DJL_ATTN_RESOLVE(get_data_ptr);

@@ -29,6 +29,8 @@ struct TorchApi {
   int32_t (*dtype_bfloat16)();
   int32_t (*dtype_int32)();
   int32_t (*dtype_int64)();
+  int32_t (*dtype_uint8)();
+  int32_t (*dtype_float8_e4m3fn)();
   int32_t (*device_type_cpu)();
   int32_t (*device_type_cuda)();
 

@@ -18,13 +18,14 @@ using djl_attn::plan_exports::keep;
 // DJL_ATTN_PAGED_KERNEL and DJL_ATTN_PAGED_CONFIG values; `partition_size`:
 // DJL_ATTN_PAGED_PARTITION. The query is
 // [num_seqs, Hq, D] with strides (q_seq_stride, q_head_stride) at `query_address`; both caches
-// start at `cache_address`; the output is allocated (aligned). "error: ..." on failure.
+// start at `cache_address` and hold fp8 bytes when `fp8_cache` (the query's dtype otherwise); the
+// output is allocated (aligned). "error: ..." on failure.
 extern "C" const char* djl_attn_test_paged_attention_plan(
     int64_t num_seqs, int64_t heads_q, int64_t heads_kv, int64_t head_dim, int64_t block_size,
     int64_t max_context_len, int32_t element_size, int32_t alibi, uint64_t query_address,
     int64_t q_seq_stride, int64_t q_head_stride, uint64_t cache_address, const char* kernel,
     const char* config, int64_t partition_size, int32_t sm_count, int64_t smem_optin,
-    int32_t cc_major, int32_t cc_minor) {
+    int32_t cc_major, int32_t cc_minor, int32_t fp8_cache) {
   using namespace djl_attn::paged;
   try {
     DecodeOptions options;
@@ -51,6 +52,7 @@ extern "C" const char* djl_attn_test_paged_attention_plan(
     p.max_blocks = (max_context_len + block_size - 1) / block_size;
     p.max_context_len = max_context_len;
     p.dtype = element_type_of(element_size);
+    p.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
     return keep(describe(
         plan_paged_attention(p, options, {sm_count, smem_optin, cc_major, cc_minor})));
   } catch (const std::exception& e) {
@@ -70,10 +72,11 @@ extern "C" const char* djl_attn_test_paged_prefill_plan(int64_t num_seqs, int64_
 }
 
 // The reshape_and_cache plan: [T, Hkv, D] keys and values at `key_address` with strides
-// (token_stride, head_stride), caches at `cache_address`.
+// (token_stride, head_stride), caches at `cache_address`, of fp8 bytes when `fp8_cache`.
 extern "C" const char* djl_attn_test_reshape_and_cache_plan(
     int64_t tokens, int64_t heads_kv, int64_t head_dim, int32_t element_size,
-    uint64_t key_address, int64_t token_stride, int64_t head_stride, uint64_t cache_address) {
+    uint64_t key_address, int64_t token_stride, int64_t head_stride, uint64_t cache_address,
+    int32_t fp8_cache) {
   using namespace djl_attn::paged;
   ReshapeAndCacheParams p{};
   p.key = p.value = address(key_address);
@@ -84,5 +87,6 @@ extern "C" const char* djl_attn_test_reshape_and_cache_plan(
   p.heads_kv = heads_kv;
   p.head_dim = head_dim;
   p.dtype = element_type_of(element_size);
+  p.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
   return keep(describe(plan_reshape_and_cache(p)));
 }

@@ -564,7 +564,32 @@ public final class AttentionOps {
      */
     public static void reshapeAndCache(
             NDArray key, NDArray value, NDArray keyCache, NDArray valueCache, NDArray slotMapping) {
-        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true);
+        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true, null, null);
+    }
+
+    /**
+     * {@link #reshapeAndCache(NDArray, NDArray, NDArray, NDArray, NDArray)} into an FP8 cache:
+     * uint8 caches of OCP e4m3fn bytes, each value stored as {@code sat(round(x / scale))}
+     * (saturated at ±448, round to nearest even).
+     *
+     * @param key new keys {@code [T, Hkv, D]}, float32 or float16, last dim contiguous
+     * @param value new values {@code [T, Hkv, D]}, dtype of {@code key}
+     * @param keyCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous; modified in place
+     * @param valueCache uint8, same shape; modified in place
+     * @param slotMapping int64 {@code [T]}: {@code block * blockSize + offset}, or negative
+     * @param kScale float32 {@code [1]} (per tensor) or {@code [Hkv]} (per head) on the cache's
+     *     device, or {@code null} for 1; only with a uint8 cache
+     * @param vScale the value scales, likewise
+     */
+    public static void reshapeAndCache(
+            NDArray key,
+            NDArray value,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray slotMapping,
+            NDArray kScale,
+            NDArray vScale) {
+        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true, kScale, vScale);
     }
 
     /**
@@ -590,7 +615,9 @@ public final class AttentionOps {
                 cache.getKeyCache(layer),
                 cache.getValueCache(layer),
                 batch.getSlotMapping(),
-                false);
+                false,
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer));
     }
 
     private static void reshapeAndCache(
@@ -599,7 +626,9 @@ public final class AttentionOps {
             NDArray keyCache,
             NDArray valueCache,
             NDArray slotMapping,
-            boolean checkSlots) {
+            boolean checkSlots,
+            NDArray kScale,
+            NDArray vScale) {
         PtNDArray ptKey = pytorchArray(key, "key");
         OperatorCall.of(Operator.RESHAPE_AND_CACHE)
                 .tensor(ptKey)
@@ -608,6 +637,8 @@ public final class AttentionOps {
                 .tensor(pytorchArray(valueCache, "valueCache"))
                 .tensor(pytorchArray(slotMapping, "slotMapping"))
                 .boolArg(checkSlots)
+                .optionalTensor(optionalArray(kScale, "kScale"))
+                .optionalTensor(optionalArray(vScale, "vScale"))
                 .invoke(ptKey.getManager());
     }
 
@@ -618,7 +649,7 @@ public final class AttentionOps {
      * term only when slopes are given); a sequence of context 0 gets zeros.
      *
      * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous; {@code D}
-     *     in {64, 80, 96, 128, 256}
+     *     one of {@link PagedKvCache#supportedHeadDims()}
      * @param keyCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous, {@code Hq % Hkv == 0},
      *     block size in {8, 16, 32}
      * @param valueCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
@@ -649,7 +680,51 @@ public final class AttentionOps {
                 scale,
                 maxContextLen,
                 alibiSlopes,
-                true);
+                true,
+                null,
+                null);
+    }
+
+    /**
+     * {@link #pagedAttention(NDArray, NDArray, NDArray, NDArray, NDArray, float, int, NDArray)}
+     * over an FP8 cache: uint8 caches of OCP e4m3fn bytes, read as {@code byte · scale}.
+     *
+     * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous
+     * @param keyCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param valueCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
+     * @param contextLens int32 {@code [numSeqs]}
+     * @param scale the factor on {@code q·k}
+     * @param maxContextLen an upper bound of {@code contextLens}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param kScale float32 {@code [1]} or {@code [Hkv]} on the cache's device, or {@code null}
+     *     for 1; only with a uint8 cache
+     * @param vScale the value scales, likewise
+     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
+     */
+    public static NDArray pagedAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray contextLens,
+            float scale,
+            int maxContextLen,
+            NDArray alibiSlopes,
+            NDArray kScale,
+            NDArray vScale) {
+        return pagedAttention(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                contextLens,
+                scale,
+                maxContextLen,
+                alibiSlopes,
+                true,
+                kScale,
+                vScale);
     }
 
     /**
@@ -685,7 +760,9 @@ public final class AttentionOps {
                 scale,
                 batch.getMaxContextLen(),
                 alibiSlopes,
-                false);
+                false,
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer));
     }
 
     private static NDArray pagedAttention(
@@ -697,7 +774,9 @@ public final class AttentionOps {
             float scale,
             int maxContextLen,
             NDArray alibiSlopes,
-            boolean checkIndices) {
+            boolean checkIndices,
+            NDArray kScale,
+            NDArray vScale) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         return OperatorCall.of(Operator.PAGED_ATTENTION)
                 .tensor(ptQuery)
@@ -707,9 +786,10 @@ public final class AttentionOps {
                 .tensor(pytorchArray(contextLens, "contextLens"))
                 .floatArg(scale)
                 .intArg(maxContextLen)
-                .optionalTensor(
-                        alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
+                .optionalTensor(optionalArray(alibiSlopes, "alibiSlopes"))
                 .boolArg(checkIndices)
+                .optionalTensor(optionalArray(kScale, "kScale"))
+                .optionalTensor(optionalArray(vScale, "vScale"))
                 .invoke(ptQuery.getManager())[0];
     }
 
@@ -753,7 +833,55 @@ public final class AttentionOps {
                 scale,
                 maxSeqlenQ,
                 alibiSlopes,
-                true);
+                true,
+                null,
+                null);
+    }
+
+    /**
+     * {@link #pagedPrefillAttention(NDArray, NDArray, NDArray, NDArray, NDArray, NDArray, float,
+     * int, NDArray)} over an FP8 cache: uint8 caches of OCP e4m3fn bytes, read as {@code byte ·
+     * scale}.
+     *
+     * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
+     * @param keyCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param valueCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
+     * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
+     * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
+     * @param scale the factor on {@code q·k}
+     * @param maxSeqlenQ an upper bound of the chunk lengths
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param kScale float32 {@code [1]} or {@code [Hkv]} on the cache's device, or {@code null}
+     *     for 1; only with a uint8 cache
+     * @param vScale the value scales, likewise
+     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
+     */
+    public static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            float scale,
+            int maxSeqlenQ,
+            NDArray alibiSlopes,
+            NDArray kScale,
+            NDArray vScale) {
+        return pagedPrefillAttention(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                cuSeqlensQ,
+                contextLens,
+                scale,
+                maxSeqlenQ,
+                alibiSlopes,
+                true,
+                kScale,
+                vScale);
     }
 
     /**
@@ -789,7 +917,9 @@ public final class AttentionOps {
                 scale,
                 batch.getMaxQueryLen(),
                 alibiSlopes,
-                false);
+                false,
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer));
     }
 
     private static NDArray pagedPrefillAttention(
@@ -802,7 +932,9 @@ public final class AttentionOps {
             float scale,
             int maxSeqlenQ,
             NDArray alibiSlopes,
-            boolean checkIndices) {
+            boolean checkIndices,
+            NDArray kScale,
+            NDArray vScale) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
                 .tensor(ptQuery)
@@ -813,10 +945,16 @@ public final class AttentionOps {
                 .tensor(pytorchArray(contextLens, "contextLens"))
                 .floatArg(scale)
                 .intArg(maxSeqlenQ)
-                .optionalTensor(
-                        alibiSlopes == null ? null : pytorchArray(alibiSlopes, "alibiSlopes"))
+                .optionalTensor(optionalArray(alibiSlopes, "alibiSlopes"))
                 .boolArg(checkIndices)
+                .optionalTensor(optionalArray(kScale, "kScale"))
+                .optionalTensor(optionalArray(vScale, "vScale"))
                 .invoke(ptQuery.getManager())[0];
+    }
+
+    /** {@link #pytorchArray} of a {@code Tensor?} argument: null stays null (None). */
+    private static PtNDArray optionalArray(NDArray array, String name) {
+        return array == null ? null : pytorchArray(array, name);
     }
 
     /** The checks Java owns: nulls, bfloat16, arrays of another engine. */

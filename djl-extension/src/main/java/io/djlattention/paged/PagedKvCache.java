@@ -25,12 +25,21 @@ import java.util.List;
  * blockSize · Hkv · D · bytes per element)}). The arrays are created zero-filled, live in the
  * cache's own manager, survive any {@link NDScope} and are freed by {@link #close} (idempotent).
  *
+ * <p>The cache stores the model's data type ({@link KvCacheDtype#AUTO}, the default) or FP8
+ * ({@link KvCacheDtype#FP8_E4M3}: uint8 arrays of e4m3 bytes, one byte per element, with each
+ * layer's {@link KvCacheScales}, passed to every paged operator call through {@link
+ * #getKeyScale}/{@link #getValueScale}). Keys, values and queries stay in the model's data type
+ * ({@link #getDataType}) either way.
+ *
  * <p>A step: give each sequence its new slots ({@link #allocate} for a prompt, {@link #appendSlots}
  * for decode tokens, which also performs copy-on-write of shared blocks), build the batch tensors
  * ({@link #prepare}), write each layer's new K/V ({@link #write}) and run the paged kernels on
  * {@link #getKeyCache}/{@link #getValueCache}. Not thread-safe.
  */
 public final class PagedKvCache implements AutoCloseable {
+
+    /** The loaded library's head dims ({@link #supportedHeadDims}), read on first use. */
+    private static volatile int[] headDims;
 
     private final NDManager manager;
     private final BlockManager blocks;
@@ -39,22 +48,37 @@ public final class PagedKvCache implements AutoCloseable {
     private final int numKvHeads;
     private final int headDim;
     private final DataType dataType;
+    private final KvCacheDtype cacheDtype;
+    private final NDArray[] keyScales; // per layer float32 [1] or [Hkv]; null unless FP8
+    private final NDArray[] valueScales;
     private boolean closed;
 
     private PagedKvCache(Builder b, int numBlocks) {
         this.numKvHeads = b.numKvHeads;
         this.headDim = b.headDim;
         this.dataType = b.dataType;
+        this.cacheDtype = b.cacheDtype;
         this.blocks = new BlockManager(numBlocks, b.blockSize);
         this.manager = b.manager.newSubManager(b.manager.getDevice());
         manager.setName("paged kv cache");
         Shape shape = new Shape(numBlocks, b.blockSize, b.numKvHeads, b.headDim);
+        DataType storage = b.cacheDtype.storageType(b.dataType);
         keyCaches = new NDArray[b.numLayers];
         valueCaches = new NDArray[b.numLayers];
+        boolean fp8 = b.cacheDtype == KvCacheDtype.FP8_E4M3;
+        KvCacheScales scales = b.scales == null ? KvCacheScales.unit() : b.scales;
+        keyScales = fp8 ? new NDArray[b.numLayers] : null;
+        valueScales = fp8 ? new NDArray[b.numLayers] : null;
         for (int l = 0; l < b.numLayers; ++l) {
-            keyCaches[l] = manager.zeros(shape, b.dataType);
-            valueCaches[l] = manager.zeros(shape, b.dataType);
+            // Zero bytes are e4m3 +0, so a fresh FP8 cache reads as zeros like a float one.
+            keyCaches[l] = manager.zeros(shape, storage);
+            valueCaches[l] = manager.zeros(shape, storage);
             NDScope.unregister(keyCaches[l], valueCaches[l]);
+            if (fp8) {
+                keyScales[l] = manager.create(scales.keyScales(l));
+                valueScales[l] = manager.create(scales.valueScales(l));
+                NDScope.unregister(keyScales[l], valueScales[l]);
+            }
         }
     }
 
@@ -68,13 +92,49 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the head dims the paged attention kernels take, the native library's one list
-     * ({@code native-ops/src/paged/paged_params.h}); {@link Builder#build()} rejects others.
+     * Returns the head dims the loaded library's paged attention operators take; {@link
+     * Builder#build()} rejects others. A library that exports {@code paged.max_head_dim} takes
+     * every head dim from 1 to that maximum; an older one only its compiled list {@code
+     * paged.head_dims} (64, 80, 96, 128, 256). Read from the library ({@code
+     * native-ops/src/paged/paged_params.h}), never restated in Java.
      *
      * @return the head dims, ascending
      */
     public static int[] supportedHeadDims() {
-        return SupportedValues.of("paged.head_dims");
+        int[] supported = headDims;
+        if (supported == null) {
+            // Read on first use, not in a static initialiser: a library that fails to load
+            // then fails every call with its own message, not a NoClassDefFoundError.
+            supported = readHeadDims();
+            headDims = supported;
+        }
+        return supported.clone();
+    }
+
+    private static int[] readHeadDims() {
+        int max;
+        try {
+            max = SupportedValues.of("paged.max_head_dim")[0];
+        } catch (IllegalArgumentException olderLibrary) {
+            return SupportedValues.of("paged.head_dims");
+        }
+        int[] all = new int[max];
+        for (int d = 1; d <= max; ++d) {
+            all[d - 1] = d;
+        }
+        return all;
+    }
+
+    /**
+     * Formats the supported head dims as the operators' messages do: {@code [1, 256]} for every
+     * head dim up to a maximum, else the list {@code {64, 80, 96, 128, 256}}.
+     */
+    private static String describeHeadDims(int[] supported) {
+        int n = supported.length;
+        if (n > 1 && supported[0] == 1 && supported[n - 1] == n) {
+            return "[1, " + n + "]";
+        }
+        return SupportedValues.format(supported);
     }
 
     /**
@@ -88,9 +148,10 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the smallest supported head dim that holds {@code headDim}: a model whose head dim
-     * is not supported stores its K/V zero-padded to this one (zeros add nothing to {@code q·k};
-     * the padded output columns are dropped).
+     * Returns the smallest supported head dim that holds {@code headDim}: {@code headDim} itself
+     * wherever the library takes it (every head dim up to 256 since issue 15), else the next one
+     * up of an older library's list, to which a model stores its K/V zero-padded (zeros add
+     * nothing to {@code q·k}; the padded output columns are dropped).
      *
      * @param headDim the model's head dim, {@code >= 1}
      * @return the cache head dim
@@ -118,7 +179,7 @@ public final class PagedKvCache implements AutoCloseable {
      * @param blockSize the tokens per block
      * @param numKvHeads the KV heads
      * @param headDim the head dim
-     * @param dataType the element type
+     * @param dataType the element type of the cache arrays ({@link KvCacheDtype#storageType})
      * @return bytes per block
      */
     public static long bytesPerBlock(
@@ -203,12 +264,100 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the element type.
+     * Returns the model's data type: of the keys and values written and of the queries.
      *
-     * @return the data type
+     * @return float32 or float16
      */
     public DataType getDataType() {
         return dataType;
+    }
+
+    /**
+     * Returns what the cache stores.
+     *
+     * @return AUTO (the model's data type) or FP8_E4M3
+     */
+    public KvCacheDtype getCacheDtype() {
+        return cacheDtype;
+    }
+
+    /**
+     * Returns the element type of the key and value cache arrays.
+     *
+     * @return {@link #getDataType()}, or uint8 for an FP8 cache
+     */
+    public DataType getStorageType() {
+        return cacheDtype.storageType(dataType);
+    }
+
+    /**
+     * Returns the key scales of a layer, the {@code k_scale} of the paged operators.
+     *
+     * @param layer the layer
+     * @return float32 {@code [1]} or {@code [Hkv]} for an FP8 cache, else null
+     */
+    public NDArray getKeyScale(int layer) {
+        checkOpen();
+        return keyScales == null ? null : keyScales[layer];
+    }
+
+    /**
+     * Returns the value scales of a layer, the {@code v_scale} of the paged operators.
+     *
+     * @param layer the layer
+     * @return float32 {@code [1]} or {@code [Hkv]} for an FP8 cache, else null
+     */
+    public NDArray getValueScale(int layer) {
+        checkOpen();
+        return valueScales == null ? null : valueScales[layer];
+    }
+
+    /**
+     * Returns FP8 scales measured from this cache's contents: per layer (and per KV head if {@code
+     * perHead}), {@code 2 · amax / 448} of the keys and of the values. Fill a float cache ({@link
+     * KvCacheDtype#AUTO}) with representative prompts, then build the FP8 cache with these. The
+     * factor 2 leaves room for later tokens beyond the calibration's largest value at the cost of
+     * one of e4m3's 17 binades; a layer (head) that is all zeros gets scale 1.
+     *
+     * @param perHead per KV head ({@code [Hkv]}) rather than per tensor ({@code [1]})
+     * @return the scales
+     * @throws IllegalStateException if this cache is FP8 (its bytes are already quantised)
+     */
+    public KvCacheScales measureFp8Scales(boolean perHead) {
+        checkOpen();
+        if (cacheDtype != KvCacheDtype.AUTO) {
+            throw new IllegalStateException(
+                    "measureFp8Scales: expected a float cache (KvCacheDtype.AUTO), got "
+                            + cacheDtype);
+        }
+        int layers = keyCaches.length;
+        float[][] k = new float[layers][];
+        float[][] v = new float[layers][];
+        for (int l = 0; l < layers; ++l) {
+            k[l] = fp8Scales(keyCaches[l], perHead);
+            v[l] = fp8Scales(valueCaches[l], perHead);
+        }
+        return KvCacheScales.of(k, v);
+    }
+
+    /** {@code 2 · amax / 448} over all blocks and slots, per head or over everything. */
+    private static float[] fp8Scales(NDArray cache, boolean perHead) {
+        try (NDScope ignored = new NDScope()) {
+            NDArray magnitude = cache.abs().toType(DataType.FLOAT32, false);
+            // [numBlocks, blockSize, Hkv, D] -> [Hkv, rest]: the engine reduces one axis at once.
+            NDArray amax =
+                    perHead
+                            ? magnitude
+                                    .transpose(2, 0, 1, 3)
+                                    .reshape(cache.getShape().get(2), -1)
+                                    .max(new int[] {1})
+                            : magnitude.max().reshape(1);
+            float[] scales = amax.toFloatArray();
+            for (int i = 0; i < scales.length; ++i) {
+                scales[i] = scales[i] > 0 ? 2f * scales[i] / KvCacheScales.FP8_E4M3_MAX : 1f;
+            }
+            return scales;
+        }
     }
 
     /**
@@ -227,7 +376,8 @@ public final class PagedKvCache implements AutoCloseable {
      */
     public long getAllocatedBytes() {
         return getNumBlocks()
-                * bytesPerBlock(keyCaches.length, getBlockSize(), numKvHeads, headDim, dataType);
+                * bytesPerBlock(
+                        keyCaches.length, getBlockSize(), numKvHeads, headDim, getStorageType());
     }
 
     /**
@@ -359,7 +509,8 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Performs block copies in every layer's key and value cache.
+     * Performs block copies in every layer's key and value cache (bytes as they are: an FP8
+     * block's copy is exact, its layer's scales being the same for every block).
      *
      * @param copies the copies
      */
@@ -404,6 +555,8 @@ public final class PagedKvCache implements AutoCloseable {
         private int numBlocks;
         private long memoryBudget;
         private DataType dataType = DataType.FLOAT32;
+        private KvCacheDtype cacheDtype = KvCacheDtype.AUTO;
+        private KvCacheScales scales;
 
         Builder() {}
 
@@ -486,13 +639,37 @@ public final class PagedKvCache implements AutoCloseable {
         }
 
         /**
-         * Sets the element type (default float32; float16 also).
+         * Sets the model's data type (default float32; float16 also): of the keys and values
+         * written, the queries, and of the cache itself unless {@link #optCacheDtype} says FP8.
          *
          * @param dataType the type
          * @return this builder
          */
         public Builder optDataType(DataType dataType) {
             this.dataType = dataType;
+            return this;
+        }
+
+        /**
+         * Sets what the cache stores (default {@link KvCacheDtype#AUTO}: the model's data type).
+         *
+         * @param cacheDtype AUTO or FP8_E4M3
+         * @return this builder
+         */
+        public Builder optCacheDtype(KvCacheDtype cacheDtype) {
+            this.cacheDtype = cacheDtype;
+            return this;
+        }
+
+        /**
+         * Sets the scales of an FP8 cache (default {@link KvCacheScales#unit()}; see {@link
+         * KvCacheScales} for how to pick them). Only for {@link KvCacheDtype#FP8_E4M3}.
+         *
+         * @param scales per layer, per tensor or per KV head
+         * @return this builder
+         */
+        public Builder optScales(KvCacheScales scales) {
+            this.scales = scales;
             return this;
         }
 
@@ -511,11 +688,34 @@ public final class PagedKvCache implements AutoCloseable {
             requirePositive(blockSize, "optBlockSize");
             // The kernels' own lists and wording, so a cache is never built that every paged
             // attention call would then reject.
-            requireIn(headDim, supportedHeadDims(), "setHeadDim", "a head dim D");
-            requireIn(blockSize, supportedBlockSizes(), "optBlockSize", "a block size");
+            int[] headDims = supportedHeadDims();
+            requireIn(
+                    headDim, headDims, describeHeadDims(headDims), "setHeadDim", "a head dim D");
+            int[] blockSizes = supportedBlockSizes();
+            requireIn(
+                    blockSize,
+                    blockSizes,
+                    SupportedValues.format(blockSizes),
+                    "optBlockSize",
+                    "a block size");
             if (dataType != DataType.FLOAT32 && dataType != DataType.FLOAT16) {
                 throw new IllegalArgumentException(
                         "PagedKvCache: optDataType: expected float32 or float16, got " + dataType);
+            }
+            if (cacheDtype == null) {
+                throw new IllegalArgumentException(
+                        "PagedKvCache: optCacheDtype: expected AUTO or FP8_E4M3, got null");
+            }
+            if (cacheDtype == KvCacheDtype.FP8_E4M3) {
+                if (scales != null) {
+                    scales.checkFits("PagedKvCache: optScales", numLayers, numKvHeads);
+                }
+            } else if (scales != null) {
+                // Scales on a float cache would be silently unused: the operators reject them.
+                throw new IllegalArgumentException(
+                        "PagedKvCache: optScales: scales apply to an FP8_E4M3 cache, the cache"
+                                + " dtype is "
+                                + cacheDtype);
             }
             if ((numBlocks > 0) == (memoryBudget > 0)) {
                 throw new IllegalArgumentException(
@@ -524,7 +724,13 @@ public final class PagedKvCache implements AutoCloseable {
             }
             int blocks = numBlocks;
             if (memoryBudget > 0) {
-                long perBlock = bytesPerBlock(numLayers, blockSize, numKvHeads, headDim, dataType);
+                long perBlock =
+                        bytesPerBlock(
+                                numLayers,
+                                blockSize,
+                                numKvHeads,
+                                headDim,
+                                cacheDtype.storageType(dataType));
                 long fit = memoryBudget / perBlock;
                 if (fit < 1) {
                     throw new IllegalArgumentException(
@@ -539,7 +745,8 @@ public final class PagedKvCache implements AutoCloseable {
             return new PagedKvCache(this, blocks);
         }
 
-        private static void requireIn(int value, int[] supported, String setter, String what) {
+        private static void requireIn(
+                int value, int[] supported, String described, String setter, String what) {
             for (int s : supported) {
                 if (s == value) {
                     return;
@@ -551,7 +758,7 @@ public final class PagedKvCache implements AutoCloseable {
                             + ": expected "
                             + what
                             + " in "
-                            + SupportedValues.format(supported)
+                            + described
                             + ", got "
                             + value);
         }

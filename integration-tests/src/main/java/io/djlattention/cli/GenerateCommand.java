@@ -9,6 +9,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
+import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
@@ -44,7 +45,8 @@ import java.util.concurrent.Callable;
  * through the continuous-batching scheduler and the paged KV cache, then reports tokens/s, the KV
  * blocks used against a max-length preallocation, and whether the first request's tokens equal
  * those of the stock path (full recomputation with stock DJL attention, no cache). Exit code 1 when
- * they differ.
+ * they differ, unless the cache is FP8 ({@code --kv-cache-dtype fp8}), whose rounding may change
+ * tokens.
  */
 @Command(
         name = "generate",
@@ -120,6 +122,15 @@ public final class GenerateCommand implements Callable<Integer> {
     String prefill;
 
     @Option(
+            names = "--kv-cache-dtype",
+            paramLabel = "DTYPE",
+            defaultValue = "auto",
+            description =
+                    "what the paged KV cache stores: auto (the model's dtype) or fp8 (e4m3, one byte"
+                            + " per element, scale 1) (default ${DEFAULT-VALUE})")
+    String kvCacheDtype;
+
+    @Option(
             names = "--seed",
             paramLabel = "N",
             defaultValue = "42",
@@ -147,6 +158,13 @@ public final class GenerateCommand implements Callable<Integer> {
         Device device = runtime.device();
         DataType dataType = runtime.dataType();
         PrefillAttention prefillKind = prefillKind();
+        KvCacheDtype cacheDtype;
+        try {
+            cacheDtype = KvCacheDtype.fromString(kvCacheDtype);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(
+                    spec.commandLine(), "--kv-cache-dtype: " + e.getMessage());
+        }
         try (NDManager manager = NDManager.newBaseManager(device, "PyTorch")) {
             LoadedDecoder loaded;
             try (ProgressBar bar = Progress.start("load decoder", -1, "")) {
@@ -186,7 +204,7 @@ public final class GenerateCommand implements Callable<Integer> {
                             blockSize,
                             config.getNumKvHeads(),
                             decoder.getCacheHeadDim(),
-                            dataType);
+                            cacheDtype.storageType(dataType));
 
             Map<Long, GenerationResult> results;
             long[] ids = new long[requests];
@@ -199,6 +217,7 @@ public final class GenerateCommand implements Callable<Integer> {
                             .optBlockSize(blockSize)
                             // room for every concurrent request at its full length: no preemption
                             .optNumBlocks(concurrent * blocksPerSequence)
+                            .optCacheDtype(cacheDtype)
                             .build()) {
                 ContinuousBatchingScheduler scheduler =
                         ContinuousBatchingScheduler.builder()
@@ -288,7 +307,10 @@ public final class GenerateCommand implements Callable<Integer> {
                             peak,
                             preallocated,
                             parity);
-            if (!parity) {
+            // An FP8 cache rounds K/V to 4 significant bits: its tokens may leave the exact
+            // stock path's (stories260K's after 1-12 tokens, docs/paged-kv-cache.md), so the
+            // comparison is reported, not enforced.
+            if (!parity && cacheDtype == KvCacheDtype.AUTO) {
                 spec.commandLine()
                         .getErr()
                         .println("generate: parity check FAILED: the paged path's tokens differ"

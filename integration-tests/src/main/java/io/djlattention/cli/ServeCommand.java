@@ -101,6 +101,15 @@ public final class ServeCommand implements Callable<Integer> {
     int kvBlocks;
 
     @Option(
+            names = "--kv-cache-dtype",
+            defaultValue = "auto",
+            description =
+                    "What the KV cache stores: auto (the model's dtype) or fp8 (e4m3, one byte per"
+                            + " element; the model zoo's argument kvCacheDtype) (default:"
+                            + " ${DEFAULT-VALUE}).")
+    String kvCacheDtype;
+
+    @Option(
             names = "--embedding-batch",
             defaultValue = "32",
             description = "Texts embedded together at most (default: ${DEFAULT-VALUE}).")
@@ -183,7 +192,8 @@ public final class ServeCommand implements Callable<Integer> {
                             .setTypes(int[].class, int[].class)
                             .optEngine("PyTorch")
                             .optArgument("maxBatchSize", maxBatch)
-                            .optArgument("dtype", dtype);
+                            .optArgument("dtype", dtype)
+                            .optArgument("kvCacheDtype", kvCacheDtype);
             if (dev != null) {
                 cb.optDevice(dev);
             }

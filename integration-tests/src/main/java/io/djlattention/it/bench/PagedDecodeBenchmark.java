@@ -18,6 +18,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.paged.BlockManager;
+import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
@@ -70,6 +71,9 @@ public final class PagedDecodeBenchmark {
 
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
+    /** What the paged cache stores ({@code --kv-cache-dtype}). */
+    private static KvCacheDtype cacheDtype = KvCacheDtype.AUTO;
+
     /** Where the profiled steps' traces are kept, or null to delete them. */
     private static Path traceDir;
 
@@ -81,7 +85,7 @@ public final class PagedDecodeBenchmark {
      * @param args optional: {@code --batches 1,8,32 --contexts 128,1024} (the defaults), {@code
      *     --hidden 512} (the model's width; 64 makes compute negligible, so a step's time is the
      *     host's cost of issuing it), {@code --arch gpt2} (or {@code llama}) and {@code
-     *     --no-waste} to skip part 2, {@code --trace DIR} to keep the profiled step's Chrome trace
+     *     --no-waste} to skip part 2, {@code --kv-cache-dtype fp8} for an FP8 paged cache, {@code --trace DIR} to keep the profiled step's Chrome trace
      *     of each configuration there; on a GPU the arrays are on DJL's default device
      * @throws IOException if the profiler's trace of the counted step cannot be read
      */
@@ -109,6 +113,9 @@ public final class PagedDecodeBenchmark {
                     break;
                 case "--no-waste":
                     waste = false;
+                    break;
+                case "--kv-cache-dtype":
+                    cacheDtype = KvCacheDtype.fromString(BenchSupport.value(args, ++i));
                     break;
                 case "--trace":
                     traceDir = Files.createDirectories(Path.of(BenchSupport.value(args, ++i)));
@@ -288,6 +295,7 @@ public final class PagedDecodeBenchmark {
                     decoder.newCacheBuilder(manager)
                             .optBlockSize(BLOCK_SIZE)
                             .optNumBlocks(batch * blocksPerSeq)
+                            .optCacheDtype(cacheDtype)
                             .build();
             for (int l = 0; l < cache.getNumLayers(); ++l) {
                 fillRandom(cache.getKeyCache(l));
@@ -427,6 +435,17 @@ public final class PagedDecodeBenchmark {
 
     private static void fillRandom(NDArray cache) {
         try (NDArray r = cache.getManager().randomNormal(cache.getShape())) {
+            if (cache.getDataType() == DataType.UINT8) {
+                // Finite, varied e4m3 bytes for timing: magnitude byte min(16 |x|, 0x47) (a
+                // monotone stand-in for the encoding, values below 3.75) and x's sign; never
+                // 0x7f/0xff (NaN).
+                try (NDArray magnitude =
+                                r.abs().mul(16).clip(0, 0x47).toType(DataType.UINT8, false);
+                        NDArray sign = r.lt(0).toType(DataType.UINT8, false).mul(0x80)) {
+                    cache.set(new ai.djl.ndarray.index.NDIndex("..."), magnitude.add(sign));
+                }
+                return;
+            }
             cache.set(new ai.djl.ndarray.index.NDIndex("..."), r);
         }
     }

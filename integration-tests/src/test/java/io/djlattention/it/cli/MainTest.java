@@ -78,6 +78,27 @@ class MainTest {
     }
 
     @Test
+    void generateWithAnFp8Cache() {
+        Run r =
+                run(
+                        "generate",
+                        "--requests=3",
+                        "--max-new-tokens=6",
+                        "--max-prompt-length=12",
+                        "--kv-cache-dtype=fp8",
+                        "--device=cpu");
+        // The stock comparison is reported, not enforced, for an FP8 cache.
+        assertEquals(0, r.code(), r.all());
+        assertTrue(r.out().contains("paged: peak used"), r.out());
+        Run bad = run("generate", "--kv-cache-dtype=int4", "--device=cpu");
+        assertEquals(2, bad.code());
+        assertTrue(
+                bad.err().contains("--kv-cache-dtype: kv cache dtype: expected auto, fp8 or"
+                        + " fp8_e4m3, got int4"),
+                bad.err());
+    }
+
+    @Test
     void embedReportsNeighboursParityAndThroughput() throws IOException {
         Path file = tmp.resolve("sentences.txt");
         Files.writeString(

@@ -104,7 +104,18 @@ class Stories260kGenerationTest {
         assertEquals(8, decoder.getConfig().getNumHeads());
         assertEquals(4, decoder.getConfig().getNumKvHeads());
         assertEquals(512, decoder.getConfig().getVocabSize());
-        assertEquals(64, decoder.getCacheHeadDim()); // head dim 8, padded for the paged kernels
+        // Head dim 8: stored as it is where the library's paged kernels take it, else padded to
+        // the next head dim they take (libraries before issue 15 took 64 and up).
+        int[] supported = PagedKvCache.supportedHeadDims();
+        boolean takesEight = java.util.Arrays.stream(supported).anyMatch(d -> d == 8);
+        int cacheDim = decoder.getCacheHeadDim();
+        if (takesEight) {
+            assertEquals(8, cacheDim);
+        } else {
+            assertTrue(cacheDim > 8);
+            assertTrue(java.util.Arrays.stream(supported).anyMatch(d -> d == cacheDim));
+            assertTrue(java.util.Arrays.stream(supported).noneMatch(d -> d >= 8 && d < cacheDim));
+        }
     }
 
     @Test
@@ -176,6 +187,50 @@ class Stories260kGenerationTest {
                     assertEquals(want[i], paged[i], 0.15, "paged logit " + i + " of case " + c);
                 }
             }
+        }
+    }
+
+    /**
+     * The fallback for a library whose paged kernels lack the model's head dim: a cache of head
+     * dim 64 (what an older library's list {64, 80, ...} gives head dim 8) holds the K/V
+     * zero-padded and gives the logits of the unpadded cache, float32 and FP8 caches alike.
+     */
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(io.djlattention.paged.KvCacheDtype.class)
+    void zeroPaddedCacheGivesTheLogitsOfTheModelsHeadDim(io.djlattention.paged.KvCacheDtype dtype)
+            throws IOException {
+        load();
+        int[] p = prompts.get(1);
+        long[] ids = Arrays.stream(p).asLongStream().toArray();
+        float[][] logits = new float[2][];
+        int[] dims = {decoder.getConfig().getHeadDim(), 64};
+        for (int i = 0; i < 2; ++i) {
+            try (NDManager m = manager.newSubManager();
+                    PagedKvCache cache =
+                            decoder.newCacheBuilder(m)
+                                    .setHeadDim(dims[i])
+                                    .optCacheDtype(dtype)
+                                    .optNumBlocks(4)
+                                    .build()) {
+                assertEquals(dims[i], cache.getHeadDim());
+                cache.allocate(0, p.length);
+                try (var batch = cache.prepare(new long[] {0}, new int[] {p.length}, m)) {
+                    logits[i] =
+                            decoder.forwardPaged(
+                                            cache,
+                                            batch,
+                                            m.create(ids),
+                                            m.arange(0, p.length, 1, DataType.INT64),
+                                            PrefillAttention.PAGED)
+                                    .toFloatArray();
+                }
+            }
+        }
+        assertEquals(8, dims[0]);
+        for (int v = 0; v < logits[0].length; ++v) {
+            // The same products, summed over 64 columns instead of 8 (the rest zeros): float32
+            // rounding only, ~1e-6 on logits of |x| <= 16.
+            assertEquals(logits[0][v], logits[1][v], 1e-4, dtype + " logit " + v);
         }
     }
 

@@ -64,10 +64,16 @@ import java.util.Random;
  * [4C, C], bias}}, {@code ln_f.{weight,bias}} (GPT-2's Conv1D stores {@code [in, out]}), so a
  * Hugging Face checkpoint's tensors load by name through {@link #setWeights}.
  *
- * <p>The paged kernels take the head dims {@link PagedKvCache#supportedHeadDims()} lists (the
- * native library's one list); a model with another head dim (stories260K has 8) stores K/V
- * zero-padded to the next supported one ({@link #getCacheHeadDim}):
- * zeros add nothing to {@code q·k} and the padded output columns are dropped.
+ * <p>The paged cache stores the model's head dim whenever the loaded native library's paged
+ * kernels take it ({@link PagedKvCache#supportedHeadDims()}, read from the library, not restated
+ * here; the current kernels take every head dim up to 256). Against a library that lacks it
+ * (older ones took only 64, 80, 96, 128 and 256; stories260K has 8) K/V are stored zero-padded
+ * to the next supported one: zeros add nothing to {@code q·k}, and the padded output columns are
+ * dropped. {@link #getCacheHeadDim} is the one place that decides.
+ *
+ * <p>The cache may store FP8 ({@link io.djlattention.paged.KvCacheDtype#FP8_E4M3}): the decoder
+ * passes the cache's per-layer scales to every paged operator and otherwise runs unchanged, in
+ * the model's data type.
  */
 public final class Decoder extends AbstractBlock {
 
@@ -354,8 +360,9 @@ public final class Decoder extends AbstractBlock {
     }
 
     /**
-     * Returns the head dim the paged cache stores: the model's if the paged kernels support it,
-     * else the next supported one (zero padding; {@link PagedKvCache#paddedHeadDim}).
+     * Returns the head dim the paged cache stores: the model's if the loaded library's paged
+     * kernels support it, else the next supported one (zero padding; {@link
+     * PagedKvCache#paddedHeadDim}). The one place that decides whether {@link #forwardPaged} pads.
      *
      * @return the cache head dim
      * @throws IllegalArgumentException if the head dim is above every supported one
@@ -368,7 +375,8 @@ public final class Decoder extends AbstractBlock {
      * Returns a cache builder with this model's layers, KV heads, cache head dim and data type.
      *
      * @param manager the manager whose device holds the cache
-     * @return the builder; add a block count or memory budget
+     * @return the builder; add a block count or memory budget, and {@link
+     *     PagedKvCache.Builder#optCacheDtype} for an FP8 cache
      */
     public PagedKvCache.Builder newCacheBuilder(NDManager manager) {
         return PagedKvCache.builder()
@@ -540,7 +548,9 @@ public final class Decoder extends AbstractBlock {
             throw new IllegalArgumentException(
                     "tokenIds: expected [" + numTokens + "], got " + tokenIds.getShape());
         }
-        if (cache.getHeadDim() != getCacheHeadDim()
+        // Any cache head dim that holds the model's works (the extra columns are zeros); the
+        // decoder's own caches take getCacheHeadDim().
+        if (cache.getHeadDim() < config.getHeadDim()
                 || cache.getNumKvHeads() != config.getNumKvHeads()
                 || cache.getNumLayers() != config.getNumLayers()
                 || cache.getDataType() != config.getDataType()) {
@@ -549,11 +559,18 @@ public final class Decoder extends AbstractBlock {
                             + config.getNumLayers()
                             + ", Hkv "
                             + config.getNumKvHeads()
-                            + ", D "
-                            + getCacheHeadDim()
+                            + ", D >= "
+                            + config.getHeadDim()
                             + ", "
                             + config.getDataType()
-                            + " (use newCacheBuilder)");
+                            + " keys and values (use newCacheBuilder), got layers "
+                            + cache.getNumLayers()
+                            + ", Hkv "
+                            + cache.getNumKvHeads()
+                            + ", D "
+                            + cache.getHeadDim()
+                            + ", "
+                            + cache.getDataType());
         }
         int[] queryLens = batch.getQueryLens();
         int[] contexts = batch.getContextLensHost();
@@ -564,7 +581,7 @@ public final class Decoder extends AbstractBlock {
         }
         boolean flash = !decode && prefill == PrefillAttention.FLASH && !hasPrefix;
         int dim = config.getHeadDim();
-        int cacheDim = getCacheHeadDim();
+        int cacheDim = cache.getHeadDim();
         float scale = (float) (1.0 / Math.sqrt(dim));
         int attnWidth = config.getAttentionSize();
 

@@ -16,6 +16,8 @@ import ai.djl.translate.Translator;
 
 import io.djlattention.zoo.DelegatingTranslator;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+import io.djlattention.paged.KvCacheDtype;
+import io.djlattention.paged.KvCacheScales;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
@@ -59,6 +61,10 @@ import java.util.UUID;
  *   <li>{@code maxBatchSize} (default 32), {@code blockSize} (default 16), {@code numBlocks}
  *       (default 0: each call's cache holds exactly what its requests can use), {@code
  *       prefixSharing} (default true): the paged cache and scheduler;
+ *   <li>{@code kvCacheDtype}: what the paged cache stores, {@code auto} (default: the model's
+ *       {@code dtype}) or {@code fp8} / {@code fp8_e4m3} (one byte per element, {@link
+ *       KvCacheDtype#FP8_E4M3}); {@code kvCacheScale} (default 1; only with fp8): the key and
+ *       value scale of every layer ({@link KvCacheScales#perTensor});
  *   <li>{@code tokenizer}: a {@code tokenizer.json} to use instead of the checkpoint's.
  * </ul>
  *
@@ -205,6 +211,8 @@ public final class DecoderModels {
                                 .optNumBlocks(intArg(args, "numBlocks", 0))
                                 .optPrefixSharing(
                                         ArgumentsUtil.booleanValue(args, "prefixSharing", true))
+                                .optKvCacheDtype(kvCacheDtype(args))
+                                .optKvCacheScales(kvCacheScales(args))
                                 .build();
             } catch (IllegalArgumentException e) {
                 throw new MalformedModelException("invalid argument: " + e.getMessage(), e);
@@ -279,6 +287,30 @@ public final class DecoderModels {
                         "argument dtype: expected float32 or float16 (DJL 0.35.1 cannot hold"
                                 + " bfloat16: bfloat16 weights load as float32), got "
                                 + v);
+        }
+    }
+
+    private static KvCacheDtype kvCacheDtype(Map<String, Object> args)
+            throws MalformedModelException {
+        try {
+            return KvCacheDtype.fromString(
+                    ArgumentsUtil.stringValue(args, "kvCacheDtype", "auto"));
+        } catch (IllegalArgumentException e) {
+            throw new MalformedModelException("argument kvCacheDtype: " + e.getMessage(), e);
+        }
+    }
+
+    /** The argument kvCacheScale as per-tensor scales, or null when it is not given. */
+    private static KvCacheScales kvCacheScales(Map<String, Object> args)
+            throws MalformedModelException {
+        if (!args.containsKey("kvCacheScale")) {
+            return null;
+        }
+        float scale = floatArg(args, "kvCacheScale", 1f);
+        try {
+            return KvCacheScales.perTensor(scale, scale);
+        } catch (IllegalArgumentException e) {
+            throw new MalformedModelException("argument kvCacheScale: " + e.getMessage(), e);
         }
     }
 

@@ -12,6 +12,8 @@ import ai.djl.nn.AbstractBlock;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 
+import io.djlattention.paged.KvCacheDtype;
+import io.djlattention.paged.KvCacheScales;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
@@ -75,6 +77,8 @@ public final class GenerationBlock extends AbstractBlock {
     private final int blockSize;
     private final int numBlocks;
     private final boolean prefixSharing;
+    private final KvCacheDtype kvCacheDtype;
+    private final KvCacheScales kvCacheScales;
 
     private GenerationBlock(Builder b) {
         super((byte) 1);
@@ -86,6 +90,8 @@ public final class GenerationBlock extends AbstractBlock {
         blockSize = b.blockSize;
         numBlocks = b.numBlocks;
         prefixSharing = b.prefixSharing;
+        kvCacheDtype = b.kvCacheDtype;
+        kvCacheScales = b.kvCacheScales;
         addChildBlock("decoder", decoder);
         if (attention != Attention.PAGED) {
             // Set once here: the decoder's setting is shared by every call.
@@ -187,7 +193,25 @@ public final class GenerationBlock extends AbstractBlock {
     }
 
     /**
-     * Returns a paged KV cache for this decoder with this block's block size.
+     * Returns what the paged KV cache stores.
+     *
+     * @return AUTO (the model's data type) or FP8_E4M3
+     */
+    public KvCacheDtype getKvCacheDtype() {
+        return kvCacheDtype;
+    }
+
+    /**
+     * Returns the scales of an FP8 cache.
+     *
+     * @return the scales, or null (unit scales for FP8; none for AUTO)
+     */
+    public KvCacheScales getKvCacheScales() {
+        return kvCacheScales;
+    }
+
+    /**
+     * Returns a paged KV cache for this decoder with this block's block size and cache dtype.
      *
      * @param manager the manager whose device holds the cache
      * @param blocks the number of blocks
@@ -197,6 +221,8 @@ public final class GenerationBlock extends AbstractBlock {
         return decoder.newCacheBuilder(manager)
                 .optBlockSize(blockSize)
                 .optNumBlocks(blocks)
+                .optCacheDtype(kvCacheDtype)
+                .optScales(kvCacheScales)
                 .build();
     }
 
@@ -417,6 +443,8 @@ public final class GenerationBlock extends AbstractBlock {
         private int blockSize = 16;
         private int numBlocks;
         private boolean prefixSharing = true;
+        private KvCacheDtype kvCacheDtype = KvCacheDtype.AUTO;
+        private KvCacheScales kvCacheScales;
 
         Builder() {}
 
@@ -510,6 +538,29 @@ public final class GenerationBlock extends AbstractBlock {
         }
 
         /**
+         * Sets what the paged KV cache stores (default AUTO: the model's data type; FP8_E4M3:
+         * one byte per element, see {@link KvCacheDtype}).
+         *
+         * @param kvCacheDtype AUTO or FP8_E4M3
+         * @return this builder
+         */
+        public Builder optKvCacheDtype(KvCacheDtype kvCacheDtype) {
+            this.kvCacheDtype = kvCacheDtype;
+            return this;
+        }
+
+        /**
+         * Sets the scales of an FP8 cache (default {@link KvCacheScales#unit()}).
+         *
+         * @param kvCacheScales the scales, or null for the default
+         * @return this builder
+         */
+        public Builder optKvCacheScales(KvCacheScales kvCacheScales) {
+            this.kvCacheScales = kvCacheScales;
+            return this;
+        }
+
+        /**
          * Builds the block.
          *
          * @return the block
@@ -530,6 +581,22 @@ public final class GenerationBlock extends AbstractBlock {
             if (numBlocks < 0) {
                 throw new IllegalArgumentException(
                         "GenerationBlock: optNumBlocks: expected >= 0, got " + numBlocks);
+            }
+            if (kvCacheDtype == null) {
+                throw new IllegalArgumentException(
+                        "GenerationBlock: optKvCacheDtype: expected AUTO or FP8_E4M3, got null");
+            }
+            if (kvCacheScales != null && kvCacheDtype != KvCacheDtype.FP8_E4M3) {
+                throw new IllegalArgumentException(
+                        "GenerationBlock: optKvCacheScales: scales apply to an FP8_E4M3 cache,"
+                                + " the cache dtype is "
+                                + kvCacheDtype);
+            }
+            if (kvCacheScales != null) {
+                // Checked here, not at the first call's cache, so a bad setting fails the load.
+                DecoderConfig c = decoder.getConfig();
+                kvCacheScales.checkFits(
+                        "GenerationBlock: optKvCacheScales", c.getNumLayers(), c.getNumKvHeads());
             }
             return new GenerationBlock(this);
         }

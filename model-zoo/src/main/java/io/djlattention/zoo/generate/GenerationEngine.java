@@ -6,6 +6,8 @@ package io.djlattention.zoo.generate;
 import ai.djl.Device;
 import ai.djl.ndarray.NDManager;
 
+import io.djlattention.paged.KvCacheDtype;
+import io.djlattention.paged.KvCacheScales;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
@@ -98,7 +100,11 @@ public final class GenerationEngine implements AutoCloseable {
                         : decoder.getParameters().valueAt(0).getArray().getDevice();
         manager = NDManager.newBaseManager(device);
         try {
-            PagedKvCache.Builder cb = decoder.newCacheBuilder(manager).optBlockSize(b.blockSize);
+            PagedKvCache.Builder cb =
+                    decoder.newCacheBuilder(manager)
+                            .optBlockSize(b.blockSize)
+                            .optCacheDtype(b.kvCacheDtype)
+                            .optScales(b.kvCacheScales);
             if (b.numBlocks > 0) {
                 cb.optNumBlocks(b.numBlocks);
             } else if (b.memoryBudget > 0) {
@@ -113,7 +119,7 @@ public final class GenerationEngine implements AutoCloseable {
                                 b.blockSize,
                                 decoder.getConfig().getNumKvHeads(),
                                 decoder.getCacheHeadDim(),
-                                decoder.getConfig().getDataType());
+                                b.kvCacheDtype.storageType(decoder.getConfig().getDataType()));
                 long blocks = Math.min(perSeq * b.maxBatchSize, (512L << 20) / perBlock);
                 cb.optNumBlocks((int) Math.max(perSeq, blocks));
             }
@@ -573,6 +579,8 @@ public final class GenerationEngine implements AutoCloseable {
         private PrefillAttention prefill = PrefillAttention.FLASH;
         private int maxPrefillChunk;
         private boolean prefixSharing = true;
+        private KvCacheDtype kvCacheDtype = KvCacheDtype.AUTO;
+        private KvCacheScales kvCacheScales;
         private ContinuousBatchingScheduler.ForwardHook forwardHook;
         private Duration shutdownGrace = Duration.ofSeconds(30);
         private String threadName = "generation-engine";
@@ -632,6 +640,29 @@ public final class GenerationEngine implements AutoCloseable {
          */
         public Builder optMemoryBudget(long bytes) {
             this.memoryBudget = bytes;
+            return this;
+        }
+
+        /**
+         * Sets what the KV cache stores (default AUTO: the model's data type; FP8_E4M3 holds
+         * twice the tokens of float16 in the same memory, see {@link KvCacheDtype}).
+         *
+         * @param kvCacheDtype AUTO or FP8_E4M3
+         * @return this builder
+         */
+        public Builder optKvCacheDtype(KvCacheDtype kvCacheDtype) {
+            this.kvCacheDtype = kvCacheDtype;
+            return this;
+        }
+
+        /**
+         * Sets the scales of an FP8 cache (default {@link KvCacheScales#unit()}).
+         *
+         * @param kvCacheScales the scales, or null for the default
+         * @return this builder
+         */
+        public Builder optKvCacheScales(KvCacheScales kvCacheScales) {
+            this.kvCacheScales = kvCacheScales;
             return this;
         }
 
@@ -756,6 +787,10 @@ public final class GenerationEngine implements AutoCloseable {
             if (maxQueue < 1) {
                 throw new IllegalArgumentException(
                         "GenerationEngine: optMaxQueue: expected >= 1, got " + maxQueue);
+            }
+            if (kvCacheDtype == null) {
+                throw new IllegalArgumentException(
+                        "GenerationEngine: optKvCacheDtype: expected AUTO or FP8_E4M3, got null");
             }
             if (shutdownGrace == null || shutdownGrace.isNegative()) {
                 throw new IllegalArgumentException(

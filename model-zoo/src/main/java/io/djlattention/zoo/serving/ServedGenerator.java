@@ -53,6 +53,8 @@ public record ServedGenerator(
                         .optBlockSize(block.getBlockSize())
                         .optPrefillAttention(block.getPrefillAttention())
                         .optPrefixSharing(block.isPrefixSharing())
+                        .optKvCacheDtype(block.getKvCacheDtype())
+                        .optKvCacheScales(block.getKvCacheScales())
                         .optMaxBatchSize(block.getMaxBatchSize());
         if (block.getNumBlocks() > 0) {
             b.optNumBlocks(block.getNumBlocks());

@@ -1,0 +1,8 @@
+// The paged decode kernels for fp8 (e4m3fn) caches read by float16 queries, every head dim and
+// block size.
+#include "cuda/paged/paged_attention_launch.cuh"
+
+namespace djl_attn::paged::kernels {
+template void launch_paged_attention<__half, Fp8E4M3>(const PagedAttentionParams&, const DecodePlan&,
+                                                  const PartitionWorkspace&, void*);
+}  // namespace djl_attn::paged::kernels

@@ -1,0 +1,7 @@
+// The fp8 tensor-core decode kernels for bfloat16 queries, every head dim and block size they take.
+#include "cuda/paged/paged_fp8_mma.cuh"
+
+namespace djl_attn::paged::kernels {
+template void launch_fp8_mma<__nv_bfloat16>(const PagedAttentionParams&, const DecodePlan&,
+                                 const PartitionWorkspace&, void*);
+}  // namespace djl_attn::paged::kernels
