@@ -3,6 +3,7 @@
 // the fused BERT path) fill it from tensors.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "common/element_type.h"
@@ -67,6 +68,21 @@ struct FlashParams {
   // In varlen mode Sq and L are the lengths of sequence b.
   bool causal;
   ElementType dtype;
+
+  // FlashAttention-2's local attention, soft-capping and ALiBi, all off by default (the
+  // defaults here are that: every FlashParams starts with them off). With o = L - Sq as for
+  // `causal`, query row i sees key j only if j >= i + o - window_left (window_left >= 0) and
+  // j <= i + o + window_right (window_right >= 0); -1 leaves that side unbounded. flash_params()
+  // (flash_op.cpp) normalises them: a side that cannot cut any key is -1, window_right = 0
+  // becomes `causal`, and window_right is -1 whenever `causal` is set (causal is tighter).
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  // > 0: each scaled score s becomes softcap * tanh(s / softcap) (Gemma-2); 0: none.
+  float softcap = 0.f;
+  // ALiBi: -slope * |i + o - j| is added to the (capped) score of row i and key j; null for
+  // none. Element (b, h) at b * alibi_batch_stride + h. // [Hq] or [B, Hq] float32, contiguous
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;  // 0 for [Hq], Hq for [B, Hq]
 };
 
 // The largest head dim the kernels accept.
@@ -87,6 +103,66 @@ constexpr int64_t kMaxQueryTiles = 0x7fffffff;
 // the one list: the CUDA dispatch, its instantiation files, the tests and docs/operators.md
 // read it.
 #define DJL_FLASH_FOR_EACH_HEAD_DIM(X) X(32) X(64) X(96) X(128) X(256)
+
+// Whether a call uses the sliding window, soft-capping or ALiBi: the kernels' default code runs
+// only without them, and the plans route calls with them (flash_plan.h).
+DJL_FLASH_HOST_DEVICE inline bool has_window(const FlashParams& p) {
+  return p.window_left >= 0 || p.window_right >= 0;
+}
+DJL_FLASH_HOST_DEVICE inline bool has_score_mods(const FlashParams& p) {
+  return p.softcap > 0.f || p.alibi_slopes != nullptr;
+}
+DJL_FLASH_HOST_DEVICE inline bool has_flash_features(const FlashParams& p) {
+  return has_window(p) || has_score_mods(p);
+}
+
+// The keys [begin, end) that query rows [row_first, row_last] of one sequence may see, with
+// `diagonal` = o = L - Sq and `kv_len` = L valid keys: the union of the rows' visible ranges,
+// which move right with the row. Every kernel cuts its key loop to this range, so that key
+// tiles wholly outside the window or past the causal diagonal are never loaded. end <= begin:
+// no key at all.
+struct KeyRange {
+  int64_t begin, end;
+};
+DJL_FLASH_HOST_DEVICE inline KeyRange visible_keys(const FlashParams& p, int64_t diagonal,
+                                                   int64_t kv_len, int64_t row_first,
+                                                   int64_t row_last) {
+  KeyRange r{0, kv_len};
+  if (p.window_left >= 0) {
+    const int64_t lo = row_first + diagonal - p.window_left;
+    r.begin = lo > 0 ? lo : 0;
+  }
+  int64_t hi = kv_len;
+  if (p.causal) hi = row_last + diagonal + 1;
+  if (p.window_right >= 0) hi = row_last + diagonal + p.window_right + 1;
+  r.end = hi < kv_len ? hi : kv_len;
+  if (r.end < r.begin) r.end = r.begin;
+  return r;
+}
+
+// Whether row i (bottom-right offset `diagonal`) sees key j, given j < L: the causal and window
+// rules. The kernels test it only on tiles the range above does not settle.
+DJL_FLASH_HOST_DEVICE inline bool key_visible(const FlashParams& p, int64_t diagonal, int64_t i,
+                                              int64_t j) {
+  const int64_t pos = i + diagonal;
+  if (p.causal && j > pos) return false;
+  if (p.window_left >= 0 && j < pos - p.window_left) return false;
+  if (p.window_right >= 0 && j > pos + p.window_right) return false;
+  return true;
+}
+
+// Soft-capping and ALiBi of one visible score `s` (scaled, natural-log domain) of row position
+// i + o and key j, `distance` = |i + o - j|, `slope` the head's ALiBi slope (0 without ALiBi).
+DJL_FLASH_HOST_DEVICE inline float modify_score(float s, float softcap, float slope,
+                                                int64_t distance) {
+  if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+  return s - slope * static_cast<float>(distance);
+}
+
+// The ALiBi slope of batch row b and query head h, 0 without ALiBi.
+DJL_FLASH_HOST_DEVICE inline float alibi_slope(const FlashParams& p, int64_t b, int64_t h) {
+  return p.alibi_slopes != nullptr ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+}
 
 // Where lse element (b, h, 0) lives, resolving the default layout.
 DJL_FLASH_HOST_DEVICE inline int64_t lse_offset(const FlashParams& p, int64_t b, int64_t h) {
