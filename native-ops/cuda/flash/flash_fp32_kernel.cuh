@@ -235,8 +235,17 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int diagonal = kv_len - seqlen_q;
   // Key tiles this block needs: every valid key, cut at the causal limit of its last row, so
   // that tiles wholly above the diagonal are never loaded.
+  // With a sliding window the range is cut at the window's edges too (flash_params.h,
+  // visible_keys): tiles wholly outside it are skipped, not masked.
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) + diagonal, 0), kv_len);
+  int n_first = 0;
+  if (has_window(p)) {
+    const KeyRange keys =
+        visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
+    n_first = static_cast<int>(keys.begin) / kBlockN;
+    key_end = keys.end > keys.begin ? static_cast<int>(keys.end) : n_first * kBlockN;
+  }
   const int n_blocks = (key_end + kBlockN - 1) / kBlockN;
 
   const float* q = static_cast<const float*>(p.q) + b * p.q_batch_stride +
@@ -260,7 +269,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   load_tile<kHeadDim, kBlockM, kQkPitch, kThreads>(s_q, q, p.q_seq_stride, seqlen_q - m0, dim,
                                                    vectorized);
   cp_async_commit();
-  if (n_blocks > 0) load_kv(0, 0);
+  if (n_first < n_blocks) load_kv(n_first, 0);
   cp_async_commit();
   // The query tile is resident once all but the key/value group have landed; scale it (and add
   // its bias) in place. The loop's first barrier orders these writes before the first product.
@@ -283,13 +292,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int warp_row0 = warp * 16;
   const bool warp_active = m0 + warp_row0 < seqlen_q;
 
-  for (int n = 0; n < n_blocks; ++n) {
-    const int stage = n % kFp32Stages;
+  for (int n = n_first; n < n_blocks; ++n) {
+    const int stage = (n - n_first) % kFp32Stages;
     cp_async_wait<0>();
     // Tile n is resident for every thread, and every warp is done with tile n - 1, whose buffer
     // the prefetch below overwrites.
     __syncthreads();
-    if (n + 1 < n_blocks) load_kv(n + 1, (n + 1) % kFp32Stages);
+    if (n + 1 < n_blocks) load_kv(n + 1, (n + 1 - n_first) % kFp32Stages);
     cp_async_commit();
     float* const k_tile = s_k + stage * Sh::kKFloats;
     float* const v_tile = s_v + stage * Sh::kVFloats;
@@ -337,7 +346,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // tiles skip the per-element test).
     const bool need_mask =
         n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
-    if (need_mask) {
+    if (has_flash_features(p)) {
+      // The sliding window's mask, soft-capping and ALiBi on every score (a block-uniform
+      // branch: calls without them keep the loop below). The scores are in the log2 domain
+      // (the query tile carries scale * log2(e)); the features work in the natural one.
+      const float slope = alibi_slope(p, b, h);
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = m0 + warp_row0 + g + (e >= 2 ? 8 : 0);
+          const int col = n0 + nt * 8 + 2 * t + (e & 1);
+          const int distance = abs(row + diagonal - col);
+          acc_s[nt][e] = col >= kv_len || !key_visible(p, diagonal, row, col)
+                             ? -INFINITY
+                             : modify_score(acc_s[nt][e] * 0.6931471805599453f, p.softcap,
+                                            slope, distance) *
+                                   kLog2e;
+        }
+    } else if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll

@@ -200,6 +200,11 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   constexpr bool kFusedScale = Tl::kFusedScale, kLazyRescale = Tl::kLazyRescale;
   constexpr int kNTiles = kBlockN / 8;   // n8 score tiles per row block
   constexpr int kDTiles = kHeadDim / 8;  // n8 output tiles per row block
+  // The sliding window, soft-capping and ALiBi (FlashParams) run in the base tiles without
+  // bias, behind a block-uniform branch per key tile: a template flag would double the
+  // instantiations, and the tuning configurations stay exactly as measured (the plan sends
+  // calls with these features to the base tiles).
+  constexpr bool kTakesFeatures = Tl::kBase && !kBias;
 
   extern __shared__ uint4 smem_raw[];
   T* const s_q = reinterpret_cast<T*>(smem_raw);
@@ -239,11 +244,20 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   const int diagonal = kv_len - seqlen_q;
 
   // Key tiles this block needs: all valid keys, cut at the causal limit of its last row, so
-  // that tiles wholly above the diagonal are never loaded.
+  // that tiles wholly above the diagonal are never loaded. With a sliding window the range is
+  // also cut at the window's edges (tiles wholly outside it are skipped, not masked), and the
+  // splits share the tiles from the window's first.
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) - 1 + diagonal + 1, 0), kv_len);
+  int n_first = 0;
+  if (kTakesFeatures && has_window(p)) {
+    const KeyRange keys =
+        visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
+    n_first = static_cast<int>(keys.begin) / kBlockN;
+    key_end = keys.end > keys.begin ? static_cast<int>(keys.end) : n_first * kBlockN;
+  }
   const int n_blocks = (key_end + kBlockN - 1) / kBlockN;
-  const int n_begin = min(split * args.n_blocks_per_split, n_blocks);
+  const int n_begin = min(n_first + split * args.n_blocks_per_split, n_blocks);
   const int n_end = min(n_begin + args.n_blocks_per_split, n_blocks);
 
   const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + (q_row0 + m0) * p.q_seq_stride +
@@ -372,22 +386,44 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
     // Scale into the log2 domain, and mask where the tile crosses the end of the valid keys or
     // the causal diagonal (interior tiles skip the per-element test).
     const int n0 = n * kBlockN;
-    const bool need_mask =
-        n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
+    if (kTakesFeatures && has_flash_features(p)) {
+      // Every score: the window's mask, soft-capping and ALiBi in the natural-log domain, then
+      // into the log2 domain. The slope is read here, not kept across the loop, so the
+      // default path's registers stay as they were.
+      const float slope = alibi_slope(p, b, h);
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+      for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
+        for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float s = kFusedScale ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * scale_log2;
-          if (need_mask) {
+          for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * t + (e & 1);
-            if (col >= kv_len || (p.causal && col > row + diagonal)) s = -INFINITY;
+            const int distance = abs(row + diagonal - col);
+            acc_s[mt][nt][e] =
+                col >= kv_len || !key_visible(p, diagonal, row, col)
+                    ? -INFINITY
+                    : modify_score(acc_s[mt][nt][e] * p.scale, p.softcap, slope, distance) *
+                          1.4426950408889634f;
           }
-          acc_s[mt][nt][e] = s;
-        }
+    } else {
+      const bool need_mask =
+          n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float s = kFusedScale ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * scale_log2;
+            if (need_mask) {
+              const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
+              const int col = n0 + nt * 8 + 2 * t + (e & 1);
+              if (col >= kv_len || (p.causal && col > row + diagonal)) s = -INFINITY;
+            }
+            acc_s[mt][nt][e] = s;
+          }
+    }
 
     // Online softmax: new row maxima, rescale what was accumulated, exponentiate.
 #pragma unroll
