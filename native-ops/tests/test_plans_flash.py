@@ -329,3 +329,14 @@ def test_a_window_splits_only_the_keys_it_sees():
     assert 1 <= splits(narrow) <= 6
     # A window open to the right (not causal, no window_right) sees every later key: no cap.
     assert splits(flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True)) == splits(wide)
+
+
+def test_features_run_their_own_instantiation():
+    # The base tiles' plain instantiation stays as it was; feature calls name the other one.
+    assert "/features/" in flash_plan(4, 2048, 2048, 16, 16, 96, softcap=True)
+    assert "/features/" not in flash_plan(4, 2048, 2048, 16, 16, 96)
+    assert "/features/" in flash_plan(4, 1, 4096, 8, 8, 128, alibi=True)
+    # Bias (bert_attention) and the features (the flash schemas) never meet: refused, not
+    # one of them dropped.
+    assert flash_plan(2, 300, 300, 4, 4, 64, bias=True, softcap=True).startswith(
+        "error: flash attention: q/k/v bias together with a sliding window")

@@ -197,6 +197,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN, kThreads = Sh::kThreads;
   constexpr int kQkPitch = Sh::kQkPitch, kVPitch = Sh::kVPitch;
   constexpr int kNTiles = Sh::kNTiles, kDGroups = Sh::kDGroups;
+  // The sliding window, soft-capping and ALiBi (FlashParams) run in the instantiations without
+  // q/k/v bias (flash_attention's; bias comes only from bert_attention, which has none of
+  // them), so the bias kernels stay as they were.
+  constexpr bool kTakesFeatures = !kBias;
 
   extern __shared__ float4 smem_raw[];
   float* const s_q = reinterpret_cast<float*>(smem_raw);
@@ -240,7 +244,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) + diagonal, 0), kv_len);
   int n_first = 0;
-  if (has_window(p)) {
+  if (kTakesFeatures && has_window(p)) {
     const KeyRange keys =
         visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
     n_first = static_cast<int>(keys.begin) / kBlockN;
@@ -269,7 +273,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   load_tile<kHeadDim, kBlockM, kQkPitch, kThreads>(s_q, q, p.q_seq_stride, seqlen_q - m0, dim,
                                                    vectorized);
   cp_async_commit();
-  if (n_first < n_blocks) load_kv(n_first, 0);
+  // Tile n lives in stage n % kFp32Stages, whatever tile the loop starts at.
+  if (n_first < n_blocks) load_kv(n_first, n_first % kFp32Stages);
   cp_async_commit();
   // The query tile is resident once all but the key/value group have landed; scale it (and add
   // its bias) in place. The loop's first barrier orders these writes before the first product.
@@ -293,12 +298,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const bool warp_active = m0 + warp_row0 < seqlen_q;
 
   for (int n = n_first; n < n_blocks; ++n) {
-    const int stage = (n - n_first) % kFp32Stages;
+    const int stage = n % kFp32Stages;
     cp_async_wait<0>();
     // Tile n is resident for every thread, and every warp is done with tile n - 1, whose buffer
     // the prefetch below overwrites.
     __syncthreads();
-    if (n + 1 < n_blocks) load_kv(n + 1, (n + 1 - n_first) % kFp32Stages);
+    if (n + 1 < n_blocks) load_kv(n + 1, (n + 1) % kFp32Stages);
     cp_async_commit();
     float* const k_tile = s_k + stage * Sh::kKFloats;
     float* const v_tile = s_v + stage * Sh::kVFloats;
@@ -346,7 +351,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // tiles skip the per-element test).
     const bool need_mask =
         n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
-    if (has_flash_features(p)) {
+    if (kTakesFeatures && has_flash_features(p)) {
       // The sliding window's mask, soft-capping and ALiBi on every score (a block-uniform
       // branch: calls without them keep the loop below). The scores are in the log2 domain
       // (the query tile carries scale * log2(e)); the features work in the natural one.
@@ -355,13 +360,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int row = m0 + warp_row0 + g + (e >= 2 ? 8 : 0);
           const int col = n0 + nt * 8 + 2 * t + (e & 1);
-          const int distance = abs(row + diagonal - col);
-          acc_s[nt][e] = col >= kv_len || !key_visible(p, diagonal, row, col)
+          const int d = m0 + warp_row0 + g + (e >= 2 ? 8 : 0) + diagonal - col;
+          acc_s[nt][e] = col >= kv_len || !offset_visible(p, d)
                              ? -INFINITY
                              : modify_score(acc_s[nt][e] * 0.6931471805599453f, p.softcap,
-                                            slope, distance) *
+                                            slope, static_cast<float>(abs(d))) *
                                    kLog2e;
         }
     } else if (need_mask) {

@@ -208,7 +208,8 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   }
   plan.path = FlashPath::kTiled;
   // The tuning configurations are instantiated for 128-row-class problems without bias only.
-  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, cfg};
+  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, cfg,
+                           features};
   plan.tile = fwd::tile_shape(padded, plan.tiled.small_m, cfg);
   plan.m_blocks = static_cast<int>((p.seqlen_q + plan.tile.block_m - 1) / plan.tile.block_m);
   int n_blocks = static_cast<int>((p.seqlen_k + plan.tile.block_n - 1) / plan.tile.block_n);
@@ -331,6 +332,12 @@ bool loads_16_bytes(const FlashParams& p) {
 
 FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
                      const cuda::DeviceFacts& device, const Residency& residency) {
+  // No operator passes both (bias comes from bert_attention, the features from the flash
+  // schemas), and the tensor-core kernels instantiate them apart: refuse rather than drop one.
+  if (any_bias(p) && has_flash_features(p)) {
+    fail_native("flash attention: q/k/v bias together with a sliding window, soft-capping or ",
+                "ALiBi has no CUDA kernel");
+  }
   // mma.sync with bfloat16 and cp.async need sm_80; every base tile shape fits in 96 KiB.
   const bool capable = p.dtype != ElementType::kFloat32 && device.cc_major >= 8 &&
                        device.smem_optin >= fwd::kTileKernelMinSmem;
@@ -397,7 +404,8 @@ std::string describe(const FlashPlan& plan) {
       const TiledKernel& t = plan.tiled;
       return out + "tiled/D" + std::to_string(t.head_dim) + "/" + fwd::kFwdConfigs[t.config].name +
              "/" + std::to_string(plan.tile.block_m) + "x" + std::to_string(plan.tile.block_n) +
-             (t.bias ? "/bias" : "") + "/splits" + std::to_string(plan.split.num_splits);
+             (t.bias ? "/bias" : "") + (t.features ? "/features" : "") + "/splits" +
+             std::to_string(plan.split.num_splits);
     }
   }
   return out + "?";

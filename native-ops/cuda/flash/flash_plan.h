@@ -77,6 +77,7 @@ struct TiledKernel {
   bool bias;
   bool small_m;  // 64-row query tiles for at most 64 query rows
   int config;    // kFwdConfigs index, 0 = the base tiles
+  bool features;  // sliding window, soft-capping or ALiBi (base tiles, no bias)
 };
 
 // One instantiation of the decode kernel (flash_decode_*.cu).

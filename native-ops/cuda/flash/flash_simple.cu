@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
     float score = warp_sum(partial);
     if (score_mods) {
       const int64_t pos = row + diagonal;
-      score = modify_score(score, p.softcap, slope, pos > j ? pos - j : j - pos);
+      score = modify_score(score, p.softcap, slope, static_cast<float>(pos > j ? pos - j : j - pos));
     }
     const float new_max = fmaxf(row_max, score);
     const float correction = __expf(row_max - new_max);

@@ -225,7 +225,7 @@ DJL_FLASH_INLINE void pv_block(int rows, const float* p, int64_t p_row, int64_t 
 // Where a key tile sits: query row m0 + r is at sequence position m0 + r + diagonal, key column
 // c is key n0 + c. The sliding window, soft-capping and ALiBi (FlashParams) need it.
 struct TilePlace {
-  int64_t m0, n0, diagonal;
+  int64_t m0, n0, diagonal, kv_len;
   float slope;  // the head's ALiBi slope, 0 without ALiBi
 };
 
@@ -234,15 +234,15 @@ struct TilePlace {
 // default path keeps its loops as they were.
 DJL_FLASH_INLINE void modify_row(const FlashParams& p, const TilePlace& at, int64_t r,
                                  int64_t cols, float* s, int64_t c_stride) {
-  const int64_t i = at.m0 + r;
-  const int64_t pos = i + at.diagonal;
+  const int64_t pos = at.m0 + r + at.diagonal;
+  const RowKeys<int64_t> keys = row_keys(p, pos, at.kv_len);
   for (int64_t c = 0; c < cols; ++c) {
     float& x = s[c * c_stride];
     const int64_t j = at.n0 + c;
-    if (x == kNegInf || !key_visible(p, at.diagonal, i, j)) {
+    if (x == kNegInf || j < keys.lo || j > keys.hi) {
       x = kNegInf;
     } else {
-      x = modify_score(x, p.softcap, at.slope, pos > j ? pos - j : j - pos);
+      x = modify_score(x, p.softcap, at.slope, static_cast<float>(pos > j ? pos - j : j - pos));
     }
   }
 }
@@ -415,7 +415,7 @@ DJL_FLASH_INLINE void attend_tile(const FlashParams& p, int64_t b, int64_t h, in
   float* st = ws.st;
   for (int64_t n0 = key_begin; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
-    const TilePlace at{m0, n0, diagonal, slope};
+    const TilePlace at{m0, n0, diagonal, kv_len, slope};
     const T* k_src = k + n0 * p.k_seq_stride;
     int64_t k_stride, v_stride;
     const float* v_rows = load_rows(v + n0 * p.v_seq_stride, p.v_seq_stride, cols, dim, dp,

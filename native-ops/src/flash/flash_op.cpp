@@ -216,8 +216,10 @@ FlashParams flash_params(const FlashCall& call) {
   // window_right with i + o >= L - Sq), so windows wider than the sequences run the default
   // code; window_right = 0 is the causal mask, which the kernels already skip tiles for; and
   // causal makes any window_right >= 0 redundant.
-  p.window_left = call.window_left >= call.seqlen_k - 1 ? -1 : call.window_left;
-  p.window_right = call.window_right >= call.seqlen_q - 1 ? -1 : call.window_right;
+  p.window_left =
+      call.window_left >= call.seqlen_k - 1 ? -1 : static_cast<int>(call.window_left);
+  p.window_right =
+      call.window_right >= call.seqlen_q - 1 ? -1 : static_cast<int>(call.window_right);
   if (p.window_right == 0) p.causal = true;
   if (p.causal) p.window_right = -1;
   p.softcap = call.softcap;
