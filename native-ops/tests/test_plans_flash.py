@@ -307,8 +307,12 @@ def test_the_fold_keeps_positions_and_slopes_apart():
 @pytest.mark.parametrize("feature", FEATURES)
 def test_features_on_the_other_paths(feature):
     on = {feature: True}
-    # float32: the float32 tensor-core kernel runs them (fold rules as above).
-    assert flash_plan(2, 300, 300, 4, 4, 64, dtype="float32", **on).startswith("fp32/")
+    # float32: the float32 tensor-core kernel's feature instantiation, 4-warp 3xTF32 tiles, even
+    # where the plain call takes 8-warp tiles.
+    assert flash_plan(2, 300, 300, 4, 4, 64, dtype="float32", **on) == "fp32/3xtf32/d64/4w/features"
+    assert flash_plan(8, 4096, 4096, 16, 16, 128, dtype="float32") == "fp32/3xtf32/d128/8w"
+    assert flash_plan(8, 4096, 4096, 16, 16, 128, dtype="float32", **on) == \
+        "fp32/3xtf32/d128/4w/features"
     # Staged copies (D % 8 != 0, unaligned views) run the base tiles on the copies.
     assert flash_plan(2, 300, 300, 4, 4, 61, **on).startswith("staged+tiled/D64/base/")
     assert flash_plan(2, 300, 300, 4, 4, 64, unaligned=True, **on).startswith(

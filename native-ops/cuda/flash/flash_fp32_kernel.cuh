@@ -190,17 +190,18 @@ __device__ __forceinline__ void transform_tile(float* tile, const float* bias, f
 
 // kSplit: 3xTF32 (float32 accuracy) or 1xTF32. kBias: the q/k/v bias passes (a template flag:
 // the per-tile passes and their barriers cost time and registers where no bias is given).
-template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
+// kFeatures: the sliding window, soft-capping and ALiBi (FlashParams), in 4-warp 3xTF32 tiles
+// without bias only. A template flag as well: as a run-time branch in the plain kernels it
+// moved ptxas's allocation of the default path (sm_90, D = 256, 4 warps: 0 -> 24 bytes spilled).
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     flash_fp32_kernel(const FlashParams p, const int m_blocks, const bool vectorized) {
   using Sh = Shape<kHeadDim, kWarps>;
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN, kThreads = Sh::kThreads;
   constexpr int kQkPitch = Sh::kQkPitch, kVPitch = Sh::kVPitch;
   constexpr int kNTiles = Sh::kNTiles, kDGroups = Sh::kDGroups;
-  // The sliding window, soft-capping and ALiBi (FlashParams) run in the instantiations without
-  // q/k/v bias (flash_attention's; bias comes only from bert_attention, which has none of
-  // them), so the bias kernels stay as they were.
-  constexpr bool kTakesFeatures = !kBias;
+  static_assert(!kFeatures || (kWarps == 4 && kSplit && !kBias), "features: 4w 3xTF32 tiles");
+  constexpr bool kTakesFeatures = kFeatures;
 
   extern __shared__ float4 smem_raw[];
   float* const s_q = reinterpret_cast<float*>(smem_raw);
@@ -244,7 +245,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) + diagonal, 0), kv_len);
   int n_first = 0;
-  if (kTakesFeatures && has_window(p)) {
+  if (kTakesFeatures) {
     const KeyRange keys =
         visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
     n_first = static_cast<int>(keys.begin) / kBlockN;
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // tiles skip the per-element test).
     const bool need_mask =
         n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
-    if (kTakesFeatures && has_flash_features(p)) {
+    if constexpr (kTakesFeatures) {
       // The sliding window's mask, soft-capping and ALiBi on every score (a block-uniform
       // branch: calls without them keep the loop below). The scores are in the log2 domain
       // (the query tile carries scale * log2(e)); the features work in the natural one.
@@ -492,14 +493,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
 // Launches one instantiation, opting it into its shared memory on the current device first (a
 // kernel needs that above 48 KiB, once per device).
-template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures = false>
 void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   using Sh = Shape<kHeadDim, kWarps>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> prepared[kMaxDevices];
   int device = 0;
   DJL_ATTN_CUDA_CHECK(cudaGetDevice(&device));
-  auto kernel = flash_fp32_kernel<kHeadDim, kWarps, kSplit, kBias>;
+  auto kernel = flash_fp32_kernel<kHeadDim, kWarps, kSplit, kBias, kFeatures>;
   if (device < 0 || device >= kMaxDevices || !prepared[device].load()) {
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Sh::kSmemBytes));
@@ -540,6 +541,14 @@ void launch_warps(const FlashParams& p, const Fp32Tile& tile, cudaStream_t strea
 
 template <int kHeadDim>
 void launch_flash_fp32_hdim(const FlashParams& p, const Fp32Tile& tile, cudaStream_t stream) {
+  if (tile.features) {
+    // The plan gives feature calls 4-warp 3xTF32 tiles without bias (plan_flash_fp32).
+    if (tile.warps != 4 || !tile.split_tf32 || tile.bias) {
+      fail_native("flash_fp32: the sliding window, soft-capping and ALiBi run only in 4-warp ",
+                  "3xTF32 tiles without bias, got ", describe(tile));
+    }
+    return launch<kHeadDim, 4, true, false, true>(p, tile.vectorized, stream);
+  }
   if (tile.warps == 8) return launch_warps<kHeadDim, 8>(p, tile, stream);
   if (tile.warps == 4) return launch_warps<kHeadDim, 4>(p, tile, stream);
   fail_native("flash_fp32: no ", tile.warps, "-warp tiles compiled for head dim ", kHeadDim);
