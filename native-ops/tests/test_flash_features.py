@@ -85,11 +85,12 @@ def run_batched(device, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("dim", [32, 64, 128, 40])
+@pytest.mark.parametrize("dim", [32, 64, 128, 40, 33])
 @pytest.mark.parametrize("feature", sorted(FEATURES))
 @pytest.mark.parametrize("causal", [False, True])
 def test_each_feature(device, dtype, dim, feature, causal):
-    # Sk = 130 is not a multiple of 64; kv_lens leave one row short and one empty-ish.
+    # Sk = 130 is not a multiple of 64; kv_lens leave one row short and one empty-ish. D = 40
+    # runs padded to 64, D = 33 on staged copies (float16/bfloat16 on CUDA).
     light(device, dtype != torch.float32 and dim != 64)
     run_batched(device, dtype, 2, 70, 130, 4, 4, dim, causal, feature, kv_lens=[130, 3])
 
@@ -207,3 +208,13 @@ def test_decode_on_names_the_feature(options, feature):
         flash(q, k, k, None, 0.125, False, window_left, window_right, softcap, slopes)
     options.set("DJL_ATTN_FLASH_DECODE", "auto")
     run_batched("cuda", torch.float16, 2, 1, 300, 4, 4, 64, False, feature)
+
+
+@pytest.mark.skipif(not CUDA, reason="DJL_ATTN_FLASH_FP32 chooses between CUDA kernels")
+@pytest.mark.parametrize("feature", ["combined", "window-both", "alibi-bh"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_simple_kernel(options, feature, causal):
+    # The one-warp-per-row kernel (float32 forced onto it; GPUs before sm_80 run it for every
+    # dtype) takes the features too.
+    options.set("DJL_ATTN_FLASH_FP32", "simple")
+    run_batched("cuda", torch.float32, 2, 70, 130, 4, 2, 40, causal, feature, kv_lens=[130, 3])
