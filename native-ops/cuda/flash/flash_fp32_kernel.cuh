@@ -201,7 +201,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   constexpr int kQkPitch = Sh::kQkPitch, kVPitch = Sh::kVPitch;
   constexpr int kNTiles = Sh::kNTiles, kDGroups = Sh::kDGroups;
   static_assert(!kFeatures || (kWarps == 4 && kSplit && !kBias), "features: 4w 3xTF32 tiles");
-  constexpr bool kTakesFeatures = kFeatures;
 
   extern __shared__ float4 smem_raw[];
   float* const s_q = reinterpret_cast<float*>(smem_raw);
@@ -245,7 +244,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) + diagonal, 0), kv_len);
   int n_first = 0;
-  if (kTakesFeatures) {
+  if constexpr (kFeatures) {
     const KeyRange keys =
         visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
     n_first = static_cast<int>(keys.begin) / kBlockN;
@@ -352,10 +351,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // tiles skip the per-element test).
     const bool need_mask =
         n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
-    if constexpr (kTakesFeatures) {
-      // The sliding window's mask, soft-capping and ALiBi on every score (a block-uniform
-      // branch: calls without them keep the loop below). The scores are in the log2 domain
-      // (the query tile carries scale * log2(e)); the features work in the natural one.
+    if constexpr (kFeatures) {
+      // The sliding window's mask, soft-capping and ALiBi on every score. The scores are in
+      // the log2 domain (the query tile carries scale * log2(e)); the features work in the
+      // natural one.
       const float slope = alibi_slope(p, b, h);
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)

@@ -206,7 +206,6 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   constexpr int kNTiles = kBlockN / 8;   // n8 score tiles per row block
   constexpr int kDTiles = kHeadDim / 8;  // n8 output tiles per row block
   static_assert(!kFeatures || (Tl::kBase && !kBias), "features: base tiles without bias");
-  constexpr bool kTakesFeatures = kFeatures;
 
   extern __shared__ uint4 smem_raw[];
   T* const s_q = reinterpret_cast<T*>(smem_raw);
@@ -252,7 +251,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) - 1 + diagonal + 1, 0), kv_len);
   int n_first = 0;
-  if (kTakesFeatures) {
+  if constexpr (kFeatures) {
     const KeyRange keys =
         visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
     n_first = static_cast<int>(keys.begin) / kBlockN;
@@ -388,10 +387,9 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
     // Scale into the log2 domain, and mask where the tile crosses the end of the valid keys or
     // the causal diagonal (interior tiles skip the per-element test).
     const int n0 = n * kBlockN;
-    if constexpr (kTakesFeatures) {
-      // Every score: the window's mask, soft-capping and ALiBi in the natural-log domain, then
-      // into the log2 domain. The slope is read here, not kept across the loop, so the
-      // default path's registers stay as they were.
+    if constexpr (kFeatures) {
+      // Every score: the window's mask (bounds per row), soft-capping and ALiBi in the
+      // natural-log domain, then into the log2 domain.
       const float slope = alibi_slope(p, b, h);
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
