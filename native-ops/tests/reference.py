@@ -11,11 +11,14 @@ TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 POISON = float("nan")
 
 
-def attention_mask(batch, seqlen_q, seqlen_k, causal, kv_lens=None, device="cpu"):
+def attention_mask(batch, seqlen_q, seqlen_k, causal, kv_lens=None, device="cpu",
+                   window_left=-1, window_right=-1):
     """[B, 1, Sq, Sk] bool: True where query i may see key j.
 
     Keys past kv_lens[b] are hidden; with `causal` the diagonal is aligned to the bottom-right
-    corner of each row's valid keys: j <= i + kv_len - Sq (FlashAttention's convention).
+    corner of each row's valid keys: j <= i + kv_len - Sq (FlashAttention's convention). A
+    sliding window (FlashAttention-2's, -1 = unbounded side) keeps j >= i + o - window_left and
+    j <= i + o + window_right, o = kv_len - Sq.
     """
     lens = (
         kv_lens.to(device="cpu", dtype=torch.int64)
@@ -27,18 +30,26 @@ def attention_mask(batch, seqlen_q, seqlen_k, causal, kv_lens=None, device="cpu"
     masks = []
     for b in range(batch):
         m = j < lens[b]
+        pos = i + lens[b] - seqlen_q
         if causal:
-            m = m & (j <= i + lens[b] - seqlen_q)
+            m = m & (j <= pos)
+        if window_left >= 0:
+            m = m & (j >= pos - window_left)
+        if window_right >= 0:
+            m = m & (j <= pos + window_right)
         masks.append(m)
     if batch == 0:
         return torch.zeros(0, 1, seqlen_q, seqlen_k, dtype=torch.bool, device=device)
     return torch.stack(masks)[:, None].to(device)
 
 
-def flash_attention(q, k, v, kv_lens, scale, causal):
+def flash_attention(q, k, v, kv_lens, scale, causal, window_left=-1, window_right=-1,
+                    softcap=0.0, alibi_slopes=None):
     """Reference for djl_attn.flash_attention: (out [B,Sq,Hq,D] float64, lse [B,Hq,Sq] float64).
 
-    Rows that see no key get output 0 and lse -inf.
+    Scores are scale * q.k, soft-capped to softcap * tanh(s / softcap) when softcap > 0, then
+    given the ALiBi bias -slope * |i + o - j| (slopes [Hq] or [B, Hq]); masked by
+    attention_mask. Rows that see no key get output 0 and lse -inf.
     """
     batch, seqlen_q, heads_q, _ = q.shape
     seqlen_k, heads_kv = k.shape[1], k.shape[2]
@@ -47,7 +58,19 @@ def flash_attention(q, k, v, kv_lens, scale, causal):
     kd = k.double().transpose(1, 2).repeat_interleave(group, dim=1)
     vd = v.double().transpose(1, 2).repeat_interleave(group, dim=1)
     scores = qd @ kd.transpose(-1, -2) * scale
-    mask = attention_mask(batch, seqlen_q, seqlen_k, causal, kv_lens, q.device)
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    if alibi_slopes is not None and batch > 0:
+        lens = (kv_lens.cpu().long() if kv_lens is not None
+                else torch.full((batch,), seqlen_k, dtype=torch.long))
+        slopes = alibi_slopes.double().cpu().expand(batch, heads_q)
+        i = torch.arange(seqlen_q)[:, None]
+        j = torch.arange(seqlen_k)[None, :]
+        distance = torch.stack([(i + int(lens[b]) - seqlen_q - j).abs() for b in range(batch)])
+        bias = -slopes[:, :, None, None] * distance[:, None].double()  # [B, Hq, Sq, Sk]
+        scores = scores + bias.to(scores.device)
+    mask = attention_mask(batch, seqlen_q, seqlen_k, causal, kv_lens, q.device, window_left,
+                          window_right)
     scores = scores.masked_fill(~mask, -math.inf)
     lse = torch.logsumexp(scores, dim=-1)
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
@@ -211,9 +234,11 @@ def poison_allocator(device, *shapes_and_dtypes):
     del blocks
 
 
-def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal):
+def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal, window_left=-1,
+                           window_right=-1, softcap=0.0, alibi_slopes=None):
     """Reference for djl_attn.flash_attention_varlen, one sequence at a time through the dense
-    reference: (out [total_q, Hq, D] float64, lse [Hq, total_q] float64)."""
+    reference: (out [total_q, Hq, D] float64, lse [Hq, total_q] float64). ALiBi slopes [B, Hq]
+    give sequence b row b."""
     cu_q = cu_seqlens_q.cpu().tolist()
     cu_k = cu_seqlens_k.cpu().tolist()
     out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
@@ -222,7 +247,11 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal):
         q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
         if q1 == q0:
             continue
-        o, l = flash_attention(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], None, scale, causal)
+        slopes = None
+        if alibi_slopes is not None:
+            slopes = alibi_slopes[b] if alibi_slopes.dim() == 2 else alibi_slopes
+        o, l = flash_attention(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], None, scale, causal,
+                               window_left, window_right, softcap, slopes)
         out[q0:q1] = o[0]
         lse[:, q0:q1] = l[0]
     return out, lse

@@ -108,7 +108,8 @@ def good_flash_attention(d, dtype=torch.float32, batch=2, seqlen_q=5, seqlen_k=7
                 k=randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=d),
                 v=randn(batch, seqlen_k, heads_kv, dim, dtype=dtype, device=d),
                 kv_lens=None if kv_lens is None else ints(list(kv_lens), d), scale=0.3,
-                causal=True)
+                causal=True, window_left=4, window_right=-1, softcap=2.0,
+                alibi_slopes=randn(heads_q, device=d).abs())
 
 
 def good_flash_attention_varlen(d, dtype=torch.float32, lens_q=(3, 0, 4), lens_k=(5, 2, 4),
@@ -119,7 +120,9 @@ def good_flash_attention_varlen(d, dtype=torch.float32, lens_q=(3, 0, 4), lens_k
                 k=randn(cu_k[-1], heads_kv, dim, dtype=dtype, device=d),
                 v=randn(cu_k[-1], heads_kv, dim, dtype=dtype, device=d),
                 cu_seqlens_q=ints(cu_q, d), cu_seqlens_k=ints(cu_k, d),
-                max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k), scale=0.25, causal=True)
+                max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k), scale=0.25, causal=True,
+                window_left=2, window_right=-1, softcap=3.0,
+                alibi_slopes=randn(len(lens_q), heads_q, device=d).abs())
 
 
 def good_bert_attention(d, dtype=torch.float32, batch=2, seqlen=5, heads=2, dim=12):
@@ -300,10 +303,13 @@ class Operator:
 OPS = {
     "flash_attention": Operator(good_flash_attention, _compare(
         lambda a: reference.flash_attention(a["q"], a["k"], a["v"], a["kv_lens"], a["scale"],
-                                            a["causal"]))),
+                                            a["causal"], a["window_left"], a["window_right"],
+                                            a["softcap"], a["alibi_slopes"]))),
     "flash_attention_varlen": Operator(good_flash_attention_varlen, _compare(
         lambda a: reference.flash_attention_varlen(a["q"], a["k"], a["v"], a["cu_seqlens_q"],
-                                                   a["cu_seqlens_k"], a["scale"], a["causal"]))),
+                                                   a["cu_seqlens_k"], a["scale"], a["causal"],
+                                                   a["window_left"], a["window_right"],
+                                                   a["softcap"], a["alibi_slopes"]))),
     "bert_attention": Operator(good_bert_attention, _compare(
         lambda a: reference.bert_attention(a["qkv"], a["qkv_bias"], a["kv_lens"], a["num_heads"],
                                            a["scale"]))),
@@ -468,6 +474,36 @@ def device_row(what, name, arg=None, ref="q", **extra):
 
 BIG = 2**30 + 1  # one past the longest sequence the flash kernels index with 32-bit ints
 
+
+
+def FEATURE_ROWS(heads_q, batch, batch_name):
+    """The rows of the arguments both flash operators end with: the sliding window, the
+    soft-cap and the ALiBi slopes (the good calls use all three)."""
+    return [
+        row("window-left-below-minus-one", set_arg("window_left", value(-2)),
+            "expected -1 (unbounded) or a value >= 0, got -2", arg="window_left"),
+        row("window-right-below-minus-one", set_arg("window_right", value(-5)),
+            "expected -1 (unbounded) or a value >= 0, got -5", arg="window_right"),
+        row("softcap-negative", set_arg("softcap", value(-1.0)),
+            "expected a finite value >= 0 (0: none), got -1", arg="softcap"),
+        row("softcap-nan", set_arg("softcap", value(float("nan"))),
+            "expected a finite value >= 0 (0: none), got nan", arg="softcap"),
+        row("softcap-inf", set_arg("softcap", value(float("inf"))),
+            "expected a finite value >= 0 (0: none), got inf", arg="softcap"),
+        row("alibi-float16", set_arg("alibi_slopes", to_dtype(torch.float16)),
+            "expected dtype float32, got float16", arg="alibi_slopes"),
+        row("alibi-heads", set_arg("alibi_slopes", resize(-1, heads_q + 1)),
+            "expected size %d for Hq (the heads of q)" % heads_q, arg="alibi_slopes"),
+        row("alibi-batch", set_arg("alibi_slopes", lambda t, d: randn(batch + 1, heads_q, device=d)),
+            "expected size %d for %s (the batch)" % (batch, batch_name), arg="alibi_slopes"),
+        row("alibi-rank", set_arg("alibi_slopes", lambda t, d: randn(1, batch, heads_q, device=d)),
+            "expected 1 dim [Hq] or 2 dims [B, Hq], got 3", arg="alibi_slopes"),
+        row("alibi-strided", set_arg("alibi_slopes", lambda t, d: randn(2 * heads_q, device=d)[::2]),
+            "expected a contiguous tensor, got stride 2 at dim 0", arg="alibi_slopes"),
+        device_row("alibi-device", "alibi_slopes"),
+    ]
+
+
 FLASH = "flash_attention"
 BAD_CALLS = rows_for(FLASH, "q", [
     row("q-rank", set_arg("q", drop_dim), "expected 4 dims [B, Sq, Hq, D], got 3 dims"),
@@ -541,7 +577,7 @@ BAD_CALLS = rows_for(FLASH, "q", [
         "expected values in [0, Sk = 7], got 8 at index 1", arg="kv_lens"),
     row("kv-lens-negative", set_arg("kv_lens", set_item(0, -1)),
         "expected values in [0, Sk = 7], got -1 at index 0", arg="kv_lens"),
-])
+] + FEATURE_ROWS(heads_q=6, batch=2, batch_name="B"))
 
 VARLEN = "flash_attention_varlen"
 BAD_CALLS += rows_for(VARLEN, "q", [
@@ -591,7 +627,7 @@ BAD_CALLS += rows_for(VARLEN, "q", [
         "expected non-decreasing values, got 4 after 5 at index 2", arg="cu_seqlens_k"),
     row("cu-seqlens-q-end", set_arg("cu_seqlens_q", set_item(3, 6)),
         "expected a last value equal to total_q = 7, got 6", arg="cu_seqlens_q"),
-])
+] + FEATURE_ROWS(heads_q=4, batch=3, batch_name="B"))
 
 BERT = "bert_attention"
 BAD_CALLS += rows_for(BERT, "qkv", [

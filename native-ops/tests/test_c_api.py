@@ -87,9 +87,11 @@ def call(name, args, num_outputs):
             lib.djl_attn_delete_tensor(handle)
 
 
-def flash_args(q, k, v, kv_lens=None, scale=0.5, causal=False):
+def flash_args(q, k, v, kv_lens=None, scale=0.5, causal=False, window_left=-1, window_right=-1,
+               softcap=0.0, alibi_slopes=None):
     return [(TENSOR, q), (TENSOR, k), (TENSOR, v), (OPTIONAL_TENSOR, kv_lens), (FLOAT, scale),
-            (BOOL, int(causal))]
+            (BOOL, int(causal)), (INT, window_left), (INT, window_right), (FLOAT, softcap),
+            (OPTIONAL_TENSOR, alibi_slopes)]
 
 
 def test_a_call_runs_the_operator(device):
@@ -170,7 +172,7 @@ def test_arguments_that_do_not_match_the_schema_are_refused_before_anything_runs
     assert "argument 1 has kind 2, the schema's is 0" in message
     status, message, _ = call("flash_attention", flash_args(q, q, q)[:5], 2)
     assert status == NATIVE_ERROR
-    assert "the schema takes 6 arguments and returns 2 tensors, the call passed 5" in message
+    assert "the schema takes 10 arguments and returns 2 tensors, the call passed 5" in message
     status, message, _ = call("no_such_operator", [], 1)
     assert status == NATIVE_ERROR
     assert "no operator named 'no_such_operator'" in message

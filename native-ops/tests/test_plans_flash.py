@@ -31,7 +31,10 @@ _flash.argtypes = ([ctypes.c_int32] + [ctypes.c_int64] * 6 +
 
 # Flags of djl_attn_test_flash_plan (tests/native/flash_plan_exports.cpp).
 FLAGS = {"causal": 1, "varlen": 2, "kv_lens": 4, "bias": 8, "unaligned": 16, "hopper_built": 32,
-         "tuning_build": 64, "hopper_free": 128, "broadcast_kv": 256}
+         "tuning_build": 64, "hopper_free": 128, "broadcast_kv": 256,
+         # window_left = 256, window_right = 16, softcap = 30, ALiBi slopes
+         "window_left": 512, "window_right": 1024, "softcap": 2048, "alibi": 4096}
+FEATURES = ["window_left", "window_right", "softcap", "alibi"]
 
 
 def flash_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype="float16", gpu=H200,
@@ -259,3 +262,87 @@ def test_bad_switch_values_are_errors():
         "error: decode: expected one of auto, on, off, got 'fast'")
     assert flash_plan(1, 1, 10, 4, 2, 64, config="m999").startswith(
         "error: config: no configuration named 'm999'")
+
+
+# --- FlashAttention-2's features: sliding window, soft-capping, ALiBi --------------------------
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_features_take_the_base_tiles(feature, dtype):
+    # Prefill that runs on the Hopper kernel (forced or not) and the tuned sm_80 tiles by
+    # default: with a feature, the sm_80 kernel's base tiles, which carry the feature code.
+    for dim, tiles in ((64, "128x64"), (128, "128x64"), (96, "128x64"), (256, "64x32")):
+        for hopper in ("auto", "on"):
+            plan = flash_plan(4, 2048, 2048, 16, 16, dim, dtype=dtype, hopper=hopper,
+                              **{feature: True})
+            assert plan.startswith("tiled/D%d/base/%s/" % (dim, tiles)), (dim, hopper, plan)
+        assert flash_plan(4, 2048, 2048, 16, 16, dim, dtype=dtype).startswith(
+            "hopper/" if dim in (64, 128) else "tiled/D%d/base/" % dim)
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+def test_features_leave_the_decode_kernel(feature):
+    # The decode kernel does not take them: auto runs the tile kernel's 64-row tiles, on
+    # refuses naming them, off is the tile kernel anyway.
+    assert flash_plan(4, 1, 4096, 8, 8, 128).startswith("decode/D128/")
+    assert flash_plan(4, 1, 4096, 8, 8, 128, **{feature: True}).startswith(
+        "tiled/D128/base/64x64/")
+    assert flash_plan(4, 1, 4096, 8, 8, 128, decode="on", **{feature: True}) == \
+        "refused: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take a sliding window, " \
+        "soft-capping or ALiBi"
+    assert flash_plan(4, 1, 4096, 8, 8, 128, decode="off", **{feature: True}).startswith(
+        "tiled/D128/base/64x64/")
+
+
+def test_the_fold_keeps_positions_and_slopes_apart():
+    # Folded rows are different query heads at one position: a window or ALiBi would read them
+    # as positions (and the key/value head's slope), so those calls run unfolded; soft-capping
+    # does not depend on either and folds.
+    assert flash_plan(2, 1, 1024, 8, 2, 64, decode_per_sm=3).startswith("fold+decode/D64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, window_left=True).startswith("tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, window_right=True).startswith("tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, alibi=True).startswith("tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, softcap=True).startswith("fold+tiled/D64/base/64x64/")
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+def test_features_on_the_other_paths(feature):
+    on = {feature: True}
+    # float32: the float32 tensor-core kernel's feature instantiation, 4-warp 3xTF32 tiles, even
+    # where the plain call takes 8-warp tiles.
+    assert flash_plan(2, 300, 300, 4, 4, 64, dtype="float32", **on) == "fp32/3xtf32/d64/4w/features"
+    assert flash_plan(8, 4096, 4096, 16, 16, 128, dtype="float32") == "fp32/3xtf32/d128/8w"
+    assert flash_plan(8, 4096, 4096, 16, 16, 128, dtype="float32", **on) == \
+        "fp32/3xtf32/d128/4w/features"
+    # Staged copies (D % 8 != 0, unaligned views) run the base tiles on the copies.
+    assert flash_plan(2, 300, 300, 4, 4, 61, **on).startswith("staged+tiled/D64/base/")
+    assert flash_plan(2, 300, 300, 4, 4, 64, unaligned=True, **on).startswith(
+        "staged+tiled/D64/base/")
+    # GPUs before sm_80: the simple kernel, which runs them too.
+    assert flash_plan(2, 300, 300, 4, 4, 64, gpu=TURING, **on) == "simple"
+    assert flash_plan(2, 300, 300, 4, 4, 64, dtype="float32", gpu=TURING, **on) == "simple"
+
+
+def test_a_window_splits_only_the_keys_it_sees():
+    # One 64-row query tile (decode-like, Sq = 1, no fold: ALiBi) over 64k keys: without a
+    # window the split spreads all 1024 key tiles; a causal window of 256 keys leaves each
+    # query tile at most (256 + 64) / 64 + 1 = 6 tiles, and the splits share those.
+    wide = flash_plan(1, 1, 65536, 4, 4, 64, alibi=True)
+    narrow = flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True, causal=True)
+    splits = lambda plan: int(plan.split("/splits")[1].split("/")[0])
+    assert splits(wide) > 6
+    assert 1 <= splits(narrow) <= 6
+    # A window open to the right (not causal, no window_right) sees every later key: no cap.
+    assert splits(flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True)) == splits(wide)
+
+
+def test_features_run_their_own_instantiation():
+    # The base tiles' plain instantiation stays as it was; feature calls name the other one.
+    assert "/features/" in flash_plan(4, 2048, 2048, 16, 16, 96, softcap=True)
+    assert "/features/" not in flash_plan(4, 2048, 2048, 16, 16, 96)
+    assert "/features/" in flash_plan(4, 1, 4096, 8, 8, 128, alibi=True)
+    # Bias (bert_attention) and the features (the flash schemas) never meet: refused, not
+    # one of them dropped.
+    assert flash_plan(2, 300, 300, 4, 4, 64, bias=True, softcap=True).startswith(
+        "error: flash attention: q/k/v bias together with a sliding window")

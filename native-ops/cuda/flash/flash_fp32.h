@@ -28,6 +28,7 @@ struct Fp32Tile {
   int warps;         // 4 or 8; each warp owns 16 query rows, so a block owns 16 * warps rows
   bool split_tf32;   // true: 3xTF32 (float32 accuracy); false: 1xTF32 (opt-in, ~1e-3)
   bool bias;         // q/k/v bias added in shared memory (the fused BERT path)
+  bool features;     // sliding window, soft-capping or ALiBi: 4 warps, 3xTF32, no bias
   bool vectorized;   // 16-byte copies and stores: D % 4 == 0, 16-byte aligned bases and strides
 };
 

@@ -190,13 +190,17 @@ __device__ __forceinline__ void transform_tile(float* tile, const float* bias, f
 
 // kSplit: 3xTF32 (float32 accuracy) or 1xTF32. kBias: the q/k/v bias passes (a template flag:
 // the per-tile passes and their barriers cost time and registers where no bias is given).
-template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
+// kFeatures: the sliding window, soft-capping and ALiBi (FlashParams), in 4-warp 3xTF32 tiles
+// without bias only. A template flag as well: as a run-time branch in the plain kernels it
+// moved ptxas's allocation of the default path (sm_90, D = 256, 4 warps: 0 -> 24 bytes spilled).
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     flash_fp32_kernel(const FlashParams p, const int m_blocks, const bool vectorized) {
   using Sh = Shape<kHeadDim, kWarps>;
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN, kThreads = Sh::kThreads;
   constexpr int kQkPitch = Sh::kQkPitch, kVPitch = Sh::kVPitch;
   constexpr int kNTiles = Sh::kNTiles, kDGroups = Sh::kDGroups;
+  static_assert(!kFeatures || (kWarps == 4 && kSplit && !kBias), "features: 4w 3xTF32 tiles");
 
   extern __shared__ float4 smem_raw[];
   float* const s_q = reinterpret_cast<float*>(smem_raw);
@@ -235,8 +239,17 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int diagonal = kv_len - seqlen_q;
   // Key tiles this block needs: every valid key, cut at the causal limit of its last row, so
   // that tiles wholly above the diagonal are never loaded.
+  // With a sliding window the range is cut at the window's edges too (flash_params.h,
+  // visible_keys): tiles wholly outside it are skipped, not masked.
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) + diagonal, 0), kv_len);
+  int n_first = 0;
+  if constexpr (kFeatures) {
+    const KeyRange keys =
+        visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
+    n_first = static_cast<int>(keys.begin) / kBlockN;
+    key_end = keys.end > keys.begin ? static_cast<int>(keys.end) : n_first * kBlockN;
+  }
   const int n_blocks = (key_end + kBlockN - 1) / kBlockN;
 
   const float* q = static_cast<const float*>(p.q) + b * p.q_batch_stride +
@@ -260,7 +273,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   load_tile<kHeadDim, kBlockM, kQkPitch, kThreads>(s_q, q, p.q_seq_stride, seqlen_q - m0, dim,
                                                    vectorized);
   cp_async_commit();
-  if (n_blocks > 0) load_kv(0, 0);
+  // Tile n lives in stage n % kFp32Stages, whatever tile the loop starts at.
+  if (n_first < n_blocks) load_kv(n_first, n_first % kFp32Stages);
   cp_async_commit();
   // The query tile is resident once all but the key/value group have landed; scale it (and add
   // its bias) in place. The loop's first barrier orders these writes before the first product.
@@ -283,7 +297,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int warp_row0 = warp * 16;
   const bool warp_active = m0 + warp_row0 < seqlen_q;
 
-  for (int n = 0; n < n_blocks; ++n) {
+  for (int n = n_first; n < n_blocks; ++n) {
     const int stage = n % kFp32Stages;
     cp_async_wait<0>();
     // Tile n is resident for every thread, and every warp is done with tile n - 1, whose buffer
@@ -337,7 +351,24 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // tiles skip the per-element test).
     const bool need_mask =
         n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
-    if (need_mask) {
+    if constexpr (kFeatures) {
+      // The sliding window's mask, soft-capping and ALiBi on every score. The scores are in
+      // the log2 domain (the query tile carries scale * log2(e)); the features work in the
+      // natural one.
+      const float slope = alibi_slope(p, b, h);
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n0 + nt * 8 + 2 * t + (e & 1);
+          const int d = m0 + warp_row0 + g + (e >= 2 ? 8 : 0) + diagonal - col;
+          acc_s[nt][e] = col >= kv_len || !offset_visible(p, d)
+                             ? -INFINITY
+                             : modify_score(acc_s[nt][e] * 0.6931471805599453f, p.softcap,
+                                            slope, static_cast<float>(abs(d))) *
+                                   kLog2e;
+        }
+    } else if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
@@ -461,14 +492,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
 // Launches one instantiation, opting it into its shared memory on the current device first (a
 // kernel needs that above 48 KiB, once per device).
-template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures = false>
 void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   using Sh = Shape<kHeadDim, kWarps>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> prepared[kMaxDevices];
   int device = 0;
   DJL_ATTN_CUDA_CHECK(cudaGetDevice(&device));
-  auto kernel = flash_fp32_kernel<kHeadDim, kWarps, kSplit, kBias>;
+  auto kernel = flash_fp32_kernel<kHeadDim, kWarps, kSplit, kBias, kFeatures>;
   if (device < 0 || device >= kMaxDevices || !prepared[device].load()) {
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Sh::kSmemBytes));
@@ -509,6 +540,14 @@ void launch_warps(const FlashParams& p, const Fp32Tile& tile, cudaStream_t strea
 
 template <int kHeadDim>
 void launch_flash_fp32_hdim(const FlashParams& p, const Fp32Tile& tile, cudaStream_t stream) {
+  if (tile.features) {
+    // The plan gives feature calls 4-warp 3xTF32 tiles without bias (plan_flash_fp32).
+    if (tile.warps != 4 || !tile.split_tf32 || tile.bias) {
+      fail_native("flash_fp32: the sliding window, soft-capping and ALiBi run only in 4-warp ",
+                  "3xTF32 tiles without bias, got ", describe(tile));
+    }
+    return launch<kHeadDim, 4, true, false, true>(p, tile.vectorized, stream);
+  }
   if (tile.warps == 8) return launch_warps<kHeadDim, 8>(p, tile, stream);
   if (tile.warps == 4) return launch_warps<kHeadDim, 4>(p, tile, stream);
   fail_native("flash_fp32: no ", tile.warps, "-warp tiles compiled for head dim ", kHeadDim);

@@ -65,6 +65,13 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
   } else {
     tile.warps = eight_fit && tiles_of_128 >= device.sm_count ? 8 : 4;
   }
+  // The sliding window, soft-capping and ALiBi have one instantiation per head dim: 4 warps,
+  // 3xTF32 (DJL_ATTN_FLASH_FP32=8w and tf32 do not apply to such calls; describe() shows it).
+  tile.features = has_flash_features(p);
+  if (tile.features) {
+    tile.warps = 4;
+    tile.split_tf32 = true;
+  }
   if (!fits(head_dim, tile.warps, device)) return std::nullopt;
   return tile;
 }
@@ -73,6 +80,7 @@ std::string describe(const Fp32Tile& tile) {
   std::string s = concat(tile.split_tf32 ? "3xtf32" : "tf32", "/d", tile.head_dim, "/",
                          tile.warps, "w");
   if (tile.bias) s += "/bias";
+  if (tile.features) s += "/features";
   if (!tile.vectorized) s += "/scalar";
   return s;
 }

@@ -43,12 +43,13 @@ struct FwdShape {
 
 // kBias: the parameters carry q/k/v bias pointers. kSmallM: 64-row query tiles, for at most
 // 64 query rows. kCfg: an index into kFwdConfigs (0 = the base tiles; others only where
-// config_compiled and with kBias = kSmallM = false).
-template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+// config_compiled and with kBias = kSmallM = false). kFeatures: the sliding window,
+// soft-capping and ALiBi of FlashParams (base tiles, no bias; flash_fwd_hdim*_features.cu).
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg, bool kFeatures = false>
 void launch_fwd(const FwdArgs& args, cudaStream_t stream);
 
 // Also prepares the kernel for `device` (shared-memory opt-in); call before launch_fwd.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg, bool kFeatures = false>
 FwdShape fwd_shape(int device);
 
 }  // namespace djl_attn::flash::fwd

@@ -190,7 +190,12 @@ __device__ __forceinline__ void add_bias(T* tile, const T* bias, int valid_rows,
 
 // kBias: q/k/v bias added in shared memory as tiles arrive (the fused BERT path). A template
 // flag because the extra pass costs 30 registers at D = 128, where there are none to spare.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+// kFeatures: the sliding window, soft-capping and ALiBi (FlashParams), base tiles without bias
+// only. A template flag too: as a run-time branch per key tile in the plain kernel it moved
+// ptxas's allocation of the default path (sm_90, D = 96: 68 -> 100 bytes spilled, 64-row tiles
+// 176 -> 225 registers), and the default path must not pay for them. The price is two more
+// instantiations per (dtype, head dim).
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg, bool kFeatures>
 __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
                                   Tile<kHeadDim, kSmallM, kCfg>::kMinBlocks)
     flash_fwd_kernel(const FwdArgs args) {
@@ -200,6 +205,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   constexpr bool kFusedScale = Tl::kFusedScale, kLazyRescale = Tl::kLazyRescale;
   constexpr int kNTiles = kBlockN / 8;   // n8 score tiles per row block
   constexpr int kDTiles = kHeadDim / 8;  // n8 output tiles per row block
+  static_assert(!kFeatures || (Tl::kBase && !kBias), "features: base tiles without bias");
 
   extern __shared__ uint4 smem_raw[];
   T* const s_q = reinterpret_cast<T*>(smem_raw);
@@ -239,11 +245,20 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   const int diagonal = kv_len - seqlen_q;
 
   // Key tiles this block needs: all valid keys, cut at the causal limit of its last row, so
-  // that tiles wholly above the diagonal are never loaded.
+  // that tiles wholly above the diagonal are never loaded. With a sliding window the range is
+  // also cut at the window's edges (tiles wholly outside it are skipped, not masked), and the
+  // splits share the tiles from the window's first.
   int key_end = kv_len;
   if (p.causal) key_end = min(max(min(m0 + kBlockM, seqlen_q) - 1 + diagonal + 1, 0), kv_len);
+  int n_first = 0;
+  if constexpr (kFeatures) {
+    const KeyRange keys =
+        visible_keys(p, diagonal, kv_len, m0, min(m0 + kBlockM, seqlen_q) - 1);
+    n_first = static_cast<int>(keys.begin) / kBlockN;
+    key_end = keys.end > keys.begin ? static_cast<int>(keys.end) : n_first * kBlockN;
+  }
   const int n_blocks = (key_end + kBlockN - 1) / kBlockN;
-  const int n_begin = min(split * args.n_blocks_per_split, n_blocks);
+  const int n_begin = min(n_first + split * args.n_blocks_per_split, n_blocks);
   const int n_end = min(n_begin + args.n_blocks_per_split, n_blocks);
 
   const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + (q_row0 + m0) * p.q_seq_stride +
@@ -372,22 +387,47 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
     // Scale into the log2 domain, and mask where the tile crosses the end of the valid keys or
     // the causal diagonal (interior tiles skip the per-element test).
     const int n0 = n * kBlockN;
-    const bool need_mask =
-        n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
+    if constexpr (kFeatures) {
+      // Every score: the window's mask (bounds per row), soft-capping and ALiBi in the
+      // natural-log domain, then into the log2 domain.
+      const float slope = alibi_slope(p, b, h);
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+      for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
+        for (int hf = 0; hf < 2; ++hf) {
+          const int pos = m0 + warp_row0 + mt * 16 + g + hf * 8 + diagonal;
+          const RowKeys<int> keys = row_keys(p, pos, kv_len);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float s = kFusedScale ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * scale_log2;
-          if (need_mask) {
-            const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
-            const int col = n0 + nt * 8 + 2 * t + (e & 1);
-            if (col >= kv_len || (p.causal && col > row + diagonal)) s = -INFINITY;
-          }
-          acc_s[mt][nt][e] = s;
+          for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+              const int col = n0 + nt * 8 + 2 * t + (e & 1);
+              acc_s[mt][nt][e] =
+                  col < keys.lo || col > keys.hi
+                      ? -INFINITY
+                      : modify_score(acc_s[mt][nt][e] * p.scale, p.softcap, slope,
+                                     static_cast<float>(abs(pos - col))) *
+                            1.4426950408889634f;
+            }
         }
+    } else {
+      const bool need_mask =
+          n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diagonal);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float s = kFusedScale ? acc_s[mt][nt][e] : acc_s[mt][nt][e] * scale_log2;
+            if (need_mask) {
+              const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
+              const int col = n0 + nt * 8 + 2 * t + (e & 1);
+              if (col >= kv_len || (p.causal && col > row + diagonal)) s = -INFINITY;
+            }
+            acc_s[mt][nt][e] = s;
+          }
+    }
 
     // Online softmax: new row maxima, rescale what was accumulated, exponentiate.
 #pragma unroll
@@ -581,7 +621,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
 
 // Opts the kernel into its shared memory on `device` once (a kernel needs that above 48 KiB, per
 // device) and returns its static facts for that device.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg, bool kFeatures>
 FwdShape fwd_shape(int device) {
   using Tl = Tile<kHeadDim, kSmallM, kCfg>;
   constexpr int kThreads = Tl::kThreads;
@@ -589,7 +629,7 @@ FwdShape fwd_shape(int device) {
   // 0 = not yet prepared; otherwise resident blocks per SM. Racing threads do the same
   // idempotent work and store the same value.
   static std::atomic<int> blocks_per_sm[kMaxDevices];
-  auto kernel = flash_fwd_kernel<T, kHeadDim, kBias, kSmallM, kCfg>;
+  auto kernel = flash_fwd_kernel<T, kHeadDim, kBias, kSmallM, kCfg, kFeatures>;
   int blocks = device >= 0 && device < kMaxDevices ? blocks_per_sm[device].load() : 0;
   if (blocks == 0) {
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -606,12 +646,12 @@ FwdShape fwd_shape(int device) {
 }
 
 // Launches one (dtype, head dim) instantiation; fwd_shape(device) has run before.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg, bool kFeatures>
 void launch_fwd(const FwdArgs& args, cudaStream_t stream) {
   using Tl = Tile<kHeadDim, kSmallM, kCfg>;
   const dim3 grid(static_cast<unsigned>(args.m_blocks * args.params.batch * args.params.heads_q),
                   static_cast<unsigned>(args.num_splits));
-  flash_fwd_kernel<T, kHeadDim, kBias, kSmallM, kCfg>
+  flash_fwd_kernel<T, kHeadDim, kBias, kSmallM, kCfg, kFeatures>
       <<<grid, Tl::kThreads, Tl::kSmemBytes, stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_fwd_kernel");
 }
@@ -619,16 +659,20 @@ void launch_fwd(const FwdArgs& args, cudaStream_t stream) {
 }  // namespace djl_attn::flash::fwd
 
 // The instantiations of one (dtype, head dim), for the flash_fwd_hdim*.cu files.
-#define DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, BIAS, SMALL_M, CFG)                        \
-  template void djl_attn::flash::fwd::launch_fwd<T, HEAD_DIM, BIAS, SMALL_M, CFG>(             \
+#define DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, BIAS, SMALL_M, CFG, FEATURES)              \
+  template void djl_attn::flash::fwd::launch_fwd<T, HEAD_DIM, BIAS, SMALL_M, CFG, FEATURES>(   \
       const djl_attn::flash::fwd::FwdArgs&, cudaStream_t);                                     \
   template djl_attn::flash::fwd::FwdShape                                                      \
-  djl_attn::flash::fwd::fwd_shape<T, HEAD_DIM, BIAS, SMALL_M, CFG>(int);
-#define DJL_FLASH_INSTANTIATE_FWD(T, HEAD_DIM)                   \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, 0)   \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, true, 0)    \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, false, 0)    \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, true, 0)
+  djl_attn::flash::fwd::fwd_shape<T, HEAD_DIM, BIAS, SMALL_M, CFG, FEATURES>(int);
+#define DJL_FLASH_INSTANTIATE_FWD(T, HEAD_DIM)                        \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, 0, false) \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, true, 0, false)  \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, false, 0, false)  \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, true, true, 0, false)
+// The sliding window, soft-capping and ALiBi (flash_fwd_hdim*_features.cu): base tiles, no bias.
+#define DJL_FLASH_INSTANTIATE_FWD_FEATURES(T, HEAD_DIM)              \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, 0, true) \
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, true, 0, true)
 // One tuning configuration (flash_fwd_hdim*_cfg*.cu): no bias, 128-row-class problems only.
 #define DJL_FLASH_INSTANTIATE_FWD_CFG(T, HEAD_DIM, CFG) \
-  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, CFG)
+  DJL_FLASH_INSTANTIATE_FWD_ONE_(T, HEAD_DIM, false, false, CFG, false)

@@ -118,14 +118,14 @@ FlashSwitches switches() {
 // ---- run-time values to template instantiations ------------------------------------------------
 
 // One instantiation of the tile kernel, as a type.
-template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg>
+template <typename T, int kHeadDim, bool kBias, bool kSmallM, int kCfg, bool kFeatures = false>
 struct TiledInstance {
   // Opts the kernel into its shared memory on `device` (once) and returns its static facts.
   static fwd::FwdShape prepare(int device) {
-    return fwd::fwd_shape<T, kHeadDim, kBias, kSmallM, kCfg>(device);
+    return fwd::fwd_shape<T, kHeadDim, kBias, kSmallM, kCfg, kFeatures>(device);
   }
   static void launch(const fwd::FwdArgs& args, cudaStream_t stream) {
-    fwd::launch_fwd<T, kHeadDim, kBias, kSmallM, kCfg>(args, stream);
+    fwd::launch_fwd<T, kHeadDim, kBias, kSmallM, kCfg, kFeatures>(args, stream);
   }
 };
 
@@ -179,6 +179,11 @@ int visit_tiled(const TiledKernel& kernel, Visit visit) {
       fail_native("flash tile kernel: no configurations for head dim ", kernel.head_dim);
     }
     return DJL_FLASH_HEAD_DIM_SWITCH(kernel.head_dim, kHeadDim, [&]() -> int {
+      if (kernel.features) {  // base tiles without bias only (the plan's rule)
+        return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
+          return visit(TiledInstance<T, kHeadDim, false, kSmallM, 0, true>{});
+        });
+      }
       return DJL_FLASH_BOOL_SWITCH(kernel.bias, kBias, [&]() -> int {
         return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
           return visit(TiledInstance<T, kHeadDim, kBias, kSmallM, 0>{});

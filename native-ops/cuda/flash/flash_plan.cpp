@@ -104,6 +104,7 @@ const char* decode_refusal(const FlashParams& p, bool tensor_cores,
     return "float32, a head dim that is not a multiple of 8, unaligned rows or a GPU before sm_80";
   }
   if (any_bias(p)) return "q/k/v bias";
+  if (has_flash_features(p)) return "a sliding window, soft-capping or ALiBi";
   if (p.cu_seqlens_q != nullptr) return "a varlen batch";
   if (!decode_runs_on(p.head_dim, device)) {
     return "a head dim other than 64, 128 or 256, or too little shared memory";
@@ -128,6 +129,8 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
   if (p.dtype != ElementType::kFloat16 && p.dtype != ElementType::kBFloat16) return false;
   if (!hopper::head_dim_compiled(p.head_dim)) return false;
   if (p.cu_seqlens_q != nullptr || any_bias(p)) return false;
+  // The sliding window, soft-capping and ALiBi run in the sm_80 kernel's base tiles.
+  if (has_flash_features(p)) return false;
   if (!(p.scale > 0.f) || p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return false;
   if (p.lse == nullptr) return false;  // the kernel always writes it
   if (p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.seqlen_q > kMaxGridX || p.seqlen_k > kMaxGridX) {
@@ -164,7 +167,9 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
 
   // Few query rows (decode, with the group folded): one m16 tile per block instead of a 64-row
   // tile, split over the keys to fill the GPU.
-  if (sw.decode != DecodeMode::kOff && !bias && !varlen && p.seqlen_q >= 1 &&
+  // Calls with a sliding window, soft-capping or ALiBi take the tile kernel's base tiles.
+  const bool features = has_flash_features(p);
+  if (sw.decode != DecodeMode::kOff && !bias && !features && !varlen && p.seqlen_q >= 1 &&
       p.seqlen_q <= decode::kMaxRows && decode_runs_on(p.head_dim, device)) {
     plan.path = FlashPath::kDecode;
     plan.decode = DecodeKernel{p.dtype, static_cast<int>(p.head_dim), false};
@@ -196,17 +201,27 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   // Varlen batches size their grid by the longest sequence, so that is what must fit.
   const bool small_m = p.seqlen_q <= 64;
   int cfg = sw.config == kAutoConfig ? tuned_config(padded) : sw.config;
-  if (bias || small_m || !fwd::config_compiled(cfg, padded, sw.tuning_build) ||
+  if (bias || small_m || features || !fwd::config_compiled(cfg, padded, sw.tuning_build) ||
       (cfg != 0 && fwd::tile_smem_bytes(padded, false, cfg) > device.smem_optin) ||
       (fwd::kFwdConfigs[cfg].fused_scale && !(p.scale > 0.f))) {
     cfg = 0;
   }
   plan.path = FlashPath::kTiled;
   // The tuning configurations are instantiated for 128-row-class problems without bias only.
-  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, cfg};
+  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, cfg,
+                           features};
   plan.tile = fwd::tile_shape(padded, plan.tiled.small_m, cfg);
   plan.m_blocks = static_cast<int>((p.seqlen_q + plan.tile.block_m - 1) / plan.tile.block_m);
-  const int n_blocks = static_cast<int>((p.seqlen_k + plan.tile.block_n - 1) / plan.tile.block_n);
+  int n_blocks = static_cast<int>((p.seqlen_k + plan.tile.block_n - 1) / plan.tile.block_n);
+  if (p.window_left >= 0) {
+    // A query tile sees at most its rows plus the window's keys (plus one tile of
+    // misalignment): the splits share those tiles, not the whole sequence's.
+    const int64_t right = p.causal ? 0 : std::max<int64_t>(p.window_right, 0);
+    const int64_t keys = p.window_left + right + plan.tile.block_m;
+    if (p.window_right >= 0 || p.causal) {
+      n_blocks = std::min<int64_t>(n_blocks, (keys + plan.tile.block_n - 1) / plan.tile.block_n + 1);
+    }
+  }
   const int64_t blocks = static_cast<int64_t>(plan.m_blocks) * p.batch * p.heads_q;
   if (blocks > kMaxGridX) {
     fail_native("flash_attention: ", blocks, " query tiles exceed the CUDA grid; the binding's",
@@ -234,8 +249,11 @@ bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device) {
 }
 
 bool folds_query_groups(const FlashParams& p) {
+  // A sliding window or ALiBi would see the folded rows as different positions (and the ALiBi
+  // slope as the key/value head's): such calls run unfolded. Soft-capping folds.
   return p.cu_seqlens_q == nullptr && p.seqlen_q == 1 && p.heads_q > p.heads_kv &&
-         p.q_bias == nullptr && p.lse_head_stride == 0;
+         p.q_bias == nullptr && p.lse_head_stride == 0 && !has_window(p) &&
+         p.alibi_slopes == nullptr;
 }
 
 FlashParams fold_query_groups(const FlashParams& p) {
@@ -314,6 +332,12 @@ bool loads_16_bytes(const FlashParams& p) {
 
 FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
                      const cuda::DeviceFacts& device, const Residency& residency) {
+  // No operator passes both (bias comes from bert_attention, the features from the flash
+  // schemas), and the tensor-core kernels instantiate them apart: refuse rather than drop one.
+  if (any_bias(p) && has_flash_features(p)) {
+    fail_native("flash attention: q/k/v bias together with a sliding window, soft-capping or ",
+                "ALiBi has no CUDA kernel");
+  }
   // mma.sync with bfloat16 and cp.async need sm_80; every base tile shape fits in 96 KiB.
   const bool capable = p.dtype != ElementType::kFloat32 && device.cc_major >= 8 &&
                        device.smem_optin >= fwd::kTileKernelMinSmem;
@@ -380,7 +404,8 @@ std::string describe(const FlashPlan& plan) {
       const TiledKernel& t = plan.tiled;
       return out + "tiled/D" + std::to_string(t.head_dim) + "/" + fwd::kFwdConfigs[t.config].name +
              "/" + std::to_string(plan.tile.block_m) + "x" + std::to_string(plan.tile.block_n) +
-             (t.bias ? "/bias" : "") + "/splits" + std::to_string(plan.split.num_splits);
+             (t.bias ? "/bias" : "") + (t.features ? "/features" : "") + "/splits" +
+             std::to_string(plan.split.num_splits);
     }
   }
   return out + "?";

@@ -9,12 +9,14 @@
 //
 // Paths:
 //   hopper   sm_90a: TMA loads, wgmma, warp specialisation, a persistent grid (hopper/); D = 64,
-//            128 or 256, more than 64 query rows, batched, no bias, compute capability 9.0.
+//            128 or 256, more than 64 query rows, batched, no bias, no sliding window, soft-cap
+//            or ALiBi, compute capability 9.0.
 //   tiled    the FlashAttention-2 tile kernel (flash_fwd_kernel.cuh), float16/bfloat16 on
 //            sm_80+, split over the keys (then merged by the combine pass) when its grid would
 //            not fill the GPU.
 //   decode   the split-KV decode kernel (flash_decode_kernel.cuh): at most 16 query rows per
-//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias.
+//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias, no sliding
+//            window, soft-cap or ALiBi.
 //   fp32     float32 on tensor cores (flash_fp32_kernel.cuh): tf32 mma.sync with operands
 //            split into hi + lo parts (3xTF32, float32 accuracy; 1xTF32 only where
 //            DJL_ATTN_FLASH_FP32=tf32 opts in, in DJL_ATTN_TUNING builds), sm_80+, every head dim up to 256 (padded), bias,
@@ -22,6 +24,8 @@
 //   simple   one warp per query row (flash_simple.cu): float32 where the fp32 kernel does not
 //            run (DJL_ATTN_FLASH_FP32=simple, GPUs before sm_80 or with too little shared
 //            memory), and float16/bfloat16 on such GPUs.
+// features (sliding window, soft-capping, ALiBi; flash_params.h): the tiled path's base tiles
+// and the fp32 path's 4-warp 3xTF32 tiles in instantiations of their own, and the simple kernel.
 // staged: float16/bfloat16 inputs the tensor-core kernels cannot read in place (a head dim that
 // is not a multiple of 8, rows not 16-byte aligned) run one of the paths above on padded,
 // aligned copies (flash_staged.h); the plan of those copies is this plan.
@@ -77,6 +81,7 @@ struct TiledKernel {
   bool bias;
   bool small_m;  // 64-row query tiles for at most 64 query rows
   int config;    // kFwdConfigs index, 0 = the base tiles
+  bool features;  // sliding window, soft-capping or ALiBi (base tiles, no bias)
 };
 
 // One instantiation of the decode kernel (flash_decode_*.cu).

@@ -55,8 +55,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   } else if (p.kv_lens != nullptr) {
     kv_len = clamp_index(p.kv_lens[b], 0, p.seqlen_k);
   }
-  int64_t key_end = kv_len;
-  if (p.causal) key_end = clamp_index(row + kv_len - seqlen_q + 1, 0, kv_len);
+  // The keys this row sees: the causal limit and the sliding window (flash_params.h).
+  const int64_t diagonal = kv_len - seqlen_q;
+  const KeyRange keys = visible_keys(p, diagonal, kv_len, row, row);
+  // Soft-capping and ALiBi (a warp-uniform branch per key; this kernel is the fallback for
+  // GPUs before sm_80, where correctness, not speed, is its purpose).
+  const bool score_mods = has_score_mods(p);
+  const float slope = alibi_slope(p, b, h);
 
   const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + (q_row0 + row) * p.q_seq_stride +
                h * p.q_head_stride;
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   }
   float row_max = -INFINITY;
   float row_sum = 0.f;
-  for (int64_t j = 0; j < key_end; ++j) {
+  for (int64_t j = keys.begin; j < keys.end; ++j) {
     const T* kj = k + j * p.k_seq_stride;
     float partial = 0.f;
 #pragma unroll
@@ -93,7 +98,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
       const int64_t d = lane + i * kWarpSize;
       if (d < dim) partial += q_reg[i] * (load_float(kj + d) + k_add[i]);
     }
-    const float score = warp_sum(partial);
+    float score = warp_sum(partial);
+    if (score_mods) {
+      const int64_t pos = row + diagonal;
+      score = modify_score(score, p.softcap, slope, static_cast<float>(pos > j ? pos - j : j - pos));
+    }
     const float new_max = fmaxf(row_max, score);
     const float correction = __expf(row_max - new_max);
     const float weight = __expf(score - new_max);

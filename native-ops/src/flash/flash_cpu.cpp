@@ -222,15 +222,41 @@ DJL_FLASH_INLINE void pv_block(int rows, const float* p, int64_t p_row, int64_t 
   }
 }
 
+// Where a key tile sits: query row m0 + r is at sequence position m0 + r + diagonal, key column
+// c is key n0 + c. The sliding window, soft-capping and ALiBi (FlashParams) need it.
+struct TilePlace {
+  int64_t m0, n0, diagonal, kv_len;
+  float slope;  // the head's ALiBi slope, 0 without ALiBi
+};
+
+// The window's mask and the soft-cap and ALiBi of visible scores, in place, for one query row
+// (`s` its `cols` scores of the tile at `c_stride`). Called only for calls that use them: the
+// default path keeps its loops as they were.
+DJL_FLASH_INLINE void modify_row(const FlashParams& p, const TilePlace& at, int64_t r,
+                                 int64_t cols, float* s, int64_t c_stride) {
+  const int64_t pos = at.m0 + r + at.diagonal;
+  const RowKeys<int64_t> keys = row_keys(p, pos, at.kv_len);
+  for (int64_t c = 0; c < cols; ++c) {
+    float& x = s[c * c_stride];
+    const int64_t j = at.n0 + c;
+    if (x == kNegInf || j < keys.lo || j > keys.hi) {
+      x = kNegInf;
+    } else {
+      x = modify_score(x, p.softcap, at.slope, static_cast<float>(pos > j ? pos - j : j - pos));
+    }
+  }
+}
+
 // Scores and online softmax of a tile of a few query rows (decode), in row-major layout
 // s[r][c] ([rows][kBlockN]): dot products against key rows zero-padded to dp, one row at a time.
 // `limit0` is the causal limit of row 0 relative to the tile (row r sees keys c < limit0 + r).
 template <int W>
-DJL_FLASH_INLINE void attend_direct(const FlashParams& p, int64_t rows, int64_t limit0,
-                                    int64_t cols, const float* q, int64_t dp, const float* k,
-                                    int64_t k_stride, float* s, float* row_max, float* row_sum,
-                                    float* correction) {
+DJL_FLASH_INLINE void attend_direct(const FlashParams& p, const TilePlace& at, int64_t rows,
+                                    int64_t limit0, int64_t cols, const float* q, int64_t dp,
+                                    const float* k, int64_t k_stride, float* s, float* row_max,
+                                    float* row_sum, float* correction) {
   using F = typename Vec<W>::F;
+  const bool features = has_flash_features(p);
   for (int64_t r = 0; r < rows; ++r) {
     const float* qr = q + r * dp;
     float* sr = s + r * kBlockN;
@@ -245,6 +271,11 @@ DJL_FLASH_INLINE void attend_direct(const FlashParams& p, int64_t rows, int64_t 
       }
       sr[c] = hsum<W>(a0 + a1);
       tile_max = std::max(tile_max, sr[c]);
+    }
+    if (features) {
+      modify_row(p, at, r, visible, sr, 1);
+      tile_max = kNegInf;
+      for (int64_t c = 0; c < visible; ++c) tile_max = std::max(tile_max, sr[c]);
     }
     for (int64_t c = visible; c < kBlockN; ++c) sr[c] = kNegInf;
     const float new_max = std::max(row_max[r], tile_max);
@@ -335,9 +366,12 @@ DJL_FLASH_INLINE void attend_tile(const FlashParams& p, int64_t b, int64_t h, in
   // Query row i sees keys j <= i + diagonal (bottom-right aligned causal mask).
   const int64_t diagonal = kv_len - seqlen_q;
 
-  // Keys this tile needs at all: the causal limit of its last row.
-  int64_t key_end = kv_len;
-  if (p.causal) key_end = std::clamp<int64_t>(m0 + rows - 1 + diagonal + 1, 0, kv_len);
+  // Keys this tile needs at all: from the window's left edge of its first row to the causal
+  // (or window) limit of its last row.
+  const KeyRange keys = visible_keys(p, diagonal, kv_len, m0, m0 + rows - 1);
+  const int64_t key_begin = keys.begin, key_end = keys.end;
+  const bool features = has_flash_features(p);
+  const float slope = alibi_slope(p, b, h);
 
   const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + q_row0 * p.q_seq_stride +
                h * p.q_head_stride;
@@ -379,8 +413,9 @@ DJL_FLASH_INLINE void attend_tile(const FlashParams& p, int64_t b, int64_t h, in
   const int64_t r_vec_end = round_up(rows, W);
 
   float* st = ws.st;
-  for (int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+  for (int64_t n0 = key_begin; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
+    const TilePlace at{m0, n0, diagonal, kv_len, slope};
     const T* k_src = k + n0 * p.k_seq_stride;
     int64_t k_stride, v_stride;
     const float* v_rows = load_rows(v + n0 * p.v_seq_stride, p.v_seq_stride, cols, dim, dp,
@@ -388,7 +423,7 @@ DJL_FLASH_INLINE void attend_tile(const FlashParams& p, int64_t b, int64_t h, in
     if (direct) {
       const float* k_rows =
           load_rows(k_src, p.k_seq_stride, cols, dim, dp, k_bias, ws.k, &k_stride);
-      attend_direct<W>(p, rows, m0 + diagonal + 1 - n0, cols, q_tile, dp, k_rows, k_stride, st,
+      attend_direct<W>(p, at, rows, m0 + diagonal + 1 - n0, cols, q_tile, dp, k_rows, k_stride, st,
                        row_max, row_sum, correction);
       pv_block<W, kRows>(static_cast<int>(rows), st, kBlockN, 1, cols, v_rows, v_stride, acc,
                          dp, correction);
@@ -410,6 +445,9 @@ DJL_FLASH_INLINE void attend_tile(const FlashParams& p, int64_t b, int64_t h, in
         const int64_t visible = std::clamp<int64_t>(m0 + r + diagonal + 1 - n0, 0, cols);
         for (int64_t c = visible; c < cols; ++c) st[c * kBlockM + r] = kNegInf;
       }
+    }
+    if (features) {
+      for (int64_t r = 0; r < rows; ++r) modify_row(p, at, r, cols, st + r, kBlockM);
     }
 
     // Online softmax down the columns, W queries at a time: st becomes exp(s - running max),

@@ -109,6 +109,60 @@ void check_cu_seqlens_values(const Tensor& cu, const char* arg, int64_t total,
   }
 }
 
+// The arguments both flash operators end with, as the schema gives them.
+struct FeatureArgs {
+  int64_t window_left, window_right;
+  double softcap;
+  std::optional<Tensor> alibi_slopes;
+};
+
+// window_left, window_right >= -1; softcap finite and >= 0; alibi_slopes float32 [Hq] or
+// [B, Hq] on q's device, contiguous. `batch` is B (the sequences of a varlen batch).
+void check_features(const char* op, const FeatureArgs& f, const Tensor& q, int64_t batch,
+                    int64_t heads_q) {
+  if (f.window_left < -1) {
+    fail_invalid(op, ": window_left: expected -1 (unbounded) or a value >= 0, got ",
+                 f.window_left);
+  }
+  if (f.window_right < -1) {
+    fail_invalid(op, ": window_right: expected -1 (unbounded) or a value >= 0, got ",
+                 f.window_right);
+  }
+  if (!std::isfinite(f.softcap) || f.softcap < 0.0) {
+    fail_invalid(op, ": softcap: expected a finite value >= 0 (0: none), got ", f.softcap);
+  }
+  if (!f.alibi_slopes) return;
+  const Tensor& slopes = *f.alibi_slopes;
+  const ArgName name{op, "alibi_slopes"};
+  if (slopes.dim() == 1) {
+    check_size(slopes, name, 0, "Hq", heads_q, "the heads of q");
+  } else if (slopes.dim() == 2) {
+    check_size(slopes, name, 0, "B", batch, "the batch");
+    check_size(slopes, name, 1, "Hq", heads_q, "the heads of q");
+  } else {
+    fail_invalid(name.prefix(), ": expected 1 dim [Hq] or 2 dims [B, Hq], got ", slopes.dim());
+  }
+  check_dtype(slopes, name, DType::kFloat32);
+  check_same_device(slopes, name, q, {op, "q"});
+  check_contiguous(slopes, name);
+}
+
+void set_features(FlashCall& call, const FeatureArgs& f) {
+  call.window_left = f.window_left;
+  call.window_right = f.window_right;
+  call.softcap = static_cast<float>(f.softcap);
+  if (f.alibi_slopes) {
+    call.alibi_slopes = f.alibi_slopes->data_as<float>();
+    call.alibi_batch_stride = f.alibi_slopes->dim() == 2 ? call.heads_q : 0;
+  }
+}
+
+FeatureArgs take_features(shim::StableIValue* stack, int first) {
+  FeatureArgs f{read_int(stack, first), read_int(stack, first + 1), read_float(stack, first + 2),
+                take_optional_tensor(stack, first + 3)};
+  return f;
+}
+
 }  // namespace
 
 FlashOperand flash_operand(const Tensor& t) {
@@ -157,6 +211,20 @@ FlashParams flash_params(const FlashCall& call) {
   p.scale = call.scale;
   p.causal = call.causal;
   p.dtype = call.dtype;
+  // The window in the form every kernel reads: a side that cuts no key of any row is dropped
+  // (rows see j >= i + o - window_left with i + o <= L - 1 <= Sk - 1, and j <= i + o +
+  // window_right with i + o >= L - Sq), so windows wider than the sequences run the default
+  // code; window_right = 0 is the causal mask, which the kernels already skip tiles for; and
+  // causal makes any window_right >= 0 redundant.
+  p.window_left =
+      call.window_left >= call.seqlen_k - 1 ? -1 : static_cast<int>(call.window_left);
+  p.window_right =
+      call.window_right >= call.seqlen_q - 1 ? -1 : static_cast<int>(call.window_right);
+  if (p.window_right == 0) p.causal = true;
+  if (p.causal) p.window_right = -1;
+  p.softcap = call.softcap;
+  p.alibi_slopes = call.alibi_slopes;
+  p.alibi_batch_stride = call.alibi_batch_stride;
   return p;
 }
 
@@ -179,6 +247,7 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   std::optional<Tensor> kv_lens = take_optional_tensor(stack, 3);
   const double scale = read_float(stack, 4);
   const bool causal = read_bool(stack, 5);
+  const FeatureArgs features = take_features(stack, 6);
 
   const ArgName q_name{kOp, "q"}, k_name{kOp, "k"}, v_name{kOp, "v"};
   check_dim(q, q_name, 4, "[B, Sq, Hq, D]");
@@ -198,6 +267,7 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   check_query_tiles(q_name, batch, seqlen_q, heads_q);
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
   if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
+  check_features(kOp, features, q, batch, heads_q);
   if (validation_only()) return;
 
   const Device device = q.device();
@@ -209,6 +279,7 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
                    lse.data_as<float>(), batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim,
                    static_cast<float>(scale), causal, element_type(q.dtype())};
     call.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
+    set_features(call, features);
     backend.launch(flash_params(call));
   }
 
@@ -226,6 +297,7 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   const int64_t max_seqlen_k = read_int(stack, 6);
   const double scale = read_float(stack, 7);
   const bool causal = read_bool(stack, 8);
+  const FeatureArgs features = take_features(stack, 9);
 
   const ArgName q_name{kVarlenOp, "q"}, k_name{kVarlenOp, "k"}, v_name{kVarlenOp, "v"};
   check_dim(q, q_name, 3, "[total_q, Hq, D]");
@@ -252,6 +324,7 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
                           "max_seqlen_k", backend);
   // The kernels' grids are sized by the longest sequence.
   check_query_tiles({kVarlenOp, "max_seqlen_q"}, batch, max_seqlen_q, heads_q);
+  check_features(kVarlenOp, features, q, batch, heads_q);
   if (validation_only()) return;
 
   const Device device = q.device();
@@ -267,6 +340,7 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
     call.cu_seqlens_k = cu_seqlens_k.data_as<int32_t>();
     call.total_q = total_q;
     call.total_k = total_k;
+    set_features(call, features);
     backend.launch(flash_params(call));
   }
 

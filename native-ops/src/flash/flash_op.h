@@ -43,6 +43,12 @@ struct FlashCall {
   const void* q_bias = nullptr;
   const void* k_bias = nullptr;
   const void* v_bias = nullptr;
+  // Sliding window (-1: unbounded side), soft-cap (0: none) and ALiBi slopes ([Hq] or [B, Hq]
+  // float32, null for none), as the schema gives them; flash_params() normalises the window.
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
 };
 
 FlashParams flash_params(const FlashCall& call);
@@ -59,12 +65,14 @@ struct FlashBackend {
   void (*copy_to_host)(void* dst, const void* src, size_t bytes);
 };
 
-// flash_attention(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal)
+// flash_attention(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal,
+//     int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None)
 //     -> (Tensor out, Tensor lse)
 void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backend);
 
 // flash_attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q,
-//     Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal)
+//     Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal,
+//     int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None)
 //     -> (Tensor out [total_q, Hq, D], Tensor lse [Hq, total_q] float32)
 void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend& backend);
 

@@ -3,6 +3,7 @@
 // the fused BERT path) fill it from tensors.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "common/element_type.h"
@@ -67,6 +68,21 @@ struct FlashParams {
   // In varlen mode Sq and L are the lengths of sequence b.
   bool causal;
   ElementType dtype;
+
+  // FlashAttention-2's local attention, soft-capping and ALiBi, all off by default (the
+  // defaults here are that: every FlashParams starts with them off). With o = L - Sq as for
+  // `causal`, query row i sees key j only if j >= i + o - window_left (window_left >= 0) and
+  // j <= i + o + window_right (window_right >= 0); -1 leaves that side unbounded. flash_params()
+  // (flash_op.cpp) normalises them: a side that cannot cut any key is -1, window_right = 0
+  // becomes `causal`, and window_right is -1 whenever `causal` is set (causal is tighter).
+  int window_left = -1;
+  int window_right = -1;
+  // > 0: each scaled score s becomes softcap * tanh(s / softcap) (Gemma-2); 0: none.
+  float softcap = 0.f;
+  // ALiBi: -slope * |i + o - j| is added to the (capped) score of row i and key j; null for
+  // none. Element (b, h) at b * alibi_batch_stride + h. // [Hq] or [B, Hq] float32, contiguous
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;  // 0 for [Hq], Hq for [B, Hq]
 };
 
 // The largest head dim the kernels accept.
@@ -87,6 +103,86 @@ constexpr int64_t kMaxQueryTiles = 0x7fffffff;
 // the one list: the CUDA dispatch, its instantiation files, the tests and docs/operators.md
 // read it.
 #define DJL_FLASH_FOR_EACH_HEAD_DIM(X) X(32) X(64) X(96) X(128) X(256)
+
+// Whether a call uses the sliding window, soft-capping or ALiBi: the kernels' default code runs
+// only without them, and the plans route calls with them (flash_plan.h).
+DJL_FLASH_HOST_DEVICE inline bool has_window(const FlashParams& p) {
+  return p.window_left >= 0 || p.window_right >= 0;
+}
+DJL_FLASH_HOST_DEVICE inline bool has_score_mods(const FlashParams& p) {
+  return p.softcap > 0.f || p.alibi_slopes != nullptr;
+}
+DJL_FLASH_HOST_DEVICE inline bool has_flash_features(const FlashParams& p) {
+  return has_window(p) || has_score_mods(p);
+}
+
+// The keys query row i sees, as the closed range [lo, hi] of key indices (lo > hi: none), given
+// its position pos = i + o (o = L - Sq, the bottom-right diagonal) and `kv_len` = L valid keys:
+// the valid keys, the causal limit and the sliding window. In the index type of the caller (int
+// on the GPU: the binding bounds every position and window by 2^30, flash_params normalises the
+// window below Sk and Sq).
+template <typename I>
+struct RowKeys {
+  I lo, hi;
+};
+template <typename I>
+DJL_FLASH_HOST_DEVICE inline RowKeys<I> row_keys(const FlashParams& p, I pos, I kv_len) {
+  RowKeys<I> r{p.window_left >= 0 ? pos - static_cast<I>(p.window_left) : I{0}, kv_len - 1};
+  if (r.lo < 0) r.lo = 0;
+  if (p.causal && pos < r.hi) r.hi = pos;
+  if (p.window_right >= 0 && pos + static_cast<I>(p.window_right) < r.hi) {
+    r.hi = pos + static_cast<I>(p.window_right);
+  }
+  return r;
+}
+
+// The keys [begin, end) that query rows [row_first, row_last] of one sequence may see, with
+// `diagonal` = o and `kv_len` = L: the union of the rows' ranges, which move right with the row.
+// Every kernel cuts its key loop to this range, so that key tiles wholly outside the window or
+// past the causal diagonal are never loaded. end <= begin: no key at all.
+struct KeyRange {
+  int64_t begin, end;
+};
+DJL_FLASH_HOST_DEVICE inline KeyRange visible_keys(const FlashParams& p, int64_t diagonal,
+                                                   int64_t kv_len, int64_t row_first,
+                                                   int64_t row_last) {
+  const int64_t begin = row_keys<int64_t>(p, row_first + diagonal, kv_len).lo;
+  const int64_t end = row_keys<int64_t>(p, row_last + diagonal, kv_len).hi + 1;
+  return KeyRange{begin, end > begin ? end : begin};
+}
+
+// Whether query row i sees a valid key j, from d = i + o - j alone: the causal and window
+// rules. The GPU kernels test every score of a feature call with it, reading the rules from the
+// parameters where they lie rather than holding bounds in registers.
+DJL_FLASH_HOST_DEVICE inline bool offset_visible(const FlashParams& p, int d) {
+  return (!p.causal || d >= 0) && (p.window_left < 0 || d <= p.window_left) &&
+         (p.window_right < 0 || d >= -p.window_right);
+}
+
+// Soft-capping and ALiBi of one visible score `s` (scaled, natural-log domain) of row position
+// i + o and key j, `distance` = |i + o - j|, `slope` the head's ALiBi slope (0 without ALiBi).
+DJL_FLASH_HOST_DEVICE inline float modify_score(float s, float softcap, float slope,
+                                                float distance) {
+  if (softcap > 0.f) {
+#if defined(__CUDA_ARCH__)
+    // tanh(x) = 1 - 2 / (1 + e^(2x)), in four instructions where tanhf inlines a few dozen
+    // per score into every tile kernel. Its error is a few ulps of 1, absolute, so the capped
+    // score is off by a few ulps of softcap: the softmax sees that as a relative error of
+    // ~1e-7 * softcap in a probability (1e-6 at softcap 30, below float32 attention's own).
+    // e^(2x) overflowing to inf gives 1, underflowing to 0 gives -1.
+    const float e = exp2f(s / softcap * 2.8853900817779268f);  // 2 * log2(e)
+    s = softcap * (1.f - __fdividef(2.f, 1.f + e));
+#else
+    s = softcap * std::tanh(s / softcap);
+#endif
+  }
+  return s - slope * distance;
+}
+
+// The ALiBi slope of batch row b and query head h, 0 without ALiBi.
+DJL_FLASH_HOST_DEVICE inline float alibi_slope(const FlashParams& p, int64_t b, int64_t h) {
+  return p.alibi_slopes != nullptr ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+}
 
 // Where lse element (b, h, 0) lives, resolving the default layout.
 DJL_FLASH_HOST_DEVICE inline int64_t lse_offset(const FlashParams& p, int64_t b, int64_t h) {

@@ -23,10 +23,12 @@ namespace {
 
 // Names fixed; argument lists may grow, never silently change meaning (see docs/operators.md).
 constexpr const char* kSchemas[] = {
-    "flash_attention(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal)"
+    "flash_attention(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal,"
+    " int window_left=-1, int window_right=-1, float softcap=0., Tensor? alibi_slopes=None)"
     " -> (Tensor, Tensor)",
     "flash_attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q,"
-    " Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal)"
+    " Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal,"
+    " int window_left=-1, int window_right=-1, float softcap=0., Tensor? alibi_slopes=None)"
     " -> (Tensor, Tensor)",
     "bert_attention(Tensor qkv, Tensor? qkv_bias, Tensor? kv_lens, int num_heads, float scale)"
     " -> Tensor",

@@ -28,6 +28,12 @@ constexpr int32_t kHopperBuilt = 32;
 constexpr int32_t kTuningBuild = 64;
 constexpr int32_t kHopperFree = 128;  // DJL_ATTN_FLASH_HOPPER_SCHED=free
 constexpr int32_t kBroadcastKv = 256;  // k and v shared by the batch rows (batch stride 0)
+// FlashAttention-2's features (FlashParams): window_left = 256, window_right = 16, softcap = 30,
+// ALiBi slopes.
+constexpr int32_t kWindowLeft = 512;
+constexpr int32_t kWindowRight = 1024;
+constexpr int32_t kSoftcap = 2048;
+constexpr int32_t kAlibi = 4096;
 
 bool is(const char* value, const char* name) { return std::strcmp(value, name) == 0; }
 
@@ -90,6 +96,10 @@ extern "C" const char* djl_attn_test_flash_plan(
     call.bias = (flags & kBias) != 0;
     call.broadcast_kv = (flags & kBroadcastKv) != 0;
     call.q_offset_bytes = (flags & kUnaligned) != 0 ? 2 : 0;
+    if ((flags & kWindowLeft) != 0) call.window_left = 256;
+    if ((flags & kWindowRight) != 0) call.window_right = 16;
+    if ((flags & kSoftcap) != 0) call.softcap = 30.f;
+    call.alibi = (flags & kAlibi) != 0;
     const FlashParams p = stand_in_flash_params(call);
 
     const Residency residency{[&](const TiledKernel&) { return tiled_blocks_per_sm; },

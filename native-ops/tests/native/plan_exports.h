@@ -37,6 +37,11 @@ struct FlashCallShape {
   bool bias = false;          // q, k and v bias (the fused BERT path)
   bool broadcast_kv = false;  // k and v shared by the batch rows (batch stride 0)
   int q_offset_bytes = 0;     // q this many bytes past a 16-byte boundary
+  // FlashAttention-2's features as the binding passes them on (already normalised):
+  // window sides (-1 unbounded), soft-cap (0 none), ALiBi slopes given or not.
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  bool alibi = false;
 };
 
 // FlashParams as the binding fills them for `call`, on stand-in tensors at distinct 16-byte
@@ -81,6 +86,10 @@ inline flash::FlashParams stand_in_flash_params(const FlashCallShape& call) {
   p.scale = call.scale;
   p.causal = call.causal;
   p.dtype = call.dtype;
+  p.window_left = call.window_left;
+  p.window_right = call.window_right;
+  p.softcap = call.softcap;
+  if (call.alibi) p.alibi_slopes = static_cast<const float*>(address(base * 12));
   return p;
 }
 

@@ -44,7 +44,8 @@ public final class AttentionOps {
      *     into a fused QKV projection are fine)
      * @param k keys {@code [B, Sk, Hkv, D]}, {@code Hq % Hkv == 0} (MHA, GQA, MQA)
      * @param v values {@code [B, Sk, Hkv, D]}
-     * @param options causal mask, scale and valid key lengths
+     * @param options causal mask, scale, valid key lengths, sliding window, soft-cap and ALiBi
+     *     slopes
      * @return the output {@code [B, Sq, Hq, D]}, dtype of {@code q}
      */
     public static NDArray flashAttention(
@@ -75,7 +76,8 @@ public final class AttentionOps {
      * @param q queries {@code [B, Sq, Hq, D]}
      * @param k keys {@code [B, Sk, Hkv, D]}
      * @param v values {@code [B, Sk, Hkv, D]}
-     * @param options causal mask, scale and valid key lengths
+     * @param options causal mask, scale, valid key lengths, sliding window, soft-cap and ALiBi
+     *     slopes
      * @return the output {@code [B, Sq, Hq, D]} and the logsumexp {@code [B, Hq, Sq]} float32
      */
     public static NDList flashAttentionWithLogSumExp(
@@ -86,6 +88,7 @@ public final class AttentionOps {
         Objects.requireNonNull(options, "options must not be null");
         PtNDArray kvLens =
                 options.getKvLens() == null ? null : pytorchArray(options.getKvLens(), "kvLens");
+        PtNDArray alibiSlopes = alibiSlopes(options);
         long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
         PtNDArray[] outputs =
                 OperatorCall.of(Operator.FLASH_ATTENTION)
@@ -95,6 +98,10 @@ public final class AttentionOps {
                         .optionalTensor(kvLens)
                         .floatArg(options.getScale(headDim))
                         .boolArg(options.isCausal())
+                        .intArg(options.getWindowLeft())
+                        .intArg(options.getWindowRight())
+                        .floatArg(options.getSoftcap())
+                        .optionalTensor(alibiSlopes)
                         .invoke(ptQ.getManager());
         return new NDList(outputs);
     }
@@ -104,7 +111,9 @@ public final class AttentionOps {
      * (no padding): sequence {@code b} owns query rows {@code [cuSeqlensQ[b], cuSeqlensQ[b+1])}
      * and key/value rows {@code [cuSeqlensK[b], cuSeqlensK[b+1])}. The causal mask is aligned to
      * the bottom-right corner of each sequence, as in {@link AttentionOptions#isCausal()};
-     * {@code kvLens} of the options is not used (the offsets carry the lengths).
+     * {@code kvLens} of the options is not used (the offsets carry the lengths); the sliding
+     * window and ALiBi positions are per sequence, and {@code [B, Hq]} ALiBi slopes give
+     * sequence {@code b} row {@code b}.
      *
      * @param q queries {@code [totalQ, Hq, D]}, float32 or float16, last dim contiguous
      * @param k keys {@code [totalK, Hkv, D]}, {@code Hq % Hkv == 0}
@@ -113,7 +122,7 @@ public final class AttentionOps {
      * @param cuSeqlensK int32 {@code [B + 1]}, non-decreasing, from 0 to {@code totalK}
      * @param maxSeqlenQ the longest query sequence (an upper bound is fine)
      * @param maxSeqlenK the longest key sequence (an upper bound is fine)
-     * @param options causal mask and scale
+     * @param options causal mask, scale, sliding window, soft-cap and ALiBi slopes
      * @return the output {@code [totalQ, Hq, D]} and the logsumexp {@code [Hq, totalQ]} float32
      */
     public static NDList flashAttentionVarlen(
@@ -127,6 +136,7 @@ public final class AttentionOps {
             AttentionOptions options) {
         PtNDArray ptQ = pytorchArray(q, "q");
         Objects.requireNonNull(options, "options must not be null");
+        PtNDArray alibiSlopes = alibiSlopes(options);
         long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
         PtNDArray[] outputs =
                 OperatorCall.of(Operator.FLASH_ATTENTION_VARLEN)
@@ -139,8 +149,17 @@ public final class AttentionOps {
                         .intArg(maxSeqlenK)
                         .floatArg(options.getScale(headDim))
                         .boolArg(options.isCausal())
+                        .intArg(options.getWindowLeft())
+                        .intArg(options.getWindowRight())
+                        .floatArg(options.getSoftcap())
+                        .optionalTensor(alibiSlopes)
                         .invoke(ptQ.getManager());
         return new NDList(outputs);
+    }
+
+    private static PtNDArray alibiSlopes(AttentionOptions options) {
+        NDArray slopes = options.getAlibiSlopes();
+        return slopes == null ? null : pytorchArray(slopes, "alibiSlopes");
     }
 
     /**

@@ -4,10 +4,19 @@
 package io.djlattention;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.types.DataType;
 
 /**
- * Options of {@link AttentionOps#flashAttention}: causal masking, the softmax scale and the valid
- * key lengths of a right-padded batch. Immutable; build with {@link #builder()}.
+ * Options of {@link AttentionOps#flashAttention} and {@link AttentionOps#flashAttentionVarlen}:
+ * causal masking, the softmax scale, the valid key lengths of a right-padded batch, and
+ * FlashAttention-2's sliding window (local attention), logit soft-capping and ALiBi slopes.
+ * Immutable; build with {@link #builder()}.
+ *
+ * <p>With {@code L} valid keys and {@code Sq} query rows, {@code o = L - Sq} (bottom-right
+ * alignment): query {@code i} sees key {@code j} iff {@code j >= i + o - windowLeft} (when
+ * {@code windowLeft >= 0}), {@code j <= i + o + windowRight} (when {@code windowRight >= 0}) and
+ * {@code j <= i + o} (when causal). The score {@code s = scale·q·k} becomes {@code softcap ·
+ * tanh(s / softcap)} when {@code softcap > 0}, then {@code s - slope_h · |i + o - j|} with ALiBi.
  */
 public final class AttentionOptions {
 
@@ -16,11 +25,19 @@ public final class AttentionOptions {
     private final boolean causal;
     private final Float scale;
     private final NDArray kvLens;
+    private final int windowLeft;
+    private final int windowRight;
+    private final float softcap;
+    private final NDArray alibiSlopes;
 
     private AttentionOptions(Builder builder) {
         this.causal = builder.causal;
         this.scale = builder.scale;
         this.kvLens = builder.kvLens;
+        this.windowLeft = builder.windowLeft;
+        this.windowRight = builder.windowRight;
+        this.softcap = builder.softcap;
+        this.alibiSlopes = builder.alibiSlopes;
     }
 
     /**
@@ -72,12 +89,52 @@ public final class AttentionOptions {
         return kvLens;
     }
 
+    /**
+     * Returns the keys a query sees before its own position: {@code -1} for all (the default).
+     *
+     * @return the left window size, {@code -1} for unbounded
+     */
+    public int getWindowLeft() {
+        return windowLeft;
+    }
+
+    /**
+     * Returns the keys a query sees after its own position: {@code -1} for all (the default).
+     *
+     * @return the right window size, {@code -1} for unbounded
+     */
+    public int getWindowRight() {
+        return windowRight;
+    }
+
+    /**
+     * Returns the logit soft-cap: {@code 0} for none (the default).
+     *
+     * @return the soft-cap, {@code >= 0}
+     */
+    public float getSoftcap() {
+        return softcap;
+    }
+
+    /**
+     * Returns the ALiBi slopes, float32 {@code [Hq]} or {@code [B, Hq]}, or {@code null} for none.
+     *
+     * @return the ALiBi slopes, or {@code null}
+     */
+    public NDArray getAlibiSlopes() {
+        return alibiSlopes;
+    }
+
     /** Builds {@link AttentionOptions}. */
     public static final class Builder {
 
         private boolean causal;
         private Float scale;
         private NDArray kvLens;
+        private int windowLeft = -1;
+        private int windowRight = -1;
+        private float softcap;
+        private NDArray alibiSlopes;
 
         Builder() {}
 
@@ -116,6 +173,74 @@ public final class AttentionOptions {
          */
         public Builder optKvLens(NDArray kvLens) {
             this.kvLens = kvLens;
+            return this;
+        }
+
+        /**
+         * Sets a sliding window (local attention, as Mistral's {@code sliding_window}): query
+         * {@code i} sees keys {@code j} with {@code i + o - left <= j <= i + o + right}, {@code o =
+         * L - Sq}; {@code -1} leaves a side unbounded (default: both). A causal decoder with a
+         * window of {@code W} tokens uses {@code optWindow(W - 1, 0)} with {@link #optCausal}.
+         * Rows that see no key get a zero output and a logsumexp of {@code -inf}.
+         *
+         * @param left the keys before the query's position, {@code >= -1}
+         * @param right the keys after the query's position, {@code >= -1}
+         * @return this builder
+         */
+        public Builder optWindow(int left, int right) {
+            if (left < -1) {
+                throw new IllegalArgumentException(
+                        "window left: expected -1 (unbounded) or a value >= 0, got " + left);
+            }
+            if (right < -1) {
+                throw new IllegalArgumentException(
+                        "window right: expected -1 (unbounded) or a value >= 0, got " + right);
+            }
+            this.windowLeft = left;
+            this.windowRight = right;
+            return this;
+        }
+
+        /**
+         * Sets the logit soft-cap (Gemma-2's {@code attn_logit_softcapping}): each scaled score
+         * {@code s} becomes {@code softcap · tanh(s / softcap)} before the mask and softmax;
+         * {@code 0} for none (the default).
+         *
+         * @param softcap the cap, finite and {@code >= 0}
+         * @return this builder
+         */
+        public Builder optSoftcap(float softcap) {
+            if (!Float.isFinite(softcap) || softcap < 0) {
+                throw new IllegalArgumentException(
+                        "softcap: expected a finite value >= 0 (0: none), got " + softcap);
+            }
+            this.softcap = softcap;
+            return this;
+        }
+
+        /**
+         * Sets ALiBi slopes: {@code -slope_h · |i + o - j|} is added to the (soft-capped) score
+         * of query {@code i} and key {@code j} in head {@code h}. One slope per query head,
+         * float32 {@code [Hq]}, or per batch row and head {@code [B, Hq]} (for varlen calls,
+         * {@code B} is the number of sequences); on the device of the queries. The operator
+         * checks the sizes against the call.
+         *
+         * @param alibiSlopes float32 {@code [Hq]} or {@code [B, Hq]}, or {@code null} for none
+         * @return this builder
+         */
+        public Builder optAlibiSlopes(NDArray alibiSlopes) {
+            if (alibiSlopes != null) {
+                if (alibiSlopes.getDataType() != DataType.FLOAT32) {
+                    throw new IllegalArgumentException(
+                            "alibiSlopes: expected dtype float32, got " + alibiSlopes.getDataType());
+                }
+                int rank = alibiSlopes.getShape().dimension();
+                if (rank != 1 && rank != 2) {
+                    throw new IllegalArgumentException(
+                            "alibiSlopes: expected 1 dim [Hq] or 2 dims [B, Hq], got " + rank);
+                }
+            }
+            this.alibiSlopes = alibiSlopes;
             return this;
         }
 

@@ -20,17 +20,22 @@ import java.util.Arrays;
  * or a misread argument in some later call. Internal to djl-attention.
  */
 public enum Operator {
-    /** {@code flash_attention(q, k, v, kv_lens?, scale, causal) -> (out, lse)}. */
+    /**
+     * {@code flash_attention(q, k, v, kv_lens?, scale, causal, window_left, window_right,
+     * softcap, alibi_slopes?) -> (out, lse)}.
+     */
     FLASH_ATTENTION(
             "flash_attention", 2, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
-            ARG_FLOAT, ARG_BOOL),
+            ARG_FLOAT, ARG_BOOL, ARG_INT, ARG_INT, ARG_FLOAT, ARG_OPTIONAL_TENSOR),
     /**
      * {@code flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-     * max_seqlen_k, scale, causal) -> (out, lse)}.
+     * max_seqlen_k, scale, causal, window_left, window_right, softcap, alibi_slopes?) -> (out,
+     * lse)}.
      */
     FLASH_ATTENTION_VARLEN(
             "flash_attention_varlen", 2, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
-            ARG_TENSOR, ARG_INT, ARG_INT, ARG_FLOAT, ARG_BOOL),
+            ARG_TENSOR, ARG_INT, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INT, ARG_INT, ARG_FLOAT,
+            ARG_OPTIONAL_TENSOR),
     /** {@code bert_attention(qkv, qkv_bias?, kv_lens?, num_heads, scale) -> out}. */
     BERT_ATTENTION(
             "bert_attention", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT,
