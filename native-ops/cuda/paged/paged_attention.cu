@@ -1,7 +1,8 @@
 // Host side of the paged decode attention: runs the plan (paged_plan.h) of a call on PyTorch's
-// current stream: the flash family's split-KV decode kernel (cuda/flash/flash_decode.h), v1 or v2
-// (paged_attention_launch.cuh) with v2's workspace, or the warp-per-row kernel of
-// paged_prefill.cu for caches that are not 16-byte aligned.
+// current stream: the flash family's split-KV decode kernel (cuda/flash/flash_decode.h), the fp8
+// tensor-core kernel (paged_fp8_mma.cuh), v1 or v2 (paged_attention_launch.cuh) with v2's
+// workspace, or the warp-per-row kernel of paged_prefill.cu for caches that are not 16-byte
+// aligned or rows that are not whole 16-byte vectors.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -19,7 +20,6 @@
 #include "flash/flash_params.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
-#include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
 
 namespace djl_attn::paged {
@@ -29,8 +29,9 @@ namespace {
 // in-process through djl_attn_set_option by tests and benchmarks.
 //
 // DJL_ATTN_PAGED_KERNEL forces a kernel: v1 (one pass per sequence), v2 (partitioned context plus
-// a reduce), flash (the tensor-core split-KV decode kernel); auto lets the plan choose. A forced
-// flash that cannot run a call (float32, ALiBi, another head dim...) runs auto's choice of v1/v2.
+// a reduce), flash (the tensor-core split-KV decode kernel; on an fp8 cache the fp8 tensor-core
+// kernel, paged_fp8_mma.cuh); auto lets the plan choose. A forced flash that cannot run a call
+// (float32, ALiBi, another head dim...) runs auto's choice of v1/v2.
 Option kPagedKernel("DJL_ATTN_PAGED_KERNEL", {"auto", "v1", "v2", "flash"},
                     "forces a paged_attention CUDA kernel (tests, benchmarks)");
 

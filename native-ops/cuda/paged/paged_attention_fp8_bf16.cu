@@ -3,6 +3,7 @@
 #include "cuda/paged/paged_attention_launch.cuh"
 
 namespace djl_attn::paged::kernels {
-template void launch_paged_attention<__nv_bfloat16, Fp8E4M3>(const PagedAttentionParams&, const DecodePlan&,
-                                                  const PartitionWorkspace&, void*);
+template void launch_paged_attention<__nv_bfloat16, Fp8E4M3>(const PagedAttentionParams&,
+                                                   const DecodePlan&,
+                                                   const PartitionWorkspace&, void*);
 }  // namespace djl_attn::paged::kernels

@@ -90,7 +90,8 @@ void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
         return launch_block_size<T, C, kHeadDim, ConfigW8L2>(p, plan, ws, stream);
       case StreamConfig::kSmem8:
         return launch_block_size<T, C, kHeadDim, ConfigSmem8>(p, plan, ws, stream);
-      case StreamConfig::kPf: return launch_block_size<T, C, kHeadDim, ConfigPf>(p, plan, ws, stream);
+      case StreamConfig::kPf:
+        return launch_block_size<T, C, kHeadDim, ConfigPf>(p, plan, ws, stream);
       case StreamConfig::kW8L2Pf:
         return launch_block_size<T, C, kHeadDim, ConfigW8L2Pf>(p, plan, ws, stream);
 #endif

@@ -12,10 +12,12 @@ namespace djl_attn::paged {
 // them, element copies otherwise.
 void run_reshape_and_cache_cuda(const ReshapeAndCacheParams& params);
 
-// Decode attention: the flash family's tensor-core split-KV decode kernel where it applies, else
-// one thread block per (sequence, kv head, tile of up to 4 of its query heads), reading each K/V
-// byte once for the tile, over the whole context (v1) or over partitions of 64 to 512 tokens (v2)
-// plus a reduce kernel; caches that are not 16-byte aligned take the prefill kernel. The plan
+// Decode attention: the flash family's tensor-core split-KV decode kernel where it applies (on an
+// fp8 cache, the fp8 tensor-core kernel of paged_fp8_mma.cuh), else one thread block per
+// (sequence, kv head, tile of up to 4 of its query heads), reading each K/V byte once for the
+// tile, over the whole context (v1) or over partitions of 64 to 512 tokens (v2) plus a reduce
+// kernel; caches that are not 16-byte aligned, and rows that are not whole 16-byte vectors, take
+// the prefill kernel. The plan
 // (paged_plan.h) picks by dtype, shape, context length and SM count; DJL_ATTN_PAGED_KERNEL=
 // v1|v2|flash forces one (auto or unset: the plan's choice). Tuning switches for benchmarks:
 // DJL_ATTN_PAGED_CONFIG picks the kernel configuration (how K/V are streamed; float16/bfloat16,

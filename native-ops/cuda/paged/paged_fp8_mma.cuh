@@ -75,8 +75,8 @@ struct Fp8MmaTile {
 // Two fp8 bytes (the lower one in the low byte) as one mma operand register of two T values.
 template <typename T>
 __device__ __forceinline__ uint32_t fp8_pair_operand(uint32_t pair) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu),
-                                                   __NV_E4M3);
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
   if constexpr (std::is_same_v<T, __half>) {
     return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
   } else {
@@ -407,7 +407,8 @@ void launch_fp8_mma_head_dim(const PagedAttentionParams& p, const DecodePlan& pl
   case b: return launch_fp8_mma_shape<T, kHeadDim, b>(p, plan, ws, stream);
     DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
 #undef DJL_PAGED_BLOCK_CASE
-    default: fail_native("paged_attention: no fp8 tensor-core kernel for block size ", p.block_size);
+    default:
+      fail_native("paged_attention: no fp8 tensor-core kernel for block size ", p.block_size);
   }
 }
 

@@ -22,7 +22,7 @@ using kernels::to_float;
 using kernels::warp_sum;
 
 constexpr int kWarpSize = 32;
-constexpr int kSlots = 256 / kWarpSize;  // the largest supported head dim over a warp
+constexpr int kSlots = kMaxHeadDim / kWarpSize;  // the largest head dim over a warp
 
 // A cache element's value: T itself, or an fp8 byte's (unscaled: the kernel folds the scales
 // into the query and the output).
