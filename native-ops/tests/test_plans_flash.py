@@ -278,7 +278,7 @@ def test_features_take_the_base_tiles(feature, dtype):
                               **{feature: True})
             assert plan.startswith("tiled/D%d/base/%s/" % (dim, tiles)), (dim, hopper, plan)
         assert flash_plan(4, 2048, 2048, 16, 16, dim, dtype=dtype).startswith(
-            "hopper/" if dim in (64, 128) else "tiled/D%d/base/" % dim)
+            "hopper/" if dim in (64, 128, 256) else "tiled/D%d/base/" % dim)
 
 
 @pytest.mark.parametrize("feature", FEATURES)

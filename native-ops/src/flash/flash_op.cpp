@@ -266,8 +266,11 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   }
   check_query_tiles(q_name, batch, seqlen_q, heads_q);
   if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
-  if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
+  // The features (alibi_slopes' device among them) before kv_lens' values are read: a call
+  // with the slopes on another device than q reaches that device's backend, whose copy to the
+  // host must not meet a pointer it cannot read.
   check_features(kOp, features, q, batch, heads_q);
+  if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
   if (validation_only()) return;
 
   const Device device = q.device();
@@ -318,13 +321,14 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   check_cu_seqlens_layout(cu_seqlens_q, "cu_seqlens_q", q, -1);
   const int64_t batch = cu_seqlens_q.size(0) - 1;
   check_cu_seqlens_layout(cu_seqlens_k, "cu_seqlens_k", q, batch + 1);
+  // Every device check (alibi_slopes' too) before the offsets' values are read.
+  check_features(kVarlenOp, features, q, batch, heads_q);
   check_cu_seqlens_values(cu_seqlens_q, "cu_seqlens_q", total_q, max_seqlen_q, "total_q",
                           "max_seqlen_q", backend);
   check_cu_seqlens_values(cu_seqlens_k, "cu_seqlens_k", total_k, max_seqlen_k, "total_k",
                           "max_seqlen_k", backend);
   // The kernels' grids are sized by the longest sequence.
   check_query_tiles({kVarlenOp, "max_seqlen_q"}, batch, max_seqlen_q, heads_q);
-  check_features(kVarlenOp, features, q, batch, heads_q);
   if (validation_only()) return;
 
   const Device device = q.device();
