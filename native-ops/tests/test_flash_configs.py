@@ -152,7 +152,9 @@ def test_config_runs_its_kernel(options, config, dim):
         pytest.skip("no CUDA profiler: %s" % e)
     if not names:
         pytest.skip("the profiler recorded no kernels")
-    found = [int(m.group(1)) for n in names for m in [re.search(r"flash_fwd_kernel\w*<[^<>]*?(\d+)\s*>", n)] if m]
+    # flash_fwd_kernel<T, D, bias, small_m, config, features>: the fifth argument.
+    found = [int(m.group(1).split(",")[4]) for n in names
+             for m in [re.search(r"flash_fwd_kernel\w*<([^<>]*)>", n)] if m]
     assert found and set(found) == {index}, names
 
 
