@@ -873,6 +873,13 @@ def _scale_rows():
         row("v-scale-strided", set_arg("v_scale", strided_last_dim), "expected a contiguous tensor",
             arg="v_scale", base=FP8),
         device_row("k-scale-device", "k_scale", ref="key_cache", base=FP8),
+        # Values: a scale of 0 would quantise to NaN bytes, a negative one flip signs.
+        row("k-scale-zero", set_arg("k_scale", lambda t, d: torch.zeros_like(t)),
+            "expected finite values > 0, got 0 at index 0", arg="k_scale", base=FP8),
+        row("v-scale-nan", set_arg("v_scale", lambda t, d: torch.full_like(t, float("nan"))),
+            "expected finite values > 0, got nan at index 0", arg="v_scale", base=FP8),
+        row("k-scale-negative", set_arg("k_scale", lambda t, d: -t.abs()),
+            "expected finite values > 0, got -", arg="k_scale", base=FP8),
         row("fp8-value-cache-of-another-dtype", set_arg("value_cache", lambda t, d: t.float()),
             "expected the dtype of key_cache (uint8), got float32", arg="value_cache", base=FP8),
     ]

@@ -107,6 +107,27 @@ CacheScale check_scale(const char* op, const char* arg, const std::optional<Tens
   return {scale->data_as<float>(), n == 1 ? 0 : 1};
 }
 
+// The host buffer of an optional scale's values (empty when absent), filled by the same batched
+// copy as the index tensors.
+std::vector<float> scale_buffer(const std::optional<Tensor>& scale) {
+  return scale ? host_buffer<float>(*scale) : std::vector<float>{};
+}
+
+HostCopy copy_scale(std::vector<float>& dst, const std::optional<Tensor>& scale) {
+  return scale ? copy_into(dst, *scale) : HostCopy{nullptr, nullptr, 0};
+}
+
+// k_scale / v_scale values: finite and > 0. A scale of 0 would quantise to NaN bytes (0 / 0) or
+// saturate every value, a negative one flip signs: refused, like the indices, before any kernel.
+void check_scale_values(const char* op, const char* arg, const std::vector<float>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i]) || values[i] <= 0.f) {
+      fail_invalid(op, ": ", arg, ": expected finite values > 0, got ", values[i], " at index ",
+                   i);
+    }
+  }
+}
+
 // Query [rows, Hq, D]: rank, dtype, device, last dim.
 void check_query(const char* op, const Tensor& query, const char* layout) {
   const ArgName qn{op, "query"};
@@ -212,7 +233,11 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   // Every slot is checked before anything is written: a bad call leaves the caches untouched.
   if (check_slots && check_values()) {
     std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
-    copy_to_host(backend, {copy_into(slot_values, slot_mapping)});
+    std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
+    copy_to_host(backend, {copy_into(slot_values, slot_mapping), copy_scale(k_scales, k_scale),
+                           copy_scale(v_scales, v_scale)});
+    check_scale_values(kCacheOp, "k_scale", k_scales);
+    check_scale_values(kCacheOp, "v_scale", v_scales);
     for (size_t t = 0; t < slot_values.size(); ++t) {
       if (slot_values[t] >= slots) {
         fail_invalid(sn.prefix(), ": expected slots < num_blocks * block_size = ", slots,
@@ -287,7 +312,11 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
     // One wait for both copies (the binding's only synchronisation).
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
-    copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables)});
+    std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
+    copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
+                           copy_scale(k_scales, k_scale), copy_scale(v_scales, v_scale)});
+    check_scale_values(kDecodeOp, "k_scale", k_scales);
+    check_scale_values(kDecodeOp, "v_scale", v_scales);
     check_block_tables(kDecodeOp, lens, tables, max_blocks, block_size, num_blocks);
     for (size_t s = 0; s < lens.size(); ++s) {
       if (lens[s] > max_context_len) {
@@ -372,8 +401,12 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
     std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
+    std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
     copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
-                           copy_into(cu, cu_seqlens_q)});
+                           copy_into(cu, cu_seqlens_q), copy_scale(k_scales, k_scale),
+                           copy_scale(v_scales, v_scale)});
+    check_scale_values(kPrefillOp, "k_scale", k_scales);
+    check_scale_values(kPrefillOp, "v_scale", v_scales);
     check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
     const ArgName cn{kPrefillOp, "cu_seqlens_q"};
     if (cu[0] != 0) fail_invalid(cn.prefix(), ": expected 0 at index 0, got ", cu[0]);

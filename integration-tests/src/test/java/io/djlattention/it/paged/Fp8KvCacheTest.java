@@ -967,9 +967,9 @@ class Fp8KvCacheTest {
         MalformedModelException scaleOnFloat =
                 assertThrows(
                         MalformedModelException.class, () -> zoo(Map.of("kvCacheScale", "2")));
-        assertTrue(
-                scaleOnFloat.getMessage()
-                        .contains("optKvCacheScales: scales apply to an FP8_E4M3 cache"),
+        assertEquals(
+                "argument kvCacheScale: scales apply to an FP8 cache (kvCacheDtype=fp8), got"
+                        + " kvCacheDtype=auto",
                 scaleOnFloat.getMessage());
         MalformedModelException negative =
                 assertThrows(

@@ -212,7 +212,7 @@ public final class DecoderModels {
                                 .optPrefixSharing(
                                         ArgumentsUtil.booleanValue(args, "prefixSharing", true))
                                 .optKvCacheDtype(kvCacheDtype(args))
-                                .optKvCacheScales(kvCacheScales(args))
+                                .optKvCacheScales(kvCacheScales(args, kvCacheDtype(args)))
                                 .build();
             } catch (IllegalArgumentException e) {
                 throw new MalformedModelException("invalid argument: " + e.getMessage(), e);
@@ -300,11 +300,20 @@ public final class DecoderModels {
         }
     }
 
-    /** The argument kvCacheScale as per-tensor scales, or null when it is not given. */
-    private static KvCacheScales kvCacheScales(Map<String, Object> args)
+    /**
+     * The argument kvCacheScale as per-tensor scales, or null when it is not given; refused, naming
+     * the argument, unless kvCacheDtype is an FP8 cache.
+     */
+    private static KvCacheScales kvCacheScales(Map<String, Object> args, KvCacheDtype dtype)
             throws MalformedModelException {
         if (!args.containsKey("kvCacheScale")) {
             return null;
+        }
+        if (dtype != KvCacheDtype.FP8_E4M3) {
+            throw new MalformedModelException(
+                    "argument kvCacheScale: scales apply to an FP8 cache (kvCacheDtype=fp8), got"
+                            + " kvCacheDtype="
+                            + ArgumentsUtil.stringValue(args, "kvCacheDtype", "auto"));
         }
         float scale = floatArg(args, "kvCacheScale", 1f);
         try {
