@@ -243,11 +243,23 @@ def test_fp8_caches_fall_back_to_v1_v2():
         fp8 = decode_plan(32, 4096, fp8=True, **kw)
         assert fp8["kernel"] in ("v1", "v2"), kw
         forced = kw.get("kernel", "v2" if fp8["kernel"] == "v2" else "v1")
-        assert fp8 == decode_plan(32, 4096, **{**kw, "kernel": forced}), kw
+        # ... on the register default: fp8 caches have no stream configurations.
+        assert fp8 == {**decode_plan(32, 4096, **{**kw, "kernel": forced}),
+                       "config": "default"}, kw
     # A cache view that is not 16-byte aligned runs the element-load kernel, fp8 or not.
     assert decode_plan(32, 4096, fp8=True, cache_address=ALIGNED + 8)["kernel"] == "rows"
     # Very long contexts: longer partitions, at most 8192 of them.
     assert decode_plan(1, 1 << 23, fp8=True) == flash_fp8(1, 1024, 8192)
+
+
+@pytest.mark.parametrize("config", ["smem4", "default"])
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("kernel", ["v1", "v2"])
+def test_fp8_caches_run_the_register_default_whatever_config_is_asked(kernel, dim, config):
+    # smem4 is compiled for float16/bfloat16 caches only (has_stream_configs): an fp8 cache
+    # asking for it gets the default, where the same call on a float16 cache gets what it asked.
+    assert decode_plan(32, 4096, kernel, config, dim=dim, fp8=True)["config"] == "default"
+    assert decode_plan(32, 4096, kernel, config, dim=dim)["config"] == config
 
 
 def test_fp8_reshape_and_cache_plans():
@@ -273,7 +285,7 @@ def test_head_dims_between_the_compiled_ones():
     for kw in (dict(dim=20), dict(dim=7), dict(dim=1, element_size=4), dict(dim=255),
                dict(dim=40, fp8=True), dict(dim=8, fp8=True)):
         assert decode_plan(32, 4096, **kw)["kernel"] == "rows", kw
-    assert decode_plan(32, 4096, "v1", dim=48, fp8=True) == {**v1(32, "smem4"),
+    assert decode_plan(32, 4096, "v1", dim=48, fp8=True) == {**v1(32, "default"),
                                                             "padded_head_dim": "64"}
     # The compiled head dims run their own kernels (no padded_head_dim field).
     assert "padded_head_dim" not in decode_plan(32, 4096, "v2", dim=80)
