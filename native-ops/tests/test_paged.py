@@ -803,15 +803,6 @@ def fp8_rows(tokens, heads_kv, dim, dtype, device, scale):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("block_size", BLOCK_SIZES)
-def test_fp8_decode_long_contexts_every_block_size(device, variant, block_size):
-    # CUDA v1/v2 on an fp8 cache take the block size at run time: a warp's 32 lanes hold the
-    # cache block ids of its next 32 / (32 / block_size) steps of 32 tokens, reloaded past them.
-    # Contexts past 4 warps x 32 lanes x 32 tokens (v1) reload them at every block size; D = 80
-    # and a group of 5 keep auto off the fp8 tensor-core kernel; 4097 ends 1 token into a step.
-    check_decode_fp8([4097, 1, 2100, 33], block_size, 5, 1, 80, torch.bfloat16, device, "head")
-
-
 @pytest.mark.parametrize("scales", ["none", "tensor", "head"])
 @pytest.mark.parametrize("cache_dtype", FP8_CACHE_DTYPES)
 @pytest.mark.parametrize("dim", [64, 80, 7])
