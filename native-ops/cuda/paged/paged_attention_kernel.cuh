@@ -310,7 +310,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const int end_block = (end_token + kStep - 1) / kStep;
   // The run-time block size: log2 of it, cache blocks per step, steps whose cache block ids a
   // warp's 32 lanes hold, and the context's cache blocks (the table entries there are to read).
-  const int block_shift = kBlockSize == kRunTimeBlockSize ? __ffs(static_cast<int>(p.block_size)) - 1 : 0;
+  const int block_shift =
+      kBlockSize == kRunTimeBlockSize ? __ffs(static_cast<int>(p.block_size)) - 1 : 0;
   const int block_mask = (1 << block_shift) - 1;
   const int blocks_per_step = kStep >> block_shift;
   const int steps_per_ids = kWarpSize / blocks_per_step;

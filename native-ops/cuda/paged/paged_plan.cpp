@@ -141,8 +141,9 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   plan.kernel = use_v1 ? DecodeKernel::kV1 : DecodeKernel::kV2;
   const int64_t kernel_head_dim = compiled_head_dim(p.head_dim);
   plan.padded_head_dim = kernel_head_dim == p.head_dim ? 0 : static_cast<int>(kernel_head_dim);
-  plan.config =
-      has_stream_configs(p.dtype, p.cache_type, kernel_head_dim) ? options.config : StreamConfig::kDefault;
+  plan.config = has_stream_configs(p.dtype, p.cache_type, kernel_head_dim)
+                    ? options.config
+                    : StreamConfig::kDefault;
   plan.head_tiles = static_cast<int>(head_tiles);
   plan.run_time_block_size = block_size_at_run_time(p.cache_type);
   // Grid y is the sequences of one launch.
