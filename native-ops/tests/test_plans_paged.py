@@ -243,11 +243,38 @@ def test_fp8_caches_fall_back_to_v1_v2():
         fp8 = decode_plan(32, 4096, fp8=True, **kw)
         assert fp8["kernel"] in ("v1", "v2"), kw
         forced = kw.get("kernel", "v2" if fp8["kernel"] == "v2" else "v1")
-        assert fp8 == decode_plan(32, 4096, **{**kw, "kernel": forced}), kw
+        # ... on the register default (fp8 caches have no stream configurations) and one kernel
+        # for every block size.
+        assert fp8 == {**decode_plan(32, 4096, **{**kw, "kernel": forced}),
+                       "config": "default", "block_size": "run_time"}, kw
     # A cache view that is not 16-byte aligned runs the element-load kernel, fp8 or not.
     assert decode_plan(32, 4096, fp8=True, cache_address=ALIGNED + 8)["kernel"] == "rows"
     # Very long contexts: longer partitions, at most 8192 of them.
     assert decode_plan(1, 1 << 23, fp8=True) == flash_fp8(1, 1024, 8192)
+
+
+@pytest.mark.parametrize("config", ["smem4", "default"])
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("kernel", ["v1", "v2"])
+def test_fp8_caches_run_the_register_default_whatever_config_is_asked(kernel, dim, config):
+    # smem4 is compiled for float16/bfloat16 caches only (has_stream_configs): an fp8 cache
+    # asking for it gets the default, where the same call on a float16 cache gets what it asked.
+    assert decode_plan(32, 4096, kernel, config, dim=dim, fp8=True)["config"] == "default"
+    assert decode_plan(32, 4096, kernel, config, dim=dim)["config"] == config
+
+
+@pytest.mark.parametrize("block_size", [8, 16, 32])
+@pytest.mark.parametrize("kw", [dict(kernel="v1"), dict(kernel="v2"), dict(element_size=4),
+                                dict(alibi=True), dict(dim=80), dict(dim=48)])
+def test_fp8_v1_v2_take_the_block_size_at_run_time(block_size, kw):
+    # One fp8 v1/v2 kernel per (query dtype, head dim) serves every block size; the float16 cache
+    # of the same call runs the kernel compiled for its block size (no block_size field).
+    fp8 = decode_plan(32, 4096, block_size=block_size, fp8=True, **kw)
+    assert fp8["kernel"] in ("v1", "v2") and fp8["block_size"] == "run_time", kw
+    assert "block_size" not in decode_plan(32, 4096, block_size=block_size, **kw), kw
+    # The fp8 tensor-core kernel and the element-load kernel have no such field.
+    assert "block_size" not in decode_plan(32, 4096, block_size=block_size, fp8=True)
+    assert "block_size" not in decode_plan(32, 4096, block_size=block_size, dim=40, fp8=True)
 
 
 def test_fp8_reshape_and_cache_plans():
@@ -273,8 +300,9 @@ def test_head_dims_between_the_compiled_ones():
     for kw in (dict(dim=20), dict(dim=7), dict(dim=1, element_size=4), dict(dim=255),
                dict(dim=40, fp8=True), dict(dim=8, fp8=True)):
         assert decode_plan(32, 4096, **kw)["kernel"] == "rows", kw
-    assert decode_plan(32, 4096, "v1", dim=48, fp8=True) == {**v1(32, "smem4"),
-                                                            "padded_head_dim": "64"}
+    assert decode_plan(32, 4096, "v1", dim=48, fp8=True) == {**v1(32, "default"),
+                                                            "padded_head_dim": "64",
+                                                            "block_size": "run_time"}
     # The compiled head dims run their own kernels (no padded_head_dim field).
     assert "padded_head_dim" not in decode_plan(32, 4096, "v2", dim=80)
     # The flash kernels keep their own head dims: auto on D = 32 runs v2.

@@ -1,5 +1,5 @@
 // The paged decode kernels for fp8 (e4m3fn) caches read by float16 queries, every head dim and
-// block size.
+// block size (one kernel per head dim: block_size_at_run_time, paged_plan.h).
 #include "cuda/paged/paged_attention_launch.cuh"
 
 namespace djl_attn::paged::kernels {

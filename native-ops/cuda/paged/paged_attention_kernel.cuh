@@ -182,6 +182,32 @@ struct PagedTraits {
   static constexpr int kChunkVecs = kChunk * kRowVecs;
 };
 
+// kBlockSize kRunTimeBlockSize: the kernel takes the cache's block size (p.block_size, any of
+// the list's) at run time, so that one kernel per head dim serves every block size (fp8 caches:
+// block_size_at_run_time in paged_plan.h). A warp then steps over kRunTimeStep tokens at a time,
+// 32 / block_size cache blocks, and finds a token's cache block and row with a shift and a mask;
+// its chunks are those of a 32-token block, so block sizes 8 and 16 keep as many loads in flight
+// as 32 (a compiled block size 8 has one or two tokens per lane per block).
+constexpr int kRunTimeBlockSize = 0;
+constexpr int kRunTimeStep = 32;
+
+// Powers of two that divide kRunTimeStep: what the shift and the mask need.
+constexpr bool runs_at_run_time(int block_size) {
+  return block_size > 0 && kRunTimeStep % block_size == 0 &&
+         (block_size & (block_size - 1)) == 0;
+}
+static_assert([] {
+  for (int b : kBlockSizes) {
+    if (!runs_at_run_time(b)) return false;
+  }
+  return true;
+}(), "every block size of the list divides the run-time kernel's step");
+
+// Tokens a warp takes per step: a cache block, or kRunTimeStep.
+constexpr int step_tokens(int block_size) {
+  return block_size == kRunTimeBlockSize ? kRunTimeStep : block_size;
+}
+
 // Workspace of v2, all float32: [num_seqs, Hq, max_partitions] maxima and sums, and
 // [num_seqs, Hq, max_partitions, D] partition outputs already divided by their own sums.
 struct PartitionWorkspace {
@@ -214,7 +240,7 @@ constexpr int merge_floats() { return kWarpCount * kHeadTile * (kHeadDim + 2); }
 // once the ring is drained), 0 for the register configurations.
 template <typename C, int kHeadDim, int kBlockSize, typename Config>
 constexpr int ring_smem_bytes() {
-  using Traits = PagedTraits<C, kHeadDim, kBlockSize, Config::kLoads>;
+  using Traits = PagedTraits<C, kHeadDim, step_tokens(kBlockSize), Config::kLoads>;
   constexpr int ring = Config::kWarps * Config::kStages * 2 * Traits::kChunkVecs * kWarpSize * 16;
   constexpr int merge = merge_floats<Config::kWarps, kHeadDim>() * 4;
   return Config::kStages == 0 ? 0 : (ring > merge ? ring : merge);
@@ -229,7 +255,11 @@ template <typename T, typename C, int kHeadDim, int kBlockSize, typename Config 
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     paged_attention_kernel(PagedAttentionParams p, int partition_size, int head_tiles,
                            PartitionWorkspace ws) {
-  using Traits = PagedTraits<C, kHeadDim, kBlockSize, Config::kLoads>;
+  // The ring and the L2 prefetch read a whole cache block per step: compiled block sizes only.
+  static_assert(kBlockSize != kRunTimeBlockSize || (Config::kStages == 0 && !Config::kPrefetch),
+                "the run-time block size runs the register configurations without prefetch");
+  constexpr int kStep = step_tokens(kBlockSize);
+  using Traits = PagedTraits<C, kHeadDim, kStep, Config::kLoads>;
   constexpr int kVecElems = Traits::kVecElems;
   constexpr int kVecs = Traits::kVecs;
   constexpr int kLanesPerRow = Traits::kLanesPerRow;
@@ -274,8 +304,18 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     return;
   }
   const int end_token = partitioned ? min(start_token + partition_size, context) : context;
-  const int start_block = start_token / kBlockSize;
-  const int end_block = (end_token + kBlockSize - 1) / kBlockSize;
+  // Steps of kStep tokens (cache blocks when the block size is compiled); partitions start on
+  // one (partition sizes are multiples of 64).
+  const int start_block = start_token / kStep;
+  const int end_block = (end_token + kStep - 1) / kStep;
+  // The run-time block size: log2 of it, cache blocks per step, steps whose cache block ids a
+  // warp's 32 lanes hold, and the context's cache blocks (the table entries there are to read).
+  const int block_shift =
+      kBlockSize == kRunTimeBlockSize ? __ffs(static_cast<int>(p.block_size)) - 1 : 0;
+  const int block_mask = (1 << block_shift) - 1;
+  const int blocks_per_step = kStep >> block_shift;
+  const int steps_per_ids = kWarpSize / blocks_per_step;
+  const int end_cache_block = (end_token + block_mask) >> block_shift;
   const int64_t token_stride = p.heads_kv * head_dim;  // between tokens of a cache block
   const int32_t* table = p.block_tables + seq * p.max_blocks;
   const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * head_dim;
@@ -335,15 +375,15 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         prod_ids = ahead < end_block ? table[ahead] : 0;
       }
       const int64_t physical = __shfl_sync(0xffffffffu, prod_ids, prod_iter % kWarpSize);
-      const C* k_block = k_cache + physical * kBlockSize * token_stride;
-      const C* v_block = v_cache + physical * kBlockSize * token_stride;
+      const C* k_block = k_cache + physical * kStep * token_stride;
+      const C* v_block = v_cache + physical * kStep * token_stride;
       uint4* k_ring = ring + ((warp * kStages + prod_stage) * 2) * kChunkVecs * kWarpSize + lane;
       uint4* v_ring = k_ring + kChunkVecs * kWarpSize;
 #pragma unroll
       for (int c = 0; c < kChunk; ++c) {
         const int t = row_slot + (prod_chunk * kChunk + c) * kRowsPerPass;
         // Slots past the context are not copied; the consumer substitutes zeros.
-        if (prod_block * kBlockSize + t < end_token) {
+        if (prod_block * kStep + t < end_token) {
 #pragma unroll
           for (int j = 0; j < kRowVecs; ++j) {
             const int v = row_lane + j * kLanesPerRow;
@@ -374,11 +414,24 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   }
   int cons_stage = 0;
 
-  int ids = 0;  // lane i: physical id of the warp's (iter / 32 * 32 + i)-th cache block
+  // lane i: physical id of the warp's (iter / 32 * 32 + i)-th cache block; at run-time block
+  // size, of cache block i % blocks_per_step of the warp's (iter / steps_per_ids *
+  // steps_per_ids + i / blocks_per_step)-th step.
+  int ids = 0;
   int iter = 0;
   for (int b = start_block + warp; b < end_block; b += kW, ++iter) {
     int64_t physical = 0;
-    if constexpr (kStages == 0) {
+    // Run-time block size: the lane of `ids` that holds this step's first cache block.
+    int step_lane = 0;
+    if constexpr (kBlockSize == kRunTimeBlockSize) {
+      const int step_in_ids = iter & (steps_per_ids - 1);
+      if (step_in_ids == 0) {
+        const int ahead =
+            (b + (lane / blocks_per_step) * kW) * blocks_per_step + lane % blocks_per_step;
+        ids = ahead < end_cache_block ? table[ahead] : 0;
+      }
+      step_lane = step_in_ids * blocks_per_step;
+    } else if constexpr (kStages == 0) {
       if (iter % kWarpSize == 0) {
         const int ahead = b + lane * kW;
         ids = ahead < end_block ? table[ahead] : 0;
@@ -390,8 +443,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         const int next_b = b + kW;
         if (next_b < end_block) {
           if ((iter + 1) % kWarpSize == 0) next = table[next_b];
-          const C* k_next = k_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
-          const C* v_next = v_cache + static_cast<int64_t>(next) * kBlockSize * token_stride;
+          const C* k_next = k_cache + static_cast<int64_t>(next) * kStep * token_stride;
+          const C* v_next = v_cache + static_cast<int64_t>(next) * kStep * token_stride;
 #pragma unroll
           for (int i = 0; i < Traits::kTokensPerLane; ++i) {
             const int t = row_slot + i * kRowsPerPass;
@@ -408,9 +461,9 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         }
       }
     }
-    const C* k_block = k_cache + physical * kBlockSize * token_stride;
-    const C* v_block = v_cache + physical * kBlockSize * token_stride;
-    const int block_start = b * kBlockSize;
+    const C* k_block = k_cache + physical * kStep * token_stride;
+    const C* v_block = v_cache + physical * kStep * token_stride;
+    const int block_start = b * kStep;
     // Not unrolled: the compiler would hoist every chunk's loads and run out of registers.
 #pragma unroll 1
     for (int chunk = 0; chunk < Traits::kChunks; ++chunk) {
@@ -432,13 +485,24 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
       for (int c = 0; c < kChunk; ++c) {
         const int t = row_slot + (chunk * kChunk + c) * kRowsPerPass;
         valid[c] = block_start + t < end_token;
+        // Run-time block size: the token's row of the cache (its cache block's id from `ids`;
+        // every lane shuffles, whether or not it loads).
+        int64_t row = 0;
+        if constexpr (kBlockSize == kRunTimeBlockSize) {
+          const int64_t cache_block =
+              __shfl_sync(0xffffffffu, ids, step_lane + (t >> block_shift));
+          row = (cache_block << block_shift) + (t & block_mask);
+        }
 #pragma unroll
         for (int j = 0; j < kRowVecs; ++j) {
           const int v = row_lane + j * kLanesPerRow;
           k_raw[c][j] = make_uint4(0, 0, 0, 0);
           v_raw[c][j] = make_uint4(0, 0, 0, 0);
           if (valid[c] && v < vecs) {
-            if constexpr (kStages == 0) {
+            if constexpr (kBlockSize == kRunTimeBlockSize) {
+              k_raw[c][j] = load_vec(k_cache + row * token_stride + v * kVecElems);
+              v_raw[c][j] = load_vec(v_cache + row * token_stride + v * kVecElems);
+            } else if constexpr (kStages == 0) {
               k_raw[c][j] = load_vec(k_block + t * token_stride + v * kVecElems);
               v_raw[c][j] = load_vec(v_block + t * token_stride + v * kVecElems);
             } else {

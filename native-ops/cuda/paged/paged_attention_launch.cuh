@@ -62,13 +62,20 @@ void launch_shape(const PagedAttentionParams& p, const DecodePlan& plan,
 template <typename T, typename C, int kHeadDim, typename Config>
 void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
                        const PartitionWorkspace& ws, cudaStream_t stream) {
-  // One kernel per block size of the one list (src/paged/paged_params.h).
-  switch (p.block_size) {
+  constexpr CacheType kCache = std::is_same_v<C, Fp8E4M3> ? CacheType::kFp8E4M3
+                                                          : CacheType::kQuery;
+  if constexpr (block_size_at_run_time(kCache)) {
+    // One kernel for every block size (paged_plan.h).
+    return launch_shape<T, C, kHeadDim, kRunTimeBlockSize, Config>(p, plan, ws, stream);
+  } else {
+    // One kernel per block size of the one list (src/paged/paged_params.h).
+    switch (p.block_size) {
 #define DJL_PAGED_BLOCK_CASE(b) \
   case b: return launch_shape<T, C, kHeadDim, b, Config>(p, plan, ws, stream);
-    DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
+      DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
 #undef DJL_PAGED_BLOCK_CASE
-    default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
+      default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
+    }
   }
 }
 
@@ -79,7 +86,9 @@ void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
                      const PartitionWorkspace& ws, cudaStream_t stream) {
   constexpr ElementType kDtype = std::is_same_v<T, float> ? ElementType::kFloat32
                                                           : ElementType::kFloat16;
-  if constexpr (has_stream_configs(kDtype, kHeadDim)) {
+  constexpr CacheType kCache = std::is_same_v<C, Fp8E4M3> ? CacheType::kFp8E4M3
+                                                          : CacheType::kQuery;
+  if constexpr (has_stream_configs(kDtype, kCache, kHeadDim)) {
     switch (plan.config) {
       case StreamConfig::kDefault: break;
       case StreamConfig::kSmem4:

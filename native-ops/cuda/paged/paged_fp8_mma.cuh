@@ -86,9 +86,22 @@ __device__ __forceinline__ uint32_t fp8_pair_operand(uint32_t pair) {
   }
 }
 
+// The cache's block size is a run-time value (one kernel per head dim serves every block size of
+// the list): it only places a row (its block's id from the table, its row in the block: a
+// shift and a mask) and says whether a warp's 16 rows span two blocks (size 8) or one.
+constexpr bool fp8_mma_block_size(int block_size) {
+  return block_size >= 8 && (block_size & (block_size - 1)) == 0;
+}
+static_assert([] {
+  for (int b : kBlockSizes) {
+    if (!fp8_mma_block_size(b)) return false;
+  }
+  return true;
+}(), "a warp's 16 rows span one block, or two of 8");
+
 // Grid (Hkv, num_seqs, partitions). partition_size 0: the whole context, output to p.out;
 // otherwise a multiple of kBlockN, output to `ws`.
-template <typename T, int kHeadDim, int kBlockSize>
+template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHeadDim>::kMinBlocks)
     paged_fp8_mma_kernel(PagedAttentionParams p, int partition_size, PartitionWorkspace ws) {
   using Tl = Fp8MmaTile<kHeadDim>;
@@ -101,8 +114,6 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   constexpr int kDBlocks = kHeadDim / 32;  // V: 4 n8 tiles of 32 output dims each
   constexpr int kChunks = Tl::kChunks;
   constexpr int kRowsPerPass = 32 / kChunks;  // rows one copy instruction of the warp covers
-  static_assert(kBlockSize >= 8 && (kBlockSize & (kBlockSize - 1)) == 0,
-                "a warp's 16 rows span one block, or two of 8");
 
   extern __shared__ __align__(16) uint8_t smem[];
 
@@ -125,6 +136,9 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   const uint8_t* k_cache = static_cast<const uint8_t*>(p.key_cache) + kv_head * kHeadDim;
   const uint8_t* v_cache = static_cast<const uint8_t*>(p.value_cache) + kv_head * kHeadDim;
   const int32_t* table = p.block_tables + seq * p.max_blocks;
+  const int block_shift = __ffs(static_cast<int>(p.block_size)) - 1;  // log2 of the block size
+  const int block_mask = (1 << block_shift) - 1;
+  const bool two_blocks = p.block_size < 16;  // per warp's 16 rows
 
   // The query rows g and g + 8 (heads first_head + row; zero past the group) as A fragments,
   // in the dim order above: a[0]/a[1] dims kk*16 + 4t, +1 of rows g / g + 8, a[2]/a[3] dims
@@ -163,9 +177,9 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   auto block_ids = [&](int n) {
     BlockIds ids{0, 0};
     const int seg0 = n * kBlockN + warp * 16;
-    if (seg0 < end) ids.lo = __ldg(table + seg0 / kBlockSize);
+    if (seg0 < end) ids.lo = __ldg(table + (seg0 >> block_shift));
     ids.hi = ids.lo;
-    if (kBlockSize < 16 && seg0 + 8 < end) ids.hi = __ldg(table + (seg0 + 8) / kBlockSize);
+    if (two_blocks && seg0 + 8 < end) ids.hi = __ldg(table + ((seg0 + 8) >> block_shift));
     return ids;
   };
 
@@ -182,7 +196,7 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
       const int row = seg0 + r;
       const bool ok = row < end;
       const int64_t block = r < 8 ? ids.lo : ids.hi;
-      const int64_t offset = (block * kBlockSize + row % kBlockSize) * token_stride + c * 16;
+      const int64_t offset = ((block << block_shift) + (row & block_mask)) * token_stride + c * 16;
       const uint32_t at = r * Tl::kRowBytes + c * 16;
       cuda::ptx::cp_async_16(smem_addr(dk + at), ok ? k_cache + offset : k_cache, ok ? 16 : 0);
       cuda::ptx::cp_async_16(smem_addr(dv + at), ok ? v_cache + offset : v_cache, ok ? 16 : 0);
@@ -374,11 +388,11 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   }
 }
 
-template <typename T, int kHeadDim, int kBlockSize>
-void launch_fp8_mma_shape(const PagedAttentionParams& p, const DecodePlan& plan,
-                          const PartitionWorkspace& ws, cudaStream_t stream) {
+template <typename T, int kHeadDim>
+void launch_fp8_mma_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
+                             const PartitionWorkspace& ws, cudaStream_t stream) {
   using Tl = Fp8MmaTile<kHeadDim>;
-  auto* kernel = paged_fp8_mma_kernel<T, kHeadDim, kBlockSize>;
+  auto* kernel = paged_fp8_mma_kernel<T, kHeadDim>;
   if constexpr (Tl::kSmemBytes > 48 * 1024) {
     // Past 48 KiB a kernel must opt in; the attribute is per device, so set it on every call
     // (a host-side attribute write, no synchronisation).
@@ -395,20 +409,6 @@ void launch_fp8_mma_shape(const PagedAttentionParams& p, const DecodePlan& plan,
         <<<reduce_grid, kThreads, ws.max_partitions * sizeof(float), stream>>>(
             p, plan.partition_size, ws);
     DJL_ATTN_CUDA_CHECK_LAUNCH("paged_attention_reduce_kernel");
-  }
-}
-
-template <typename T, int kHeadDim>
-void launch_fp8_mma_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
-                             const PartitionWorkspace& ws, cudaStream_t stream) {
-  // One kernel per block size of the one list (src/paged/paged_params.h).
-  switch (p.block_size) {
-#define DJL_PAGED_BLOCK_CASE(b) \
-  case b: return launch_fp8_mma_shape<T, kHeadDim, b>(p, plan, ws, stream);
-    DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
-#undef DJL_PAGED_BLOCK_CASE
-    default:
-      fail_native("paged_attention: no fp8 tensor-core kernel for block size ", p.block_size);
   }
 }
 

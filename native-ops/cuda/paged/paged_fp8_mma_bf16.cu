@@ -1,4 +1,5 @@
-// The fp8 tensor-core decode kernels for bfloat16 queries, every head dim and block size they take.
+// The fp8 tensor-core decode kernels for bfloat16 queries, every head dim they take (one kernel
+// per head dim: the block size is a run-time value).
 #include "cuda/paged/paged_fp8_mma.cuh"
 
 namespace djl_attn::paged::kernels {

@@ -141,9 +141,11 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   plan.kernel = use_v1 ? DecodeKernel::kV1 : DecodeKernel::kV2;
   const int64_t kernel_head_dim = compiled_head_dim(p.head_dim);
   plan.padded_head_dim = kernel_head_dim == p.head_dim ? 0 : static_cast<int>(kernel_head_dim);
-  plan.config =
-      has_stream_configs(p.dtype, kernel_head_dim) ? options.config : StreamConfig::kDefault;
+  plan.config = has_stream_configs(p.dtype, p.cache_type, kernel_head_dim)
+                    ? options.config
+                    : StreamConfig::kDefault;
   plan.head_tiles = static_cast<int>(head_tiles);
+  plan.run_time_block_size = block_size_at_run_time(p.cache_type);
   // Grid y is the sequences of one launch.
   plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
   if (use_v1) return plan;
@@ -169,6 +171,7 @@ std::string describe(const DecodePlan& plan) {
     s += std::string(" config=") + stream_config_name(plan.config) +
          " head_tiles=" + std::to_string(plan.head_tiles);
     if (plan.padded_head_dim > 0) s += " padded_head_dim=" + std::to_string(plan.padded_head_dim);
+    if (plan.run_time_block_size) s += " block_size=run_time";
   }
   if (plan.kernel == DecodeKernel::kV2 ||
       (plan.kernel == DecodeKernel::kFlashFp8 && plan.partitions > 1)) {

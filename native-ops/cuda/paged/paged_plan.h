@@ -71,6 +71,8 @@ struct DecodePlan {
   int padded_head_dim;      // v1/v2: the compiled head dim (kHeadDims) that runs a call whose
                             // head dim has no kernel of its own; 0 when it has one
   int head_tiles;           // v1/v2: tiles of kHeadTile query heads per kv head (grid x / Hkv)
+  bool run_time_block_size;  // v1/v2: the kernel takes the block size as a value
+                             // (block_size_at_run_time)
   int partition_size;       // v2, flash_fp8: tokens per partition; 0 for one pass
   int partitions;           // v2, flash_fp8: partitions of the longest context (grid z); 1 for
                             // one pass
@@ -81,12 +83,21 @@ struct DecodePlan {
                              // D] outputs); 0 otherwise
 };
 
-// Whether the shared-memory and tuning configurations exist for this dtype and head dim
-// (float16/bfloat16, D = 64 and 128): paged_attention_launch.cuh instantiates them where this
-// says so, and the plan asks for them only there.
-constexpr bool has_stream_configs(ElementType dtype, int64_t head_dim) {
-  return dtype != ElementType::kFloat32 && (head_dim == 64 || head_dim == 128);
+// Whether the shared-memory and tuning configurations exist for this dtype, cache and head dim
+// (float16/bfloat16 caches, D = 64 and 128): paged_attention_launch.cuh instantiates them where
+// this says so, and the plan asks for them only there. smem4 was measured on float16 caches
+// only; fp8 caches (whose v1/v2 run only what the fp8 tensor-core kernel does not) have the
+// register default, which saves 6 of the 21 fp8 kernels of each half-precision query dtype.
+constexpr bool has_stream_configs(ElementType dtype, CacheType cache, int64_t head_dim) {
+  return dtype != ElementType::kFloat32 && cache == CacheType::kQuery &&
+         (head_dim == 64 || head_dim == 128);
 }
+
+// Whether v1/v2 take the cache's block size at run time (one kernel per head dim for every
+// block size, paged_attention_kernel.cuh: kRunTimeBlockSize) rather than as a template argument
+// (one kernel per block size): fp8 caches, whose v1/v2 run only what the fp8 tensor-core kernel
+// does not, so that their 3 dtypes x 5 head dims are not compiled 3 times more.
+constexpr bool block_size_at_run_time(CacheType cache) { return cache == CacheType::kFp8E4M3; }
 
 // The head dims of the fp8 tensor-core kernel (paged_fp8_mma.cuh: whole 32-dim blocks of V, as
 // the flash decode kernel's 64, 128, 256).
