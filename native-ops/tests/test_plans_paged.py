@@ -247,6 +247,11 @@ def test_fp8_caches_fall_back_to_v1_v2():
         # for every block size.
         assert fp8 == {**decode_plan(32, 4096, **{**kw, "kernel": forced}),
                        "config": "default", "block_size": "run_time"}, kw
+    # The fp8 kernel's ring at D = 256 (104 KiB) exceeds an sm_89 part's 99 KiB: v1/v2 there;
+    # D = 128 (72 KiB) fits.
+    assert decode_plan(32, 4096, dim=256, fp8=True, gpu=ADA)["kernel"] in ("v1", "v2")
+    assert decode_plan(32, 4096, dim=128, fp8=True, gpu=ADA)["kernel"] == "flash_fp8"
+    assert decode_plan(32, 4096, dim=256, fp8=True, gpu=A100)["kernel"] == "flash_fp8"
     # A cache view that is not 16-byte aligned runs the element-load kernel, fp8 or not.
     assert decode_plan(32, 4096, fp8=True, cache_address=ALIGNED + 8)["kernel"] == "rows"
     # Very long contexts: longer partitions, at most 8192 of them.

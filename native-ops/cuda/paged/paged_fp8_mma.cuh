@@ -42,6 +42,7 @@
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_fp8.cuh"
 #include "cuda/paged/paged_plan.h"
+#include "cuda/paged/paged_plan.h"
 
 namespace djl_attn::paged::kernels {
 
@@ -66,6 +67,7 @@ struct Fp8MmaTile {
   static constexpr int kMergeBytes = kWarps * 16 * kMergeStride * 4 + 2 * kWarps * 16 * 4;
   static_assert(kMergeBytes <= kRingBytes, "the merge buffers reuse the ring");
   static constexpr int kSmemBytes = kRingBytes;
+  static_assert(kSmemBytes == fp8_mma_smem_bytes(kHeadDim), "the plan's size (paged_plan.h)");
   static constexpr int kChunks = kHeadDim / 16;  // 16-byte chunks per row
   static_assert(kHeadDim % 32 == 0 && kChunks <= 32, "head dims 64, 128, 256");
   // 2 blocks per SM: 104 KiB of shared memory each at D = 256, and up to 255 registers.

@@ -105,6 +105,13 @@ constexpr bool fp8_mma_head_dim(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
+// The fp8 tensor-core kernel's dynamic shared memory (Fp8MmaTile<D>::kSmemBytes, which
+// static_asserts this): per warp a ring of K and V tiles of 16 rows of D + 16 bytes, 4 deep (3 at
+// D = 256). 104 KiB at D = 256: more than the 99 KiB a block may opt into on sm_86/sm_89.
+constexpr int fp8_mma_smem_bytes(int64_t head_dim) {
+  return static_cast<int>(2 * 4 * (head_dim <= 128 ? 4 : 3) * 16 * (head_dim + 16));
+}
+
 // The flash decode kernel's own rules (which head dims, what device, how many query rows) come
 // from the flash family's plan (cuda/flash/flash_plan.h: decode_runs_on, decode::kMaxRows).
 DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
