@@ -38,7 +38,11 @@ public final class PagedBatch implements AutoCloseable {
     private final NDArray blockTables;
     private final NDArray contextLens;
     private final NDArray slotMapping;
-    private final NDArray cuSeqlensQ;
+    // Made on first use: only prefill reads the query offsets, so a decode step (one token per
+    // sequence) uploads three index arrays instead of four.
+    private final int[] cuSeqlensQHost;
+    private final NDManager manager;
+    private NDArray cuSeqlensQ;
     private final int maxContextLen;
     private final int maxQueryLen;
     private final int numTokens;
@@ -53,7 +57,8 @@ public final class PagedBatch implements AutoCloseable {
             NDArray blockTables,
             NDArray contextLens,
             NDArray slotMapping,
-            NDArray cuSeqlensQ) {
+            int[] cuSeqlensQHost,
+            NDManager manager) {
         this.owner = owner;
         this.sequenceIds = sequenceIds;
         this.queryLens = queryLens;
@@ -61,7 +66,8 @@ public final class PagedBatch implements AutoCloseable {
         this.blockTables = blockTables;
         this.contextLens = contextLens;
         this.slotMapping = slotMapping;
-        this.cuSeqlensQ = cuSeqlensQ;
+        this.cuSeqlensQHost = cuSeqlensQHost;
+        this.manager = manager;
         this.maxContextLen = Arrays.stream(contextLensHost).max().orElse(0);
         this.maxQueryLen = Arrays.stream(queryLens).max().orElse(0);
         this.numTokens = Arrays.stream(queryLens).sum();
@@ -129,7 +135,8 @@ public final class PagedBatch implements AutoCloseable {
                 sub.create(tables, new ai.djl.ndarray.types.Shape(numSeqs, maxBlocks)),
                 sub.create(contexts),
                 sub.create(slots),
-                sub.create(cu));
+                cu,
+                sub);
     }
 
     /**
@@ -245,11 +252,19 @@ public final class PagedBatch implements AutoCloseable {
     }
 
     /**
-     * Returns the packed query offsets, int32 {@code [numSeqs + 1]}.
+     * Returns the packed query offsets, int32 {@code [numSeqs + 1]}, created on the batch's device
+     * at the first call (decode steps never need them).
      *
      * @return cuSeqlensQ
+     * @throws IllegalStateException if the batch is closed
      */
     public NDArray getCuSeqlensQ() {
+        if (closed) {
+            throw new IllegalStateException("PagedBatch: getCuSeqlensQ after close");
+        }
+        if (cuSeqlensQ == null) {
+            cuSeqlensQ = manager.create(cuSeqlensQHost);
+        }
         return cuSeqlensQ;
     }
 
@@ -297,7 +312,9 @@ public final class PagedBatch implements AutoCloseable {
             blockTables.close();
             contextLens.close();
             slotMapping.close();
-            cuSeqlensQ.close();
+            if (cuSeqlensQ != null) {
+                cuSeqlensQ.close();
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 package io.djlattention.paged;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -74,6 +75,36 @@ class PagedBatchPathTest {
                                 null);
                 assertArrayEquals(rawOut.toFloatArray(), batchOut.toFloatArray());
             }
+        }
+    }
+
+    @Test
+    void queryOffsetsAreMadeOnFirstUse() {
+        // A decode step never reads the query offsets, so the batch uploads them only when asked;
+        // asked, they are the prefix sums of the new tokens (computed here independently).
+        try (NDManager manager = NDManager.newBaseManager();
+                PagedKvCache cache = cache(manager)) {
+            int[] lens = {13, 1, 30};
+            for (int s = 0; s < lens.length; ++s) {
+                cache.allocate(s, 40);
+            }
+            int live = manager.getManagedArrays().size();
+            long[] ids = {0, 1, 2};
+            try (PagedBatch decode = cache.prepare(ids, new int[] {1, 1, 1}, manager)) {
+                int withoutOffsets = manager.getManagedArrays().size();
+                int[] cu = decode.getCuSeqlensQ().toIntArray();
+                assertArrayEquals(new int[] {0, 1, 2, 3}, cu);
+                assertEquals(withoutOffsets + 1, manager.getManagedArrays().size());
+                assertEquals(3, withoutOffsets - live, "three index arrays before the offsets");
+            }
+            PagedBatch prefill = cache.prepare(ids, lens, manager);
+            int[] expected = new int[lens.length + 1];
+            for (int s = 0; s < lens.length; ++s) {
+                expected[s + 1] = expected[s] + lens[s];
+            }
+            assertArrayEquals(expected, prefill.getCuSeqlensQ().toIntArray());
+            prefill.close();
+            assertThrows(IllegalStateException.class, prefill::getCuSeqlensQ);
         }
     }
 
