@@ -1,6 +1,6 @@
 // paged_prefill_attention on CUDA: a simple, correct kernel. One warp per (query row, head):
 // lane l holds head-dim elements l, l + 32, ...; keys are streamed one at a time through the
-// block table with an online softmax. It reads each key once per query row, so it is for
+// block table with an online softmax, from the row's sliding-window edge (0 without one). It reads each key once per query row, so it is for
 // chunked prefill of moderate chunks, not tuned. Its element loads need no alignment, so
 // paged_attention runs it too (one row per sequence) on caches its vector kernels cannot read.
 #include <cuda_bf16.h>
