@@ -319,28 +319,39 @@ def test_head_dims_between_the_compiled_ones():
 
 
 # ---- sliding window and soft-cap ----------------------------------------------------------------
-# The tensor-core decode kernels (flash, and flash_fp8 on an fp8 cache) have neither feature: a
-# call with a window that hides a key or with a soft-cap runs v1/v2 (auto and a forced flash
-# alike), which skip the keys before the window. A window at least max_context_len - 1 wide hides
-# nothing and keeps the default choice.
+# The flash family's decode kernel has neither feature: a call on a float16/bfloat16 cache with a
+# window that hides a key or with a soft-cap runs v1/v2 (auto and a forced flash alike), which
+# skip the keys before the window. A window at least max_context_len - 1 wide hides nothing and
+# keeps the default choice. The fp8 tensor-core kernel has both and keeps running them (ALiBi
+# still sends it to v1/v2).
+
+FEATURES = [(0, 0.0), (4094, 0.0), (1000, 0.0), (-1, 30.0), (4096, 50.0)]
 
 
 @pytest.mark.parametrize("kernel", ["auto", "flash"])
-@pytest.mark.parametrize("fp8", [False, True])
-def test_decode_features_route_to_v1_v2(kernel, fp8):
-    assert decode_plan(8, 4096, kernel, fp8=fp8)["kernel"] == ("flash_fp8" if fp8 else "flash")
-    for window_left, softcap in [(0, 0.0), (4094, 0.0), (1000, 0.0), (-1, 30.0), (4096, 50.0)]:
-        plan = decode_plan(8, 4096, kernel, fp8=fp8, window_left=window_left, softcap=softcap)
+def test_decode_features_route_to_v1_v2(kernel):
+    assert decode_plan(8, 4096, kernel)["kernel"] == "flash"
+    for window_left, softcap in FEATURES:
+        plan = decode_plan(8, 4096, kernel, window_left=window_left, softcap=softcap)
         assert plan["kernel"] in ("v1", "v2"), (window_left, softcap, plan)
     # No key hidden, no cap: the default choice.
     for window_left in [4095, 4096, 1 << 40]:
-        plan = decode_plan(8, 4096, kernel, fp8=fp8, window_left=window_left)
-        assert plan["kernel"] == ("flash_fp8" if fp8 else "flash"), window_left
+        assert decode_plan(8, 4096, kernel, window_left=window_left)["kernel"] == "flash"
+
+
+@pytest.mark.parametrize("kernel", ["auto", "flash"])
+def test_fp8_decode_features_stay_on_the_tensor_cores(kernel):
+    for window_left, softcap in FEATURES + [(-1, 0.0), (1 << 40, 0.0)]:
+        plan = decode_plan(8, 4096, kernel, fp8=True, window_left=window_left, softcap=softcap)
+        assert plan["kernel"] == "flash_fp8", (window_left, softcap, plan)
+        plan = decode_plan(8, 4096, kernel, fp8=True, window_left=window_left, softcap=softcap,
+                           alibi=True)
+        assert plan["kernel"] in ("v1", "v2"), (window_left, softcap, plan)
 
 
 def test_decode_window_sizes_v2_by_its_span():
     # Batch 1, 32k context, a 4k window (Mistral): v2 splits the window's span (at most
-    # window_left + 32 keys), not the context: 4128 keys at 64-token partitions (the grid of 8
+    # window_left + 64 keys), not the context: 4160 keys at 64-token partitions (the grid of 8
     # kv heads x 65 partitions is still below 4 blocks per SM on 132 SMs), where the whole
     # context takes 128 partitions of 256. No block is launched for keys before the window.
     assert decode_plan(1, 32768, "v2") == v2(256, 128, 1)
@@ -351,3 +362,13 @@ def test_decode_window_sizes_v2_by_its_span():
     assert decode_plan(128, 32768, window_left=-1, softcap=30.0) == v2(512, 64, 128)
     # A window of 0 (the query's own key): one pass, whatever the context.
     assert decode_plan(1, 32768, window_left=0) == v1(1)
+
+
+def test_fp8_decode_window_sizes_the_split_by_its_span():
+    # flash_fp8 splits like v2: batch 1, 32k context, 4k window: 65 partitions of 64 (4160 keys)
+    # instead of the whole context's.
+    whole = decode_plan(1, 32768, fp8=True)
+    windowed = decode_plan(1, 32768, fp8=True, window_left=4096)
+    assert whole["kernel"] == windowed["kernel"] == "flash_fp8"
+    assert (windowed["partition_size"], windowed["partitions"]) == ("64", "65")
+    assert int(whole["partitions"]) * int(whole["partition_size"]) >= 32768

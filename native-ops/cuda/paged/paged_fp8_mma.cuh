@@ -101,6 +101,10 @@ static_assert([] {
   return true;
 }(), "a warp's 16 rows span one block, or two of 8");
 
+static_assert(kWindowAlign % Fp8MmaTile<64>::kBlockN == 0 &&
+                  kWindowAlign % Fp8MmaTile<256>::kBlockN == 0,
+              "a window's aligned start is a tile's start");
+
 // Grid (Hkv, num_seqs, partitions). partition_size 0: the whole context, output to p.out;
 // otherwise a multiple of kBlockN, output to `ws`.
 template <typename T, int kHeadDim>
@@ -128,7 +132,10 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   const int first_head = kv_head * group;
   const int context = p.context_lens[seq];
   const bool partitioned = partition_size > 0;
-  const int start = partitioned ? part * partition_size : 0;
+  // The sliding window, as v1/v2 have it: keys before `first` are hidden, and the tiles (and
+  // partitions) count from `first` aligned down to kWindowAlign, a multiple of kBlockN.
+  const int first = first_visible(context, p.window_left);
+  const int start = window_base(first) + (partitioned ? part * partition_size : 0);
   if (partitioned && start >= context) return;  // the reduce kernel reads only partitions < context
   const int end = partitioned ? min(start + partition_size, context) : context;
   const int n_begin = start / kBlockN;
@@ -223,7 +230,10 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   // over its columns (reduced over the quad at the end).
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.f, 0.f};
-  const float scale_log2 = p.scale * scale_of(p.k_scale, kv_head) * 1.4426950408889634f;
+  const float score_scale = p.scale * scale_of(p.k_scale, kv_head);
+  const float scale_log2 = score_scale * 1.4426950408889634f;
+  // The soft-cap on the natural-log scores, then into the log2 domain: a uniform branch.
+  const float softcap = p.softcap;
 
   for (int n = n_begin; n < n_end; ++n) {
     const int stage = (n - n_begin) % kStages;
@@ -259,15 +269,20 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
       }
     }
 
-    // Scale into the log2 domain; mask keys past the end of the context (or partition).
+    // Scale into the log2 domain (soft-capped first when asked); mask keys past the end of the
+    // context (or partition) and before the window.
     const int key0 = n * kBlockN + warp * 16;
-    const bool need_mask = key0 + 16 > end;
+    const bool need_mask = key0 + 16 > end || key0 < first;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float s = acc_s[nt][e] * scale_log2;
-        if (need_mask && key0 + nt * 8 + 2 * t + (e & 1) >= end) s = -INFINITY;
+        if (softcap > 0.f) {
+          s = softcap * tanhf(acc_s[nt][e] * score_scale / softcap) * 1.4426950408889634f;
+        }
+        const int key = key0 + nt * 8 + 2 * t + (e & 1);
+        if (need_mask && (key >= end || key < first)) s = -INFINITY;
         acc_s[nt][e] = s;
       }
 

@@ -25,16 +25,16 @@ constexpr int64_t kMinPartitionSize = 64;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Whether a call has a sliding window that hides a key of some sequence (window_left <
-// max_context_len - 1: a wider one is no window) or a soft-cap. The tensor-core decode kernels
-// (flash, flash_fp8) have neither feature: such a call runs v1/v2, which have both (and skip
-// the keys before the window).
+// max_context_len - 1: a wider one is no window) or a soft-cap. The flash family's decode kernel
+// has neither feature: such a call on a float16/bfloat16 cache runs v1/v2, which have both (and
+// skip the keys before the window), as does the fp8 tensor-core kernel.
 bool has_features(const PagedAttentionParams& p) {
   return (p.window_left >= 0 && p.window_left < p.max_context_len - 1) || p.softcap > 0.f;
 }
 
-// The longest span of keys v1/v2 walk for one sequence: the context, or with a window its
-// first visible key aligned down to kWindowAlign up to the query (at most window_left +
-// kWindowAlign tokens).
+// The longest span of keys v1/v2 and flash_fp8 walk for one sequence: the context, or with a
+// window its first visible key aligned down to kWindowAlign up to the query (at most
+// window_left + kWindowAlign tokens).
 int64_t walked_context(const PagedAttentionParams& p) {
   if (p.window_left < 0 || p.window_left >= p.max_context_len) return p.max_context_len;
   return std::min(p.max_context_len, p.window_left + kWindowAlign);
@@ -53,11 +53,11 @@ bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) 
 }
 
 // Whether the fp8 tensor-core kernel runs this call: an fp8 cache read by float16/bfloat16
-// queries, a head dim it has, no ALiBi, no window or soft-cap, a GQA group that fits its 16 query rows, mma.sync
+// queries, a head dim it has, no ALiBi (the window and soft-cap it has), a GQA group that fits its 16 query rows, mma.sync
 // f16/bf16 (sm_80+) and its shared memory (not D = 256 on sm_86/sm_89's 99 KiB: v1/v2 there).
 bool flash_fp8_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
   return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
-         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr && !has_features(p) &&
+         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr &&
          p.heads_q / p.heads_kv <= 16 && device.cc_major >= 8 &&
          device.smem_optin >= fp8_mma_smem_bytes(p.head_dim);
 }
@@ -122,7 +122,7 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
     plan.kernel = DecodeKernel::kFlashFp8;
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
     const Split split =
-        split_context(p.max_context_len, options.partition_size, p.num_seqs * p.heads_kv, wanted);
+        split_context(walked_context(p), options.partition_size, p.num_seqs * p.heads_kv, wanted);
     if (split.partitions > 1) {
       plan.partition_size = static_cast<int>(split.partition_size);
       plan.partitions = static_cast<int>(split.partitions);
