@@ -1200,3 +1200,17 @@ def test_validation_window_softcap(device, op, window_left, softcap, match):
                      args["key_cache"], args["value_cache"], args["block_tables"], cu,
                      args["context_lens"], 0.125, 1, None, True, None, None, window_left,
                      softcap)
+
+
+def test_window_softcap_empty_batches(device, variant):
+    # No sequences (decode) and no query rows (prefill of sequences without new tokens).
+    paged = Paged([], 16, 2, 64, torch.float16, device)
+    query = torch.randn(0, 4, 64, dtype=torch.float16, device=device)
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, 1.0, 0, None, window_left=3, softcap=2.0)
+    assert out.shape == (0, 4, 64)
+    paged = Paged([5, 0], 16, 2, 64, torch.float16, device)
+    cu = torch.zeros(3, dtype=torch.int32, device=device)
+    out = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                        paged.context_lens, 1.0, 0, None, window_left=0, softcap=1.0)
+    assert out.shape == (0, 4, 64)
