@@ -49,7 +49,9 @@ import java.util.stream.Stream;
 /**
  * Hugging Face decoder checkpoints made by transformers itself ({@code make_decoders.py}: random
  * {@code LlamaForCausalLM} with GQA, sharded; a bfloat16 LLaMA with {@code head_dim != hidden /
- * heads} and tied embeddings; {@code GPT2LMHeadModel} float32 and float16 with an untied head)
+ * heads} and tied embeddings; {@code GPT2LMHeadModel} float32 and float16 with an untied head;
+ * {@code MistralForCausalLM} with a sliding window of 5; {@code Gemma2ForCausalLM} with local
+ * (window 4) and global layers, attention and final soft-caps and {@code query_pre_attn_scalar})
  * load through DJL's {@code Criteria} ({@code optModelPath}, which the model zoo hands to {@link
  * DecoderModels}) and reproduce transformers' float64 outputs: the logits at
  * every prompt position within 1e-4 on every attention path (stock and flash over a contiguous
@@ -61,11 +63,16 @@ import java.util.stream.Stream;
  * few float32 ulps of logits of magnitude up to 3.5 (measured at most 2.6e-6 over every position,
  * checkpoint and path). The greedy steps' smallest top-1/top-2 margin (written by the fixture: 1e-3
  * and more) is far above that, so token equality is exact.
+ *
+ * <p>The Mistral and Gemma-2 prompts (4 to 36 tokens) and their 12 greedy steps run past the
+ * window on every path, contiguous caches and paged ones, prefill and decode; the fixture script
+ * checked that each feature (the window, W rather than W + 1 keys, each soft-cap) changes
+ * transformers' outputs, so matching them proves each is applied as transformers applies it.
  */
 class HfDecoderParityTest {
 
     static Stream<String> checkpoints() {
-        return Stream.of("llama", "llama_bf16", "gpt2", "gpt2_f16");
+        return Stream.of("llama", "llama_bf16", "gpt2", "gpt2_f16", "mistral", "gemma2");
     }
 
     static Stream<Arguments> checkpointsAndPaths() {
@@ -134,6 +141,9 @@ class HfDecoderParityTest {
                 assertEquals(2, c.getNumKvHeads());
                 assertEquals(500.0, c.getRopeTheta()); // from rope_parameters.rope_theta
             }
+            if ("mistral".equals(name) || "gemma2".equals(name)) {
+                assertWindowAndCapsAsConfigured(name, c);
+            }
             NDManager manager = model.getNDManager();
             double worst = 0;
             for (JsonObject k : cases(ref)) {
@@ -172,6 +182,44 @@ class HfDecoderParityTest {
             }
             assertTrue(worst <= 1e-4, name + ": max |logit diff| " + worst);
             System.out.printf("%s: max |logit - transformers float64| = %.2e%n", name, worst);
+        }
+    }
+
+    /**
+     * The window, soft-caps and scale the config asks for: transformers' window of W keys is the
+     * operators' window left W - 1, on the layers layer_types marks sliding (Mistral: all).
+     */
+    private static void assertWindowAndCapsAsConfigured(String name, DecoderConfig c)
+            throws IOException {
+        JsonObject json =
+                JsonParser.parseString(
+                                Files.readString(
+                                        dir(name).resolve("config.json"), StandardCharsets.UTF_8))
+                        .getAsJsonObject();
+        int window = json.get("sliding_window").getAsInt();
+        assertEquals(window, c.getSlidingWindow());
+        JsonArray types = json.has("layer_types") ? json.getAsJsonArray("layer_types") : null;
+        boolean gemma2 = "gemma2".equals(name);
+        for (int l = 0; l < c.getNumLayers(); ++l) {
+            boolean sliding =
+                    !gemma2 || "sliding_attention".equals(types.get(l).getAsString());
+            assertEquals(sliding ? window - 1 : -1, c.getWindowLeft(l), name + " layer " + l);
+        }
+        if (gemma2) {
+            assertEquals(DecoderConfig.Architecture.GEMMA2, c.getArchitecture());
+            assertEquals(json.get("head_dim").getAsInt(), c.getHeadDim());
+            assertTrue(c.isTieEmbeddings());
+            assertEquals(
+                    1 / Math.sqrt(json.get("query_pre_attn_scalar").getAsDouble()),
+                    c.getAttentionScale(),
+                    1e-12);
+            assertEquals(json.get("attn_logit_softcapping").getAsFloat(), c.getAttentionSoftcap());
+            assertEquals(
+                    json.get("final_logit_softcapping").getAsFloat(), c.getFinalSoftcap());
+        } else {
+            assertEquals(DecoderConfig.Architecture.LLAMA, c.getArchitecture());
+            assertEquals(0f, c.getAttentionSoftcap());
+            assertEquals(1 / Math.sqrt(c.getHeadDim()), c.getAttentionScale(), 1e-12);
         }
     }
 
