@@ -177,11 +177,13 @@ def gather_paged(cache, block_table, length):
 
 
 def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q, context_lens,
-                            scale, alibi_slopes=None):
+                            scale, alibi_slopes=None, window_left=-1, softcap=0.0):
     """Reference for djl_attn.paged_prefill_attention: [T, Hq, D] float64.
 
     The n rows of sequence s are the last n positions p = ctx - n + t of its context and see
-    keys j <= p, with the ALiBi bias slope * (j - p). Rows that see no key get output 0.
+    keys j <= p (and j >= p - window_left when window_left >= 0); scores scale * q.k are
+    soft-capped to softcap * tanh(s / softcap) when softcap > 0, then get the ALiBi bias
+    slope * (j - p). Rows that see no key get output 0.
     """
     tables = block_tables.cpu()
     lens = context_lens.cpu().tolist()
@@ -197,24 +199,29 @@ def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seql
         v = gather_paged(value_cache, tables[s], ctx).double().repeat_interleave(group, dim=1)
         q = query[cu[s] : cu[s + 1]].double()
         scores = torch.einsum("thd,jhd->htj", q, k) * scale  # [Hq, n, ctx]
+        if softcap > 0:
+            scores = softcap * torch.tanh(scores / softcap)
         pos = torch.arange(n, device=query.device)[:, None] + (ctx - n)
         j = torch.arange(ctx, device=query.device)[None, :]
         if alibi_slopes is not None:
             scores = scores + alibi_slopes.double()[:, None, None] * (j - pos)[None]
-        scores = scores.masked_fill(~(j <= pos)[None], -math.inf)
+        visible = j <= pos
+        if window_left >= 0:
+            visible = visible & (j >= pos - window_left)
+        scores = scores.masked_fill(~visible[None], -math.inf)
         probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
         out[cu[s] : cu[s + 1]] = torch.einsum("htj,jhd->thd", probs, v)
     return out
 
 
 def paged_attention(query, key_cache, value_cache, block_tables, context_lens, scale,
-                    alibi_slopes=None):
+                    alibi_slopes=None, window_left=-1, softcap=0.0):
     """Reference for djl_attn.paged_attention: [num_seqs, Hq, D] float64 (one query per
     sequence at position ctx - 1; context 0 gives 0)."""
     num_seqs = query.shape[0]
     cu = torch.arange(num_seqs + 1, dtype=torch.int32)
     return paged_prefill_attention(query, key_cache, value_cache, block_tables, cu, context_lens,
-                                   scale, alibi_slopes)
+                                   scale, alibi_slopes, window_left, softcap)
 
 
 def poison_allocator(device, *shapes_and_dtypes):

@@ -223,8 +223,11 @@ def good_reshape_and_cache(d, dtype=torch.float32, tokens=3, heads_kv=2, dim=40,
                 **_scales(d, heads_kv, fp8))
 
 
+# The paged good calls use the sliding window (narrower than the contexts, its edge mid-block) and
+# the soft-cap with ALiBi, as the flash ones do.
 def good_paged_attention(d, dtype=torch.float32, lens=(20, 9, 0), heads_q=4, heads_kv=2, dim=None,
-                         block_size=None, num_blocks=6, alibi=True, fp8=False):
+                         block_size=None, num_blocks=6, alibi=True, fp8=False, window_left=11,
+                         softcap=3.0):
     dim = dim or PAGED_HEAD_DIMS[0]
     block_size = block_size or PAGED_BLOCK_SIZES[0]
     needed = sum((n + block_size - 1) // block_size for n in lens)
@@ -234,12 +237,12 @@ def good_paged_attention(d, dtype=torch.float32, lens=(20, 9, 0), heads_q=4, hea
                 value_cache=value_cache, block_tables=_tables(lens, block_size, d, num_blocks),
                 context_lens=ints(list(lens), d), scale=0.125, max_context_len=max(lens, default=0),
                 alibi_slopes=torch.rand(heads_q, device=d) if alibi else None, check_indices=True,
-                **_scales(d, heads_kv, fp8))
+                **_scales(d, heads_kv, fp8), window_left=window_left, softcap=softcap)
 
 
 def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks=(3, 2, 0),
                                  heads_q=4, heads_kv=2, dim=None, block_size=None, num_blocks=6,
-                                 alibi=True, fp8=False):
+                                 alibi=True, fp8=False, window_left=5, softcap=3.0):
     dim = dim or PAGED_HEAD_DIMS[0]
     block_size = block_size or PAGED_BLOCK_SIZES[0]
     needed = sum((n + block_size - 1) // block_size for n in lens)
@@ -250,7 +253,8 @@ def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks
                 value_cache=value_cache, block_tables=_tables(lens, block_size, d, num_blocks),
                 cu_seqlens_q=ints(cu, d), context_lens=ints(list(lens), d), scale=0.125,
                 max_seqlen_q=max(chunks, default=0), alibi_slopes=torch.rand(heads_q, device=d) if alibi else None,
-                check_indices=True, **_scales(d, heads_kv, fp8))
+                check_indices=True, **_scales(d, heads_kv, fp8), window_left=window_left,
+                softcap=softcap)
 
 
 def _stored(x, cache, scale):
@@ -332,12 +336,12 @@ OPS = {
         lambda a: reference.paged_attention(a["query"], dequantised(a, "key_cache"),
                                             dequantised(a, "value_cache"),
                                             a["block_tables"], a["context_lens"], a["scale"],
-                                            a["alibi_slopes"]))),
+                                            a["alibi_slopes"], a["window_left"], a["softcap"]))),
     "paged_prefill_attention": Operator(good_paged_prefill_attention, _compare(
         lambda a: reference.paged_prefill_attention(
             a["query"], dequantised(a, "key_cache"), dequantised(a, "value_cache"),
             a["block_tables"], a["cu_seqlens_q"],
-            a["context_lens"], a["scale"], a["alibi_slopes"]))),
+            a["context_lens"], a["scale"], a["alibi_slopes"], a["window_left"], a["softcap"]))),
 }
 
 
@@ -1001,6 +1005,14 @@ def _paged_rows(op, index_rows):
             "expected a contiguous tensor", arg="alibi_slopes"),
         row("scale-nan", set_arg("scale", value(float("nan"))), "expected a finite value",
             arg="scale"),
+        row("window-left-below-minus-one", set_arg("window_left", value(-2)),
+            "expected -1 (unbounded) or a value >= 0, got -2", arg="window_left"),
+        row("softcap-negative", set_arg("softcap", value(-1.0)),
+            "expected a finite value >= 0 (0: none), got -1", arg="softcap"),
+        row("softcap-nan", set_arg("softcap", value(float("nan"))),
+            "expected a finite value >= 0 (0: none), got nan", arg="softcap"),
+        row("softcap-inf", set_arg("softcap", value(float("inf"))),
+            "expected a finite value >= 0 (0: none), got inf", arg="softcap"),
         row("block-tables-rank", set_arg("block_tables", lambda t, d: t.reshape(-1)),
             "expected 2 dims [num_seqs, max_blocks], got 1 dims", arg="block_tables"),
         row("block-tables-int64", set_arg("block_tables", to_dtype(torch.int64)),

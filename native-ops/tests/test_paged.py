@@ -115,7 +115,7 @@ def random_kv(context_lens, heads_kv, dim, dtype, device):
 
 
 def check_decode(context_lens, block_size, heads_q, heads_kv, dim, dtype, device, alibi=False,
-                 max_context_len=None, scale=None):
+                 max_context_len=None, scale=None, window_left=-1, softcap=0.0):
     paged = Paged(context_lens, block_size, heads_kv, dim, dtype, device)
     keys, values = random_kv(context_lens, heads_kv, dim, dtype, device)
     paged.fill(keys, values)
@@ -131,9 +131,11 @@ def check_decode(context_lens, block_size, heads_q, heads_kv, dim, dtype, device
     max_len = max(context_lens + [0]) if max_context_len is None else max_context_len
 
     out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
-                          paged.context_lens, scale, max_len, slopes)
+                          paged.context_lens, scale, max_len, slopes, window_left=window_left,
+                          softcap=softcap)
     expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
-                                         paged.block_tables, paged.context_lens, scale, slopes)
+                                         paged.block_tables, paged.context_lens, scale, slopes,
+                                         window_left, softcap)
     assert out.dtype == dtype and out.shape == query.shape
     assert_close(out.cpu(), expected.cpu(), dtype)
     return out
@@ -385,7 +387,7 @@ def test_reshape_and_cache_no_tokens(device):
 
 
 def run_chunked_prefill(lengths, chunk_sizes, block_size, heads_q, heads_kv, dim, dtype, device,
-                        alibi=None):
+                        alibi=None, window_left=-1, softcap=0.0):
     """Prefills each sequence in chunks (a different chunk size per sequence, all sequences in
     one call per step), caching each chunk's K/V first; returns per-sequence (q, k, v, out)."""
     paged = Paged(lengths, block_size, heads_kv, dim, dtype, device)
@@ -405,12 +407,15 @@ def run_chunked_prefill(lengths, chunk_sizes, block_size, heads_q, heads_kv, dim
         cu = torch.tensor([0] + chunks, dtype=torch.int32).cumsum(0).to(torch.int32)
         ctx = torch.tensor([d + c for d, c in zip(done, chunks)], dtype=torch.int32)
         out = paged_prefill(q_new, paged.key_cache, paged.value_cache, paged.block_tables,
-                            cu.to(device), ctx.to(device), scale, max(chunks), alibi)
+                            cu.to(device), ctx.to(device), scale, max(chunks), alibi,
+                            window_left=window_left, softcap=softcap)
         if alibi is not None:
-            # No dense operator has ALiBi: each step against the paged reference instead.
+            # The dense reference's ALiBi is -slope * |i - j|, the paged one slope * (j - p):
+            # the same on the causal keys; each step against the paged reference.
             expected = reference.paged_prefill_attention(q_new, paged.key_cache,
                                                          paged.value_cache, paged.block_tables,
-                                                         cu, ctx, scale, alibi)
+                                                         cu, ctx, scale, alibi, window_left,
+                                                         softcap)
             assert_close(out.cpu(), expected.cpu(), dtype, "prefill step")
         for s, (a, b) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist())):
             outs[s].append(out[a:b])
@@ -861,7 +866,8 @@ def test_fp8_saturation_and_nan(device):
 
 
 def check_decode_fp8(context_lens, block_size, heads_q, heads_kv, dim, dtype, device,
-                     scales="tensor", cache_dtype=torch.uint8, alibi=False):
+                     scales="tensor", cache_dtype=torch.uint8, alibi=False, window_left=-1,
+                     softcap=0.0):
     paged = PagedFp8(context_lens, block_size, heads_kv, dim, device, scales, cache_dtype)
     keys, values = random_kv(context_lens, heads_kv, dim, dtype, device)
     if paged.k_scale is not None:
@@ -877,9 +883,9 @@ def check_decode_fp8(context_lens, block_size, heads_q, heads_kv, dim, dtype, de
         scale /= 16 * paged.k_scale.max().item()  # scores of order 1, as in a model
     out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
                           paged.context_lens, scale, max(context_lens + [0]), slopes, True,
-                          paged.k_scale, paged.v_scale)
+                          paged.k_scale, paged.v_scale, window_left, softcap)
     expected = reference.paged_attention(query, key_values, value_values, paged.block_tables,
-                                         paged.context_lens, scale, slopes)
+                                         paged.context_lens, scale, slopes, window_left, softcap)
     assert out.dtype == dtype and out.shape == query.shape
     # Relative to the values' size (16 * v_scale), as assert_close's tolerance is to 1.
     size = 1.0 if paged.v_scale is None else 16 * paged.v_scale.max().item()
@@ -1026,3 +1032,171 @@ def test_prefill_every_head_dim(device, dim):
     for q, k, v, out in zip(qs, keys, values, outs):
         expected, _ = reference.flash_attention(q[None], k[None], v[None], None, scale, True)
         assert_close(out.cpu(), expected[0].cpu(), torch.float32, "chunked prefill vs dense")
+
+
+# ---- sliding window and soft-cap ----------------------------------------------------------------
+# window_left and softcap as flash_attention has them: the query at position p sees keys
+# p - window_left <= j <= p (window_left -1: no left edge) and scores s = scale * q.k become
+# softcap * tanh(s / softcap) before the ALiBi term. Windows of 0 (the query's own key only), 1,
+# smaller than a block, one ending exactly on a block edge and one past it, and wider than every
+# context (the same as none), on contexts of 0, 1, whole and partial blocks and past a v2
+# partition.
+WINDOWS = [0, 1, 5, 15, 16, 17, 100, 5000]
+
+
+@pytest.mark.parametrize("window_left", WINDOWS)
+@pytest.mark.parametrize("softcap", [0.0, 5.0])
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_decode_window_softcap(device, variant, window_left, softcap, block_size):
+    check_decode(MIXED_CONTEXTS, block_size, 4, 2, 128, torch.float16, device,
+                 window_left=window_left, softcap=softcap)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", HEAD_DIMS + [8, 33])
+def test_decode_window_softcap_every_dtype_and_head_dim(device, variant, dtype, dim):
+    # A scale large enough that the cap changes the scores (|s| of several softcap).
+    check_decode([1, 0, 77, 300], 16, 6, 2, dim, dtype, device, window_left=40, softcap=2.0,
+                 scale=1.0)
+
+
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (12, 2), (5, 1), (16, 1), (32, 2)])
+@pytest.mark.parametrize("alibi", [False, True])
+def test_decode_window_softcap_alibi_groups(device, variant, config, heads_q, heads_kv, alibi):
+    # Window, soft-cap and ALiBi together, every group shape the CUDA kernels tile differently.
+    check_decode([113, 7, 1, 1000], 16, heads_q, heads_kv, 128, torch.float16, device,
+                 alibi=alibi, window_left=50, softcap=10.0, scale=0.5)
+
+
+@pytest.mark.parametrize("window_left", [0, 3, 64, 511, 512, 700])
+def test_decode_window_long_contexts(device, variant, config, window_left):
+    # Contexts of many v2 partitions (512 tokens, 64 in small grids) with a small window: every
+    # partition left of the window is empty and must not disturb the combine.
+    lens = [3000, 1500, 5000, 2] if device == "cuda" else [3000, 1500, 2]
+    check_decode(lens, 16, 8, 2, 128, torch.float16, device, alibi=True,
+                 window_left=window_left, softcap=20.0, max_context_len=5100)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 2), (12, 2), (16, 1)])
+@pytest.mark.parametrize("window_left,softcap", [(0, 0.0), (37, 0.0), (-1, 3.0), (200, 3.0)])
+def test_fp8_decode_window_softcap(device, variant, dtype, heads_q, heads_kv, window_left,
+                                   softcap):
+    if dtype == torch.float32 and heads_q != 8:
+        pytest.skip("float32 runs v1/v2 only: one group shape suffices")
+    check_decode_fp8([113, 7, 1, 1000, 0], 16, heads_q, heads_kv, 128, dtype, device, "head",
+                     window_left=window_left, softcap=softcap)
+
+
+@pytest.mark.parametrize("dim", [7, 80])
+def test_fp8_decode_window_softcap_odd_head_dims(device, variant, dim):
+    check_decode_fp8(MIXED_CONTEXTS, 8, 6, 2, dim, torch.bfloat16, device, "tensor",
+                     alibi=True, window_left=20, softcap=4.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("window_left", [0, 1, 7, 16, 40, 1000])
+@pytest.mark.parametrize("softcap", [0.0, 2.5])
+def test_chunked_prefill_window_softcap_equals_dense(device, dtype, window_left, softcap):
+    # Chunked prefill with a window against the dense float64 reference of the whole sequence
+    # (causal, the same window and cap): chunks of 1, 3, 50 and 128 rows, GQA, D = 80.
+    lengths = [1, 7, 113, 300]
+    qs, keys, values, outs, scale = run_chunked_prefill(lengths, [1, 3, 50, 128], 16, 4, 2, 80,
+                                                        dtype, device, window_left=window_left,
+                                                        softcap=softcap)
+    for q, k, v, out in zip(qs, keys, values, outs):
+        expected, _ = reference.flash_attention(q[None], k[None], v[None], None, scale, True,
+                                                window_left=window_left, softcap=softcap)
+        assert_close(out.cpu(), expected[0].cpu(), dtype, "chunked prefill vs dense")
+
+
+def test_prefill_window_softcap_alibi(device):
+    slopes = torch.rand(4, device=device)
+    run_chunked_prefill([40, 90, 1], [17, 90, 1], 8, 4, 2, 64, torch.float32, device,
+                        alibi=slopes, window_left=9, softcap=1.5)
+
+
+@pytest.mark.parametrize("window_left,softcap", [(0, 0.0), (6, 2.0), (-1, 2.0)])
+def test_prefill_of_one_token_equals_decode_with_features(device, variant, window_left, softcap):
+    lens = [1, 5, 77, 400, 0]
+    paged = Paged(lens, 16, 2, 128, torch.float16, device)
+    keys, values = random_kv(lens, 2, 128, torch.float16, device)
+    paged.fill(keys, values)
+    query = torch.randn(5, 8, 128, dtype=torch.float16, device=device)
+    slopes = torch.rand(8, device=device)
+    # Sequence 4 has context 0 and no new token.
+    cu = torch.tensor([0, 1, 2, 3, 4, 4], dtype=torch.int32, device=device)
+    prefill = paged_prefill(query[:4], paged.key_cache, paged.value_cache, paged.block_tables, cu,
+                            paged.context_lens, 0.3, 1, slopes, window_left=window_left,
+                            softcap=softcap)
+    decode = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                             paged.context_lens, 0.3, 400, slopes, window_left=window_left,
+                             softcap=softcap)
+    expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
+                                         paged.block_tables, paged.context_lens, 0.3, slopes,
+                                         window_left, softcap)
+    assert_close(decode.cpu(), expected.cpu(), torch.float16)
+    assert_close(prefill.cpu(), decode[:4].cpu().double(), torch.float16)
+    assert torch.equal(decode[4].cpu(), torch.zeros(8, 128, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("dim", [64, 128])
+def test_fp8_prefill_window_softcap(device, dim):
+    lens, chunks, heads_q, heads_kv = [1, 37, 200, 16], [1, 5, 64, 0], 6, 2
+    paged = PagedFp8(lens, 16, heads_kv, dim, device, "head")
+    keys, values = random_kv(lens, heads_kv, dim, torch.float16, device)
+    keys = [k * paged.k_scale.half()[:, None] * 16 for k in keys]
+    values = [v * paged.v_scale.half()[:, None] * 16 for v in values]
+    paged.fill(keys, values)
+    key_values, value_values = paged.dequantised()
+    cu = torch.tensor([0] + chunks).cumsum(0).to(torch.int32)
+    query = torch.randn(int(cu[-1]), heads_q, dim, dtype=torch.float16, device=device)
+    slopes = torch.rand(heads_q, device=device) * 0.5
+    scale = 1.0 / (math.sqrt(dim) * 16 * paged.k_scale.max().item())
+    out = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                        cu.to(device), paged.context_lens, scale, max(chunks), slopes, True,
+                        paged.k_scale, paged.v_scale, 30, 1.5)
+    expected = reference.paged_prefill_attention(query, key_values, value_values,
+                                                 paged.block_tables, cu, paged.context_lens,
+                                                 scale, slopes, 30, 1.5)
+    size = 16 * paged.v_scale.max().item()
+    assert_close(out.cpu().double() / size, expected.cpu() / size, torch.float16)
+
+
+def test_reference_window_is_flash_attention_reference(device):
+    # The paged reference's window and cap against the dense one's (two independent codings of
+    # the same rule): one sequence, every row.
+    lens = [50]
+    paged = Paged(lens, 8, 1, 16, torch.float32, device)
+    keys, values = random_kv(lens, 1, 16, torch.float32, device)
+    paged.fill(keys, values)
+    query = torch.randn(50, 2, 16, device=device)
+    cu = torch.tensor([0, 50], dtype=torch.int32)
+    got = reference.paged_prefill_attention(query, paged.key_cache, paged.value_cache,
+                                            paged.block_tables, cu, paged.context_lens, 0.7,
+                                            None, 4, 1.25)
+    expected, _ = reference.flash_attention(query[None], keys[0][None], values[0][None], None,
+                                            0.7, True, window_left=4, softcap=1.25)
+    assert torch.allclose(got.cpu(), expected[0].cpu(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["decode", "prefill"])
+@pytest.mark.parametrize("window_left,softcap,match", [
+    (-2, 0.0, r"window_left: expected -1 \(unbounded\) or a value >= 0, got -2"),
+    (-1, -1.0, r"softcap: expected a finite value >= 0 \(0: none\), got -1"),
+    (-1, float("nan"), r"softcap: expected a finite value >= 0 \(0: none\), got nan"),
+    (3, float("inf"), r"softcap: expected a finite value >= 0 \(0: none\), got inf"),
+])
+def test_validation_window_softcap(device, op, window_left, softcap, match):
+    args = decode_args(device)
+    if op == "decode":
+        expect_error("paged_attention: " + match, paged_attention, args["query"],
+                     args["key_cache"], args["value_cache"], args["block_tables"],
+                     args["context_lens"], 0.125, args["max_context_len"], None, True, None, None,
+                     window_left, softcap)
+    else:
+        cu = torch.arange(3, dtype=torch.int32, device=device)
+        expect_error("paged_prefill_attention: " + match, paged_prefill, args["query"],
+                     args["key_cache"], args["value_cache"], args["block_tables"], cu,
+                     args["context_lens"], 0.125, 1, None, True, None, None, window_left,
+                     softcap)

@@ -133,6 +133,10 @@ void launch(const PagedPrefillParams& p, const PrefillPlan& plan, cudaStream_t s
 }  // namespace
 
 void run_paged_prefill_cuda(const PagedPrefillParams& p) {
+  if (p.window_left >= 0 || p.softcap > 0.f) {
+    fail_invalid("paged_prefill_attention: window_left/softcap: not yet supported on CUDA (CPU "
+                 "only), got window_left = ", p.window_left, ", softcap = ", p.softcap);
+  }
   const PrefillPlan plan = plan_paged_prefill(p);
   if (plan.grid_x == 0) return;  // no query rows
   const int device = cuda::device_of(p.query);

@@ -52,9 +52,15 @@ template <typename T>
 struct Row {
   const T* q;        // [D]
   T* out;            // [D]
-  int64_t limit;     // sees keys j < limit
+  int64_t first;     // sees keys first <= j < limit (first > 0: the sliding window's left edge)
+  int64_t limit;     // its position p is limit - 1
   float slope;       // ALiBi slope of its head (0 without ALiBi)
 };
+
+// The first key a row at `position` sees: position - window_left, or 0 without a window.
+int64_t first_visible(int64_t position, int64_t window_left) {
+  return window_left < 0 ? 0 : std::max<int64_t>(0, position - window_left);
+}
 
 // Where one (sequence, kv head) reads its keys and values, elements of type C (the query's
 // type, or Fp8E4M3 bytes whose values are byte * scale).
@@ -95,29 +101,33 @@ void to_float_row(const C* src, float* dst, int64_t n, float scale) {
   }
 }
 
-// Attention of `rows` over the sequence's cached tokens: the cache is walked block by block,
-// each block converted to float32 once for all rows, with an online softmax per row. Row r's
-// query position is limit - 1, so its ALiBi bias for key j is slope * (j - (limit - 1)).
+// Attention of `rows` over the sequence's cached tokens: the cache is walked block by block from
+// the first block any row sees (the window's left edge), each block converted to float32 once for
+// all rows, with an online softmax per row. Row r's query position is limit - 1, so its ALiBi
+// bias for key j is slope * (j - (limit - 1)); softcap > 0 caps scale * q . k first.
 template <typename T, typename C>
 void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, float scale,
-                 Workspace& ws) {
+                 float softcap, Workspace& ws) {
   const int64_t dim = c.head_dim, bs = c.block_size;
   const int64_t n_rows = static_cast<int64_t>(rows.size());
   ws.reserve(n_rows, dim, bs);
-  int64_t max_limit = 0;
+  int64_t max_limit = 0, min_first = std::numeric_limits<int64_t>::max();
   for (int64_t r = 0; r < n_rows; ++r) {
     const T* q = rows[r].q;
     float* qf = ws.q.data() + r * dim;
     // The scale is folded into the query once instead of into every score.
     for (int64_t d = 0; d < dim; ++d) qf[d] = to_float(q[d]) * scale;
     max_limit = std::max(max_limit, rows[r].limit);
+    min_first = std::min(min_first, rows[r].first);
   }
   std::fill(ws.acc.begin(), ws.acc.begin() + n_rows * dim, 0.f);
   std::fill(ws.row_max.begin(), ws.row_max.begin() + n_rows, kNegInf);
   std::fill(ws.row_sum.begin(), ws.row_sum.begin() + n_rows, 0.f);
 
   const int64_t token_stride = c.heads_kv * dim;
-  for (int64_t start = 0; start < max_limit; start += bs) {
+  // Blocks wholly left of every row's window are never read.
+  const int64_t first_block = n_rows > 0 ? min_first / bs : 0;
+  for (int64_t start = first_block * bs; start < max_limit; start += bs) {
     const int64_t block = c.table[start / bs];
     const int64_t tokens = std::min(bs, max_limit - start);
     const C* kb = c.key_cache + block * bs * token_stride + c.kv_head * dim;
@@ -127,15 +137,18 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
       to_float_row(vb + t * token_stride, ws.v.data() + t * dim, dim, c.v_scale);
     }
     for (int64_t r = 0; r < n_rows; ++r) {
+      // Tokens [skipped, visible) of this block are in the row's range.
       const int64_t visible = std::min(tokens, rows[r].limit - start);
-      if (visible <= 0) continue;
+      const int64_t skipped = std::max<int64_t>(0, rows[r].first - start);
+      if (visible <= skipped) continue;
       const float* qf = ws.q.data() + r * dim;
       float* s = ws.s.data();
       float block_max = kNegInf;
       const float slope = rows[r].slope;
       const int64_t position = rows[r].limit - 1;
-      for (int64_t t = 0; t < visible; ++t) {
+      for (int64_t t = skipped; t < visible; ++t) {
         s[t] = dot(qf, ws.k.data() + t * dim, dim);
+        if (softcap > 0.f) s[t] = softcap * std::tanh(s[t] / softcap);
         if (slope != 0.f) s[t] += slope * static_cast<float>(start + t - position);
         block_max = std::max(block_max, s[t]);
       }
@@ -145,10 +158,10 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
       ws.row_max[r] = new_max;
       float* acc = ws.acc.data() + r * dim;
       float sum = 0.f;
-      for (int64_t t = 0; t < visible; ++t) {
+      for (int64_t t = skipped; t < visible; ++t) {
         const float w = std::exp(s[t] - new_max);
         sum += w;
-        scale_add(acc, t == 0 ? correction : 1.f, w, ws.v.data() + t * dim, dim);
+        scale_add(acc, t == skipped ? correction : 1.f, w, ws.v.data() + t * dim, dim);
       }
       ws.row_sum[r] = ws.row_sum[r] * correction + sum;
     }
@@ -217,9 +230,10 @@ void paged_attention_typed(const PagedAttentionParams& p) {
         rows[g].q = static_cast<const T*>(p.query) + s * p.q_seq_stride + h * p.q_head_stride;
         rows[g].out = static_cast<T*>(p.out) + (s * p.heads_q + h) * p.head_dim;
         rows[g].limit = p.context_lens[s];
+        rows[g].first = first_visible(rows[g].limit - 1, p.window_left);
         rows[g].slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
       }
-      attend_rows<T, C>(cache, rows, p.scale, ws);
+      attend_rows<T, C>(cache, rows, p.scale, p.softcap, ws);
     }
   });
 }
@@ -267,11 +281,12 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
           row.out = static_cast<T*>(p.out) + (r * p.heads_q + h) * p.head_dim;
           // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
           row.limit = context - chunk + (r - chunk_begin) + 1;
+          row.first = first_visible(row.limit - 1, p.window_left);
           row.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
           rows.push_back(row);
         }
       }
-      attend_rows<T, C>(cache, rows, p.scale, ws);
+      attend_rows<T, C>(cache, rows, p.scale, p.softcap, ws);
     }
   });
 }

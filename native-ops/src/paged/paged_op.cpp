@@ -169,6 +169,17 @@ void check_alibi(const char* op, const Tensor& slopes, const Tensor& query) {
   check_contiguous(slopes, name);
 }
 
+// window_left >= -1 (-1: unbounded), softcap finite and >= 0 (0: none), as flash_attention
+// takes them.
+void check_features(const char* op, int64_t window_left, double softcap) {
+  if (window_left < -1) {
+    fail_invalid(op, ": window_left: expected -1 (unbounded) or a value >= 0, got ", window_left);
+  }
+  if (!std::isfinite(softcap) || softcap < 0.0) {
+    fail_invalid(op, ": softcap: expected a finite value >= 0 (0: none), got ", softcap);
+  }
+}
+
 // Context lengths within [0, max_blocks * block_size] and the blocks each sequence uses within
 // [0, num_blocks): the kernels then never read outside the caches or the table.
 void check_block_tables(const char* op, const std::vector<int32_t>& context_lens,
@@ -281,6 +292,8 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   const bool check_indices = read_bool(stack, 8);
   std::optional<Tensor> k_scale = take_optional_tensor(stack, 9);
   std::optional<Tensor> v_scale = take_optional_tensor(stack, 10);
+  const int64_t window_left = read_int(stack, 11);
+  const double softcap = read_float(stack, 12);
 
   check_query(kDecodeOp, query, "[num_seqs, Hq, D]");
   const CacheType cache_type =
@@ -299,6 +312,7 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   check_size(context_lens, {kDecodeOp, "context_lens"}, 0, "num_seqs", num_seqs,
              "the sequences of query");
   if (!std::isfinite(scale)) fail_invalid(kDecodeOp, ": scale: expected a finite value, got ", scale);
+  check_features(kDecodeOp, window_left, softcap);
   if (max_context_len < 0 || max_context_len > (int64_t{1} << 30)) {
     fail_invalid(kDecodeOp, ": max_context_len: expected a value in [0, 2^30], got ",
                  max_context_len);
@@ -347,6 +361,8 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
     p.max_blocks = max_blocks;
     p.max_context_len = max_context_len;
     p.scale = static_cast<float>(scale);
+    p.window_left = window_left;
+    p.softcap = static_cast<float>(softcap);
     p.dtype = element_type(query.dtype());
     p.cache_type = cache_type;
     p.k_scale = ks;
@@ -369,6 +385,8 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   const bool check_indices = read_bool(stack, 9);
   std::optional<Tensor> k_scale = take_optional_tensor(stack, 10);
   std::optional<Tensor> v_scale = take_optional_tensor(stack, 11);
+  const int64_t window_left = read_int(stack, 12);
+  const double softcap = read_float(stack, 13);
 
   check_query(kPrefillOp, query, "[T, Hq, D]");
   const CacheType cache_type =
@@ -390,6 +408,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   check_size(cu_seqlens_q, {kPrefillOp, "cu_seqlens_q"}, 0, "num_seqs + 1", num_seqs + 1,
              "the sequences of context_lens plus one");
   if (!std::isfinite(scale)) fail_invalid(kPrefillOp, ": scale: expected a finite value, got ", scale);
+  check_features(kPrefillOp, window_left, softcap);
   if (max_seqlen_q < 0 || max_seqlen_q > tokens) {
     fail_invalid(kPrefillOp, ": max_seqlen_q: expected a value in [0, T = ", tokens, "], got ",
                  max_seqlen_q);
@@ -456,6 +475,8 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     p.max_blocks = max_blocks;
     p.max_seqlen_q = max_seqlen_q;
     p.scale = static_cast<float>(scale);
+    p.window_left = window_left;
+    p.softcap = static_cast<float>(softcap);
     p.dtype = element_type(query.dtype());
     p.cache_type = cache_type;
     p.k_scale = ks;

@@ -99,9 +99,14 @@ struct ReshapeAndCacheParams {
   CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
 };
 
-// paged_attention (decode): one query token per sequence, attending to the first
-// context_lens[s] tokens of its cache. Score of key j:
-//   scale * q . k_j + alibi_slopes[h] * (j - (context_len - 1))   (the ALiBi term when given)
+// The sliding window and logit soft-cap of both attention operators, as flash_attention has
+// them. A query at position p sees key j iff j <= p and, when window_left >= 0,
+// j >= p - window_left (window_left 0: only itself). Its score of key j is s = scale * q . k_j,
+// soft-capped to softcap * tanh(s / softcap) when softcap > 0, then given the ALiBi term
+// alibi_slopes[h] * (j - p) when slopes are given (on an fp8 cache: with k_j dequantised).
+//
+// paged_attention (decode): one query token per sequence at p = context_len - 1, attending to
+// the first context_lens[s] tokens of its cache.
 struct PagedAttentionParams {
   const void* query;          // [num_seqs, Hq, D], last dim contiguous
   const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
@@ -123,6 +128,8 @@ struct PagedAttentionParams {
   int64_t max_blocks;       // columns of block_tables
   int64_t max_context_len;  // >= every context_lens[s]; sizes the CUDA grid and workspace
   float scale;              // multiplies q . k
+  int64_t window_left = -1; // -1: unbounded; >= 0: keys j >= p - window_left only
+  float softcap = 0.f;      // 0: none; > 0: scores softcap * tanh(s / softcap)
   ElementType dtype;        // of query and output (and of the caches when cache_type is kQuery)
   CacheType cache_type;
   CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
@@ -131,8 +138,8 @@ struct PagedAttentionParams {
 // paged_prefill_attention: the query tokens of sequence s are the packed rows
 // [cu_seqlens_q[s], cu_seqlens_q[s + 1]) of query: the last n = cu_seqlens_q[s+1] -
 // cu_seqlens_q[s] of its context_lens[s] cached tokens (written before with reshape_and_cache).
-// Query row t of the chunk sits at position p = context_len - n + t and sees keys j <= p, with
-// the ALiBi term alibi_slopes[h] * (j - p).
+// Query row t of the chunk sits at position p = context_len - n + t and sees keys j <= p (and
+// j >= p - window_left), scored as paged_attention scores them.
 struct PagedPrefillParams {
   const void* query;          // [T, Hq, D], last dim contiguous
   const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
@@ -157,6 +164,8 @@ struct PagedPrefillParams {
   int64_t max_blocks;
   int64_t max_seqlen_q;  // >= every chunk length n; sizes the CUDA grid
   float scale;
+  int64_t window_left = -1;  // -1: unbounded; >= 0: keys j >= p - window_left only
+  float softcap = 0.f;       // 0: none; > 0: scores softcap * tanh(s / softcap)
   ElementType dtype;        // of query and output (and of the caches when cache_type is kQuery)
   CacheType cache_type;
   CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise

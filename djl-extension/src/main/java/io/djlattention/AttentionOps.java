@@ -701,7 +701,9 @@ public final class AttentionOps {
                 alibiSlopes,
                 true,
                 null,
-                null);
+                null,
+                -1,
+                0f);
     }
 
     /**
@@ -743,7 +745,9 @@ public final class AttentionOps {
                 alibiSlopes,
                 true,
                 kScale,
-                vScale);
+                vScale,
+                -1,
+                0f);
     }
 
     /**
@@ -769,6 +773,42 @@ public final class AttentionOps {
             PagedBatch batch,
             float scale,
             NDArray alibiSlopes) {
+        return pagedAttention(query, cache, layer, batch, scale, alibiSlopes, -1, 0f);
+    }
+
+    /**
+     * {@link #pagedAttention(NDArray, PagedKvCache, int, PagedBatch, float, NDArray)} with a
+     * sliding window (Mistral's {@code sliding_window}) and a logit soft-cap (Gemma-2's {@code
+     * attn_logit_softcapping}), as {@link AttentionOptions} defines them for flash attention: the
+     * query at position {@code p = contextLen - 1} sees key {@code j} iff {@code j <= p} and,
+     * when {@code windowLeft >= 0}, {@code j >= p - windowLeft} ({@code 0}: only itself); the
+     * score {@code s = scale·q·k_j} becomes {@code softcap·tanh(s / softcap)} when {@code
+     * softcap > 0}, then gets the ALiBi term.
+     *
+     * @param query {@code [numSeqs, Hq, D]}, the cache's dtype and head dim, last dim contiguous
+     * @param cache the cache
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed
+     * @param scale the factor on {@code q·k}, usually {@code 1/sqrt(D)}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param windowLeft the keys before the query's position it sees, {@code >= 0}, or {@code
+     *     -1} for all
+     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
+     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, {@code
+     *     windowLeft < -1}, {@code softcap} is negative or not finite, or an argument breaks a
+     *     rule of {@code paged_attention}
+     */
+    public static NDArray pagedAttention(
+            NDArray query,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            float scale,
+            NDArray alibiSlopes,
+            int windowLeft,
+            float softcap) {
+        checkFeatures(windowLeft, softcap);
         cache.checkBatch(batch);
         return pagedAttention(
                 query,
@@ -781,7 +821,9 @@ public final class AttentionOps {
                 alibiSlopes,
                 false,
                 cache.getKeyScale(layer),
-                cache.getValueScale(layer));
+                cache.getValueScale(layer),
+                windowLeft,
+                softcap);
     }
 
     private static NDArray pagedAttention(
@@ -795,7 +837,9 @@ public final class AttentionOps {
             NDArray alibiSlopes,
             boolean checkIndices,
             NDArray kScale,
-            NDArray vScale) {
+            NDArray vScale,
+            int windowLeft,
+            float softcap) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         return OperatorCall.of(Operator.PAGED_ATTENTION)
                 .tensor(ptQuery)
@@ -809,6 +853,8 @@ public final class AttentionOps {
                 .boolArg(checkIndices)
                 .optionalTensor(optionalArray(kScale, "kScale"))
                 .optionalTensor(optionalArray(vScale, "vScale"))
+                .intArg(windowLeft)
+                .floatArg(softcap)
                 .invoke(ptQuery.getManager())[0];
     }
 
@@ -854,7 +900,9 @@ public final class AttentionOps {
                 alibiSlopes,
                 true,
                 null,
-                null);
+                null,
+                -1,
+                0f);
     }
 
     /**
@@ -900,7 +948,9 @@ public final class AttentionOps {
                 alibiSlopes,
                 true,
                 kScale,
-                vScale);
+                vScale,
+                -1,
+                0f);
     }
 
     /**
@@ -925,6 +975,40 @@ public final class AttentionOps {
             PagedBatch batch,
             float scale,
             NDArray alibiSlopes) {
+        return pagedPrefillAttention(query, cache, layer, batch, scale, alibiSlopes, -1, 0f);
+    }
+
+    /**
+     * {@link #pagedPrefillAttention(NDArray, PagedKvCache, int, PagedBatch, float, NDArray)}
+     * with a sliding window and a logit soft-cap, as {@link #pagedAttention(NDArray,
+     * PagedKvCache, int, PagedBatch, float, NDArray, int, float)} has them: row {@code t} of a
+     * chunk of {@code n} sits at {@code p = contextLen - n + t} and sees keys {@code p -
+     * windowLeft <= j <= p} (no left edge when {@code windowLeft = -1}).
+     *
+     * @param query packed new tokens {@code [T, Hq, D]}, the cache's dtype and head dim
+     * @param cache the cache
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed
+     * @param scale the factor on {@code q·k}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param windowLeft the keys before each row's position it sees, {@code >= 0}, or {@code -1}
+     *     for all
+     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
+     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, {@code
+     *     windowLeft < -1}, {@code softcap} is negative or not finite, or an argument breaks a
+     *     rule of {@code paged_prefill_attention}
+     */
+    public static NDArray pagedPrefillAttention(
+            NDArray query,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            float scale,
+            NDArray alibiSlopes,
+            int windowLeft,
+            float softcap) {
+        checkFeatures(windowLeft, softcap);
         cache.checkBatch(batch);
         return pagedPrefillAttention(
                 query,
@@ -938,7 +1022,9 @@ public final class AttentionOps {
                 alibiSlopes,
                 false,
                 cache.getKeyScale(layer),
-                cache.getValueScale(layer));
+                cache.getValueScale(layer),
+                windowLeft,
+                softcap);
     }
 
     private static NDArray pagedPrefillAttention(
@@ -953,7 +1039,9 @@ public final class AttentionOps {
             NDArray alibiSlopes,
             boolean checkIndices,
             NDArray kScale,
-            NDArray vScale) {
+            NDArray vScale,
+            int windowLeft,
+            float softcap) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
                 .tensor(ptQuery)
@@ -968,7 +1056,24 @@ public final class AttentionOps {
                 .boolArg(checkIndices)
                 .optionalTensor(optionalArray(kScale, "kScale"))
                 .optionalTensor(optionalArray(vScale, "vScale"))
+                .intArg(windowLeft)
+                .floatArg(softcap)
                 .invoke(ptQuery.getManager())[0];
+    }
+
+    /**
+     * The paged operators' window and soft-cap rules, checked in Java with the messages of
+     * {@link AttentionOptions.Builder}'s (the native binding checks them again for other callers).
+     */
+    private static void checkFeatures(int windowLeft, float softcap) {
+        if (windowLeft < -1) {
+            throw new IllegalArgumentException(
+                    "windowLeft: expected -1 (unbounded) or a value >= 0, got " + windowLeft);
+        }
+        if (!Float.isFinite(softcap) || softcap < 0) {
+            throw new IllegalArgumentException(
+                    "softcap: expected a finite value >= 0 (0: none), got " + softcap);
+        }
     }
 
     /** {@link #pytorchArray} of a {@code Tensor?} argument: null stays null (None). */

@@ -55,23 +55,24 @@ public enum Operator {
             ARG_BOOL, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR),
     /**
      * {@code paged_attention(query, key_cache, value_cache, block_tables, context_lens, scale,
-     * max_context_len, alibi_slopes?, check_indices, k_scale?, v_scale?) -> out}.
+     * max_context_len, alibi_slopes?, check_indices, k_scale?, v_scale?, window_left, softcap) ->
+     * out}.
      */
     PAGED_ATTENTION(
             "paged_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR, ARG_BOOL, ARG_OPTIONAL_TENSOR,
-            ARG_OPTIONAL_TENSOR),
+            ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT),
     /** {@code causal_dot_product(q, k, v) -> out}. */
     CAUSAL_DOT_PRODUCT("causal_dot_product", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR),
     /**
      * {@code paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q,
-     * context_lens, scale, max_seqlen_q, alibi_slopes?, check_indices, k_scale?, v_scale?) ->
-     * out}.
+     * context_lens, scale, max_seqlen_q, alibi_slopes?, check_indices, k_scale?, v_scale?,
+     * window_left, softcap) -> out}.
      */
     PAGED_PREFILL_ATTENTION(
             "paged_prefill_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_TENSOR, ARG_TENSOR, ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR, ARG_BOOL,
-            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR),
+            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT),
     /** {@code add_bias_residual_affine(x, bias?, residual, scale, shift) -> out}. */
     ADD_BIAS_RESIDUAL_AFFINE(
             "add_bias_residual_affine", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR,
