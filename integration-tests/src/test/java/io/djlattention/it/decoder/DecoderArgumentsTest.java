@@ -91,7 +91,8 @@ class DecoderArgumentsTest {
                 Map.of("temperature", 1.5f, "topK", 40, "seed", 11, "maxNewTokens", 12);
         List<int[]> stock = new ArrayList<>();
         for (int[] p : prompts) {
-            stock.add(generate(dir(name), merge(sampling, "attention", "stock"), List.of(p)).get(0));
+            stock.add(
+                    generate(dir(name), merge(sampling, "attention", "stock"), List.of(p)).get(0));
         }
         // 4 blocks of 16 for requests needing 11: requests wait for blocks and running ones may
         // be preempted and recomputed, which must not change a sample (nor, for the windowed

@@ -33,7 +33,8 @@ class DecoderConfigTest {
     @Test
     void windowOfWKeysIsWindowLeftWMinusOneOnItsLayers() {
         DecoderConfig all = base().optSlidingWindow(7).build();
-        DecoderConfig some = base().optSlidingWindow(7).optSlidingLayers(false, true, false).build();
+        DecoderConfig some =
+                base().optSlidingWindow(7).optSlidingLayers(false, true, false).build();
         DecoderConfig none = base().build();
         for (int l = 0; l < 3; ++l) {
             assertEquals(6, all.getWindowLeft(l));

@@ -957,7 +957,7 @@ public final class Decoder extends AbstractBlock {
         final NDArray tokenTable;
         /** GPT-2's position embeddings; null for LLaMA. */
         final NDArray positionTable;
-        /** Gemma-2: {@code sqrt(C)} in the model's dtype, the factor of the embeddings; else null. */
+        /** Gemma-2: {@code sqrt(C)} in the model's dtype, the embeddings' factor; else null. */
         final NDArray embedScale;
         final NormWeights finalNorm = new NormWeights();
         /** {@code [V, C]}. */

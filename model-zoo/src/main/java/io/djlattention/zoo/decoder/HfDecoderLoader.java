@@ -206,7 +206,9 @@ public final class HfDecoderLoader {
         String act = k.optString("hidden_activation", "gelu_pytorch_tanh");
         if (!"gelu_pytorch_tanh".equals(act)) {
             throw k.refuse(
-                    "hidden_activation", act, "only gelu_pytorch_tanh (the tanh GELU) is supported");
+                    "hidden_activation",
+                    act,
+                    "only gelu_pytorch_tanh (the tanh GELU) is supported");
         }
         k.refuseTrue("use_bidirectional_attention", "bidirectional attention");
         double scalar = k.optDouble("query_pre_attn_scalar", 256);
