@@ -1037,11 +1037,10 @@ public final class Decoder extends AbstractBlock {
                 // does.
                 embedScale =
                         gemma2
-                                ? own(
+                                ? inDataType(
                                         tokenTable
                                                 .getManager()
-                                                .create((float) Math.sqrt(config.getHiddenSize()))
-                                                .toType(config.getDataType(), false))
+                                                .create((float) Math.sqrt(config.getHiddenSize())))
                                 : null;
                 finalNorm.gain = rmsGain("model.norm.weight");
                 head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
@@ -1096,7 +1095,21 @@ public final class Decoder extends AbstractBlock {
             if (config.getArchitecture() != DecoderConfig.Architecture.GEMMA2) {
                 return w;
             }
-            return own(w.toType(DataType.FLOAT32, false).add(1f));
+            NDArray w32 = w.toType(DataType.FLOAT32, false);
+            NDArray gain = w32.add(1f);
+            if (w32 != w) {
+                w32.close();
+            }
+            return own(gain);
+        }
+
+        /** A float32 array made here, converted to the model's dtype and owned. */
+        private NDArray inDataType(NDArray f32) {
+            NDArray converted = f32.toType(config.getDataType(), false);
+            if (converted != f32) {
+                f32.close();
+            }
+            return own(converted);
         }
 
         private void layerNorm(NormWeights n, String prefix, NDArray pending) {
