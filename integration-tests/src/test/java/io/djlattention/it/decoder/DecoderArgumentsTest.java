@@ -17,6 +17,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
+import io.djlattention.zoo.decoder.DecoderConfig;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
 
@@ -31,6 +32,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
@@ -195,6 +197,51 @@ class DecoderArgumentsTest {
             List<int[]> want = field(ref, "generated");
             for (int i = 0; i < want.size(); ++i) {
                 assertArrayEquals(want.get(i), got.get(i), attention + " case " + i);
+            }
+        }
+    }
+
+    @Test
+    void absentWindowAndCapKeysTakeTransformersDefaultsAndNullMeansNone() throws Exception {
+        // MistralConfig and Gemma2Config default sliding_window to 4096 and Gemma2Config the caps
+        // to 50 (attention) and 30 (logits) when the key is absent; null switches each off.
+        String[] keys = {"sliding_window", "attn_logit_softcapping", "final_logit_softcapping"};
+        for (boolean absent : new boolean[] {true, false}) {
+            for (String name : new String[] {"mistral", "gemma2"}) {
+                Path copy = copy(name);
+                Path config = copy.resolve("config.json");
+                JsonObject json =
+                        JsonParser.parseString(Files.readString(config, StandardCharsets.UTF_8))
+                                .getAsJsonObject();
+                for (String key : keys) {
+                    if (json.has(key)) {
+                        json.remove(key);
+                        if (!absent) {
+                            json.add(key, JsonNull.INSTANCE);
+                        }
+                    }
+                }
+                Files.writeString(config, json.toString(), StandardCharsets.UTF_8);
+                Criteria<int[], int[]> c =
+                        Criteria.builder().setTypes(int[].class, int[].class).build();
+                try (ZooModel<int[], int[]> model = DecoderModels.load(copy, c)) {
+                    DecoderConfig got =
+                            DecoderModels.generationBlock(model).getDecoder().getConfig();
+                    String what = name + (absent ? " without the keys" : " with null keys");
+                    assertEquals(absent ? 4096 : 0, got.getSlidingWindow(), what);
+                    boolean gemma2 = "gemma2".equals(name);
+                    assertEquals(absent && gemma2 ? 50f : 0f, got.getAttentionSoftcap(), what);
+                    assertEquals(absent && gemma2 ? 30f : 0f, got.getFinalSoftcap(), what);
+                }
+                deleteTree(copy);
+            }
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> files = Files.walk(dir)) {
+            for (Path f : (Iterable<Path>) files.sorted(Comparator.reverseOrder())::iterator) {
+                Files.delete(f);
             }
         }
     }
