@@ -17,7 +17,8 @@ _decode.restype = ctypes.c_char_p
 _decode.argtypes = ([ctypes.c_int64] * 6 + [ctypes.c_int32, ctypes.c_int32, ctypes.c_uint64,
                     ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p,
                     ctypes.c_char_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
-                    ctypes.c_int32, ctypes.c_int32, ctypes.c_int32])
+                    ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64,
+                    ctypes.c_float])
 _prefill = lib.djl_attn_test_paged_prefill_plan
 _prefill.restype = ctypes.c_char_p
 _prefill.argtypes = [ctypes.c_int64] * 3
@@ -37,14 +38,16 @@ def fields(text):
 def decode_plan(num_seqs, context, kernel="auto", config="smem4", partition=512, heads_q=32,
                 heads_kv=8, dim=128, block_size=16, element_size=2, alibi=False, gpu=H200,
                 query_address=ALIGNED, q_seq_stride=None, q_head_stride=None,
-                cache_address=ALIGNED, fp8=False):
+                cache_address=ALIGNED, fp8=False, window_left=-1, softcap=0.0):
     """The plan of paged_attention for a query [num_seqs, Hq, D] (contiguous unless strides are
-    given) and max_context_len = context; an fp8 cache when `fp8`."""
+    given) and max_context_len = context; an fp8 cache when `fp8`; the sliding window and
+    soft-cap as the operator takes them."""
     q_head_stride = dim if q_head_stride is None else q_head_stride
     q_seq_stride = heads_q * dim if q_seq_stride is None else q_seq_stride
     return fields(_decode(num_seqs, heads_q, heads_kv, dim, block_size, context, element_size,
                           int(alibi), query_address, q_seq_stride, q_head_stride, cache_address,
-                          kernel.encode(), config.encode(), partition, *gpu, int(fp8)).decode())
+                          kernel.encode(), config.encode(), partition, *gpu, int(fp8),
+                          window_left, softcap).decode())
 
 
 def v2(partition_size, partitions, num_seqs, config="smem4", heads_q=32, dim=128, head_tiles=1):
@@ -313,3 +316,38 @@ def test_head_dims_between_the_compiled_ones():
     # The flash kernels keep their own head dims: auto on D = 32 runs v2.
     assert decode_plan(32, 4096, dim=32)["kernel"] == "v2"
     assert decode_plan(32, 4096, dim=32, fp8=True)["kernel"] == "v2"
+
+
+# ---- sliding window and soft-cap ----------------------------------------------------------------
+# The tensor-core decode kernels (flash, and flash_fp8 on an fp8 cache) have neither feature: a
+# call with a window that hides a key or with a soft-cap runs v1/v2 (auto and a forced flash
+# alike), which skip the keys before the window. A window at least max_context_len - 1 wide hides
+# nothing and keeps the default choice.
+
+
+@pytest.mark.parametrize("kernel", ["auto", "flash"])
+@pytest.mark.parametrize("fp8", [False, True])
+def test_decode_features_route_to_v1_v2(kernel, fp8):
+    assert decode_plan(8, 4096, kernel, fp8=fp8)["kernel"] == ("flash_fp8" if fp8 else "flash")
+    for window_left, softcap in [(0, 0.0), (4094, 0.0), (1000, 0.0), (-1, 30.0), (4096, 50.0)]:
+        plan = decode_plan(8, 4096, kernel, fp8=fp8, window_left=window_left, softcap=softcap)
+        assert plan["kernel"] in ("v1", "v2"), (window_left, softcap, plan)
+    # No key hidden, no cap: the default choice.
+    for window_left in [4095, 4096, 1 << 40]:
+        plan = decode_plan(8, 4096, kernel, fp8=fp8, window_left=window_left)
+        assert plan["kernel"] == ("flash_fp8" if fp8 else "flash"), window_left
+
+
+def test_decode_window_sizes_v2_by_its_span():
+    # Batch 1, 32k context, a 4k window (Mistral): v2 splits the window's span (at most
+    # window_left + 32 keys), not the context: 4128 keys at 64-token partitions (the grid of 8
+    # kv heads x 65 partitions is still below 4 blocks per SM on 132 SMs), where the whole
+    # context takes 128 partitions of 256. No block is launched for keys before the window.
+    assert decode_plan(1, 32768, "v2") == v2(256, 128, 1)
+    assert decode_plan(1, 32768, "v2", window_left=4096) == v2(64, 65, 1)
+    assert decode_plan(1, 32768, window_left=4096) == v2(64, 65, 1)
+    # A window narrower than v1's automatic limit on a full grid: v1 walks it in one pass.
+    assert decode_plan(128, 32768, window_left=1000) == v1(128)
+    assert decode_plan(128, 32768, window_left=-1, softcap=30.0) == v2(512, 64, 128)
+    # A window of 0 (the query's own key): one pass, whatever the context.
+    assert decode_plan(1, 32768, window_left=0) == v1(1)

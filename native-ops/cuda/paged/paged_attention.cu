@@ -134,6 +134,8 @@ void run_rows(const PagedAttentionParams& p) {
   r.max_blocks = p.max_blocks;
   r.max_seqlen_q = 1;
   r.scale = p.scale;
+  r.window_left = p.window_left;
+  r.softcap = p.softcap;
   r.dtype = p.dtype;
   r.cache_type = p.cache_type;
   r.k_scale = p.k_scale;
@@ -173,10 +175,6 @@ void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
 }  // namespace
 
 void run_paged_attention_cuda(const PagedAttentionParams& p) {
-  if (p.window_left >= 0 || p.softcap > 0.f) {
-    fail_invalid("paged_attention: window_left/softcap: not yet supported on CUDA (CPU only), got "
-                 "window_left = ", p.window_left, ", softcap = ", p.softcap);
-  }
   const int device = cuda::device_of(p.query);
   cuda::DeviceGuard guard(device);
   const DecodePlan plan = plan_paged_attention(p, decode_options(), cuda::device_facts(device));

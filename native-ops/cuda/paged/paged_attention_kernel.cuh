@@ -208,6 +208,24 @@ constexpr int step_tokens(int block_size) {
   return block_size == kRunTimeBlockSize ? kRunTimeStep : block_size;
 }
 
+// The sliding window (PagedAttentionParams::window_left) in v1/v2: the first key the query at
+// context - 1 sees, and the token a sequence's steps (v1) or first partition (v2) start from:
+// that key aligned down to kWindowAlign (paged_plan.h), a multiple of every step, so steps and
+// partitions stay on cache block boundaries; keys before the window are never read.
+static_assert([] {
+  for (int b : kBlockSizes) {
+    if (kWindowAlign % b != 0) return false;
+  }
+  return kWindowAlign % kRunTimeStep == 0;
+}(), "the window's start is aligned to a multiple of every step");
+
+__device__ __forceinline__ int first_visible(int context, int64_t window_left) {
+  return window_left >= 0 && context - 1 > window_left
+             ? context - 1 - static_cast<int>(window_left) : 0;
+}
+
+__device__ __forceinline__ int window_base(int first) { return first & ~(kWindowAlign - 1); }
+
 // Workspace of v2, all float32: [num_seqs, Hq, max_partitions] maxima and sums, and
 // [num_seqs, Hq, max_partitions, D] partition outputs already divided by their own sums.
 struct PartitionWorkspace {
@@ -289,7 +307,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int context = p.context_lens[seq];
   const bool partitioned = partition_size > 0;
-  const int start_token = partitioned ? part * partition_size : 0;
+  // Keys before first_token are outside the window; v1's steps and v2's partitions count from
+  // the window's aligned start (0 without a window).
+  const int first_token = first_visible(context, p.window_left);
+  const int start_token = window_base(first_token) + (partitioned ? part * partition_size : 0);
   // The call's head dim: kHeadDim, or less (a head dim the launcher runs on the next compiled
   // one, paged_plan.h): the row's first `vecs` vectors are loaded, the rest stay zero and are
   // never stored.
@@ -322,6 +343,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * head_dim;
   const float q_scale = p.scale * scale_of(p.k_scale, kv_head);
   const float out_scale = scale_of(p.v_scale, kv_head);
+  // The soft-cap: a uniform branch per score, not taken on the default path.
+  const float softcap = p.softcap;
   const int row_lane = lane % kLanesPerRow;
   const int row_slot = lane / kLanesPerRow;
 
@@ -484,7 +507,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 #pragma unroll
       for (int c = 0; c < kChunk; ++c) {
         const int t = row_slot + (chunk * kChunk + c) * kRowsPerPass;
-        valid[c] = block_start + t < end_token;
+        valid[c] = block_start + t < end_token && block_start + t >= first_token;
         // Run-time block size: the token's row of the cache (its cache block's id from `ids`;
         // every lane shuffles, whether or not it loads).
         int64_t row = 0;
@@ -536,6 +559,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
           for (int mask = kLanesPerRow / 2; mask > 0; mask /= 2) {
             dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], mask);
           }
+          if (softcap > 0.f) dot[h] = softcap * tanhf(dot[h] / softcap);
           score[c][h] = valid[c] ? dot[h] + slope[h] * distance : -INFINITY;
         }
       }
@@ -640,8 +664,9 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   }
   __syncthreads();
 
-  // Merge the warps. Warp 0 had the partition's first cache block, so the max is finite and
-  // the sum >= 1.
+  // Merge the warps. Some warp saw a key (every partition the grid runs past the early return
+  // holds one: the first spans the window's first key, at most kWindowAlign - 1 tokens in, and
+  // partition sizes are >= 64), so the max is finite and the sum >= 1.
   for (int i = tid; i < tile_heads * head_dim; i += kT) {
     const int h = i / head_dim, d = i % head_dim;
     float m = -INFINITY;
@@ -682,7 +707,10 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x;
   const int64_t dim = p.head_dim;
   const int context = p.context_lens[seq];
-  const int parts = (context + partition_size - 1) / partition_size;
+  // The partitions the kernel ran, counted from the window's aligned start as it counts them.
+  const int parts =
+      (context - window_base(first_visible(context, p.window_left)) + partition_size - 1) /
+      partition_size;
   T* out = static_cast<T*>(p.out) + (seq * p.heads_q + head) * dim;
   if (parts == 0) {
     for (int64_t d = tid; d < dim; d += kThreads) out[d] = from_float<T>(0.f);

@@ -24,24 +24,40 @@ constexpr int64_t kMinPartitionSize = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether a call has a sliding window that hides a key of some sequence (window_left <
+// max_context_len - 1: a wider one is no window) or a soft-cap. The tensor-core decode kernels
+// (flash, flash_fp8) have neither feature: such a call runs v1/v2, which have both (and skip
+// the keys before the window).
+bool has_features(const PagedAttentionParams& p) {
+  return (p.window_left >= 0 && p.window_left < p.max_context_len - 1) || p.softcap > 0.f;
+}
+
+// The longest span of keys v1/v2 walk for one sequence: the context, or with a window its
+// first visible key aligned down to kWindowAlign up to the query (at most window_left +
+// kWindowAlign tokens).
+int64_t walked_context(const PagedAttentionParams& p) {
+  if (p.window_left < 0 || p.window_left >= p.max_context_len) return p.max_context_len;
+  return std::min(p.max_context_len, p.window_left + kWindowAlign);
+}
+
 // Whether the flash decode kernel runs this call: float16/bfloat16 caches of the query's dtype
-// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, a
-// GQA group that fits its query rows, and 16-byte aligned query rows and output (its loads and
-// stores are 16-byte vectors).
+// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, no
+// window or soft-cap, a GQA group that fits its query rows, and 16-byte aligned query rows and
+// output (its loads and stores are 16-byte vectors).
 bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
   return p.dtype != ElementType::kFloat32 && p.cache_type == CacheType::kQuery &&
-         flash::decode_runs_on(p.head_dim, device) &&
+         flash::decode_runs_on(p.head_dim, device) && !has_features(p) &&
          p.alibi_slopes == nullptr && p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
          aligned16(p.query) && p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
          aligned16(p.out);
 }
 
 // Whether the fp8 tensor-core kernel runs this call: an fp8 cache read by float16/bfloat16
-// queries, a head dim it has, no ALiBi, a GQA group that fits its 16 query rows, mma.sync
+// queries, a head dim it has, no ALiBi, no window or soft-cap, a GQA group that fits its 16 query rows, mma.sync
 // f16/bf16 (sm_80+) and its shared memory (not D = 256 on sm_86/sm_89's 99 KiB: v1/v2 there).
 bool flash_fp8_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
   return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
-         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr &&
+         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr && !has_features(p) &&
          p.heads_q / p.heads_kv <= 16 && device.cc_major >= 8 &&
          device.smem_optin >= fp8_mma_smem_bytes(p.head_dim);
 }
@@ -123,7 +139,8 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
     return plan;
   }
 
-  const int64_t max_context = p.max_context_len;
+  // v1/v2 walk at most this many keys of a sequence (a window's span): it sizes the split.
+  const int64_t max_context = walked_context(p);
   const int64_t base_partition = options.partition_size;
   const int64_t partitions = ceil_div(max_context, base_partition);
   const int64_t head_tiles = ceil_div(p.heads_q / p.heads_kv, kHeadTile);

@@ -40,6 +40,10 @@ constexpr int kHeadTile = 4;
 // grids: a multiple of every block size and of 4 warps' cache blocks of the largest size, so a
 // partition's warps share evenly. DJL_ATTN_PAGED_PARTITION changes the start (benchmarks).
 constexpr int kPartitionSize = 512;
+// v1/v2 with a sliding window start a sequence at its window's first key aligned down to this
+// many tokens (a multiple of every block size and of the run-time step): its span is then at
+// most window_left + kWindowAlign tokens, which sizes v2's partitions.
+constexpr int kWindowAlign = 32;
 // Threads of a reshape_and_cache block (one block per token).
 constexpr int kCacheThreads = 128;
 // Warps of a paged_prefill_attention block (one warp per query row).

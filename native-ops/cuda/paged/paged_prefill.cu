@@ -1,6 +1,6 @@
 // paged_prefill_attention on CUDA: a simple, correct kernel. One warp per (query row, head):
 // lane l holds head-dim elements l, l + 32, ...; keys are streamed one at a time through the
-// block table with an online softmax. It reads each key once per query row, so it is for
+// block table with an online softmax, from the row's sliding-window edge (0 without one). It reads each key once per query row, so it is for
 // chunked prefill of moderate chunks, not tuned. Its element loads need no alignment, so
 // paged_attention runs it too (one row per sequence) on caches its vector kernels cannot read.
 #include <cuda_bf16.h>
@@ -54,6 +54,9 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
   const float q_scale = p.scale * kernels::scale_of(p.k_scale, kv_head);
   const float out_scale = kernels::scale_of(p.v_scale, kv_head);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
+  // The sliding window's first key (0 without one): keys before it are not read.
+  const int64_t first = p.window_left >= 0 && position > p.window_left
+                            ? position - p.window_left : 0;
 
   const T* q = static_cast<const T*>(p.query) + (chunk_begin + row) * p.q_token_stride +
                head * p.q_head_stride;
@@ -65,7 +68,7 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
     acc[i] = 0.f;
   }
   float row_max = -INFINITY, row_sum = 0.f;
-  for (int64_t j = 0; j <= position; ++j) {
+  for (int64_t j = first; j <= position; ++j) {
     const int64_t offset = (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * token_stride;
     const C* k = k_cache + offset;
     float partial = 0.f;
@@ -74,7 +77,10 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
       const int64_t d = lane + i * kWarpSize;
       if (d < dim) partial += q_reg[i] * cache_value(k + d);
     }
-    const float score = warp_sum(partial) + slope * static_cast<float>(j - position);
+    float score = warp_sum(partial);
+    // Uniform over the launch: the soft-cap (scale * q . k capped) before the ALiBi term.
+    if (p.softcap > 0.f) score = p.softcap * tanhf(score / p.softcap);
+    score += slope * static_cast<float>(j - position);
     const float new_max = fmaxf(row_max, score);
     const float correction = __expf(row_max - new_max);
     const float weight = __expf(score - new_max);
@@ -133,10 +139,6 @@ void launch(const PagedPrefillParams& p, const PrefillPlan& plan, cudaStream_t s
 }  // namespace
 
 void run_paged_prefill_cuda(const PagedPrefillParams& p) {
-  if (p.window_left >= 0 || p.softcap > 0.f) {
-    fail_invalid("paged_prefill_attention: window_left/softcap: not yet supported on CUDA (CPU "
-                 "only), got window_left = ", p.window_left, ", softcap = ", p.softcap);
-  }
   const PrefillPlan plan = plan_paged_prefill(p);
   if (plan.grid_x == 0) return;  // no query rows
   const int device = cuda::device_of(p.query);

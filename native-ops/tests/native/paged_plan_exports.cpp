@@ -19,13 +19,14 @@ using djl_attn::plan_exports::keep;
 // DJL_ATTN_PAGED_PARTITION. The query is
 // [num_seqs, Hq, D] with strides (q_seq_stride, q_head_stride) at `query_address`; both caches
 // start at `cache_address` and hold fp8 bytes when `fp8_cache` (the query's dtype otherwise); the
-// output is allocated (aligned). "error: ..." on failure.
+// output is allocated (aligned); `window_left` and `softcap` as the operator takes them.
+// "error: ..." on failure.
 extern "C" const char* djl_attn_test_paged_attention_plan(
     int64_t num_seqs, int64_t heads_q, int64_t heads_kv, int64_t head_dim, int64_t block_size,
     int64_t max_context_len, int32_t element_size, int32_t alibi, uint64_t query_address,
     int64_t q_seq_stride, int64_t q_head_stride, uint64_t cache_address, const char* kernel,
     const char* config, int64_t partition_size, int32_t sm_count, int64_t smem_optin,
-    int32_t cc_major, int32_t cc_minor, int32_t fp8_cache) {
+    int32_t cc_major, int32_t cc_minor, int32_t fp8_cache, int64_t window_left, float softcap) {
   using namespace djl_attn::paged;
   try {
     DecodeOptions options;
@@ -51,6 +52,8 @@ extern "C" const char* djl_attn_test_paged_attention_plan(
     p.block_size = block_size;
     p.max_blocks = (max_context_len + block_size - 1) / block_size;
     p.max_context_len = max_context_len;
+    p.window_left = window_left;
+    p.softcap = softcap;
     p.dtype = element_type_of(element_size);
     p.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
     return keep(describe(
