@@ -13,12 +13,23 @@ writes, offline and deterministically:
   embeddings, saved in bfloat16;
 - DIR/gpt2: a `GPT2LMHeadModel` (tied embeddings) saved float32 in one file;
 - DIR/gpt2_f16: a `GPT2LMHeadModel` with an untied lm_head and n_inner null, saved in float16;
+- DIR/mistral: a `MistralForCausalLM` (LLaMA layout, GQA 4:2) with `sliding_window` 5, saved
+  float32: every prompt plus its greedy steps is longer than the window;
+- DIR/gemma2: a `Gemma2ForCausalLM` with 4 layers alternating sliding (window 4) and full
+  attention (`layer_types`), head_dim 32 != hidden / heads, query_pre_attn_scalar 20 (a scale
+  other than head_dim^-0.5), attention and final logit soft-capping small enough to change the
+  outputs, tied embeddings, saved float32;
 - DIR/<name>/reference.json for each: the prompts (text and the ids the tokenizer gives), the
   logits after every prompt position, and the greedy continuation (`generate`, do_sample=False,
   max_new_tokens 12) as ids and as text decoded with skip_special_tokens.
 
 The references come from the saved checkpoint loaded back and run in float64 (eager attention),
-so a float16/bfloat16 checkpoint's reference is that of its rounded weights. Weights are drawn
+so a float16/bfloat16 checkpoint's reference is that of its rounded weights. Each greedy
+continuation is also checked against an argmax loop of full forwards without a cache (transformers'
+sliding-window cache keeps only the last window - 1 keys: this proves the cached steps and the
+mask agree). For mistral and gemma2 the script also runs the same weights with the window (and
+the soft-caps) switched off and asserts the logits or the continuation change, so the fixtures
+exercise what they claim. Weights are drawn
 with a larger spread than the Hugging Face initialiser (std 0.1 instead of 0.02) so greedy steps
 have clear top-1/top-2 margins; the smallest margin seen is written as `min_greedy_margin`.
 """
@@ -29,7 +40,16 @@ import sys
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+)
 
 CORPUS = [
     "Once upon a time there was a little girl named Lily.",
@@ -53,6 +73,11 @@ PROMPTS = [
 ]
 
 MAX_NEW = 12
+MISTRAL_WINDOW = 5
+GEMMA2_WINDOW = 4
+# Scores and logits of the std-0.1 weights reach a few units: caps this small bend them.
+GEMMA2_ATTN_SOFTCAP = 1.5
+GEMMA2_FINAL_SOFTCAP = 3.0
 
 
 def train_tokenizer(path):
@@ -90,9 +115,33 @@ def randomize(model, seed):
                 p.copy_(0.1 * torch.randn_like(p))
 
 
-def references(model_cls, out, tok):
-    model = model_cls.from_pretrained(out, dtype=torch.float64, attn_implementation="eager")
+def load64(model_cls, out, **overrides):
+    """The saved checkpoint in float64 with eager attention; overrides replace config keys."""
+    kwargs = {}
+    if overrides:
+        config = model_cls.config_class.from_pretrained(out)
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        kwargs["config"] = config
+    model = model_cls.from_pretrained(
+        out, dtype=torch.float64, attn_implementation="eager", **kwargs
+    )
     model.eval()
+    return model
+
+
+def greedy_without_cache(model, ids, n):
+    """Greedy ids by full forwards (no KV cache): the independent check of generate's cache."""
+    seq = list(ids)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([seq]), use_cache=False).logits[0, -1]
+            seq.append(int(torch.argmax(logits)))
+    return seq[len(ids):]
+
+
+def references(model_cls, out, tok):
+    model = load64(model_cls, out)
     cases = []
     min_margin = float("inf")
     eos = model.generation_config.eos_token_id
@@ -111,6 +160,8 @@ def references(model_cls, out, tok):
                 return_dict_in_generate=True,
             )
         generated = gen.sequences[0, len(ids):].tolist()
+        uncached = greedy_without_cache(model, ids, len(generated))
+        assert uncached == generated, (out, text, generated, uncached)
         for step in gen.scores:
             top = torch.topk(step[0], 2).values
             min_margin = min(min_margin, float(top[0] - top[1]))
@@ -131,6 +182,26 @@ def references(model_cls, out, tok):
     }
 
 
+def assert_changes(model_cls, out, tok, ref, what, **overrides):
+    """Asserts that switching a feature off (config overrides) changes the reference: some
+    prompt's logits by more than 1e-3, or its greedy continuation."""
+    model = load64(model_cls, out, **overrides)
+    worst = 0.0
+    changed_ids = False
+    for case in ref["cases"]:
+        x = torch.tensor([case["prompt"]])
+        with torch.no_grad():
+            logits = model(x).logits[0]
+        worst = max(worst, float((logits - torch.tensor(case["logits"])).abs().max()))
+        ids = greedy_without_cache(model, case["prompt"], len(case["generated"]))
+        changed_ids |= ids != case["generated"]
+    assert worst > 1e-3 or changed_ids, (out, what, worst)
+    print(
+        f"make_decoders: {os.path.basename(out)}: without {what}: max |logit change| {worst:.3f},"
+        f" continuations change: {changed_ids}"
+    )
+
+
 def save(model, model_cls, out, tok, dtype, shard):
     model = model.to(dtype)
     kwargs = {"max_shard_size": "40KB"} if shard else {}
@@ -143,6 +214,7 @@ def save(model, model_cls, out, tok, dtype, shard):
         f"make_decoders: {os.path.basename(out)}: {dtype}, shards={shard},"
         f" min greedy margin {ref['min_greedy_margin']:.4f}"
     )
+    return ref
 
 
 def main():
@@ -191,6 +263,55 @@ def main():
         randomize(m, seed)
         return m
 
+    def mistral(seed):
+        config = MistralConfig(
+            vocab_size=vocab,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            rms_norm_eps=1e-6,
+            rope_theta=500.0,
+            sliding_window=MISTRAL_WINDOW,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            attn_implementation="eager",
+        )
+        m = MistralForCausalLM(config)
+        randomize(m, seed)
+        return m
+
+    def gemma2(seed):
+        config = Gemma2Config(
+            vocab_size=vocab,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            max_position_embeddings=128,
+            rms_norm_eps=1e-6,
+            rope_theta=500.0,
+            query_pre_attn_scalar=20,
+            sliding_window=GEMMA2_WINDOW,
+            layer_types=["sliding_attention", "full_attention"] * 2,
+            attn_logit_softcapping=GEMMA2_ATTN_SOFTCAP,
+            final_logit_softcapping=GEMMA2_FINAL_SOFTCAP,
+            hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            attn_implementation="eager",
+        )
+        m = Gemma2ForCausalLM(config)
+        randomize(m, seed)
+        return m
+
     save(llama(1, tie_word_embeddings=False), LlamaForCausalLM,
          os.path.join(out, "llama"), bos_tok, torch.float32, True)
     save(llama(2, head_dim=32, tie_word_embeddings=True), LlamaForCausalLM,
@@ -199,6 +320,25 @@ def main():
          os.path.join(out, "gpt2"), tok, torch.float32, False)
     save(gpt2(4, tie_word_embeddings=False, activation_function="gelu_pytorch_tanh"),
          GPT2LMHeadModel, os.path.join(out, "gpt2_f16"), tok, torch.float16, False)
+
+    path = os.path.join(out, "mistral")
+    ref = save(mistral(9), MistralForCausalLM, path, bos_tok, torch.float32, False)
+    longest = max(len(c["prompt"]) for c in ref["cases"])
+    assert min(len(c["prompt"]) + MAX_NEW for c in ref["cases"]) > MISTRAL_WINDOW, longest
+    assert_changes(MistralForCausalLM, path, bos_tok, ref, "the window", sliding_window=None)
+    # W keys (k > q - W), not W + 1: the window one longer gives other outputs.
+    assert_changes(MistralForCausalLM, path, bos_tok, ref, "window W + 1",
+                   sliding_window=MISTRAL_WINDOW + 1)
+
+    path = os.path.join(out, "gemma2")
+    ref = save(gemma2(12), Gemma2ForCausalLM, path, bos_tok, torch.float32, False)
+    assert_changes(Gemma2ForCausalLM, path, bos_tok, ref, "the window",
+                   layer_types=["full_attention"] * 4)
+    assert_changes(Gemma2ForCausalLM, path, bos_tok, ref, "attention soft-capping",
+                   attn_logit_softcapping=None)
+    # tanh is monotone: the final cap never changes a greedy id, only the logits (asserted).
+    assert_changes(Gemma2ForCausalLM, path, bos_tok, ref, "final soft-capping",
+                   final_logit_softcapping=None)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ public final class GenerateCommand implements Callable<Integer> {
             names = {"-m", "--model"},
             paramLabel = "PATH",
             description =
-                    "a Hugging Face checkpoint directory (LlamaForCausalLM, GPT2LMHeadModel) or a"
+                    "a Hugging Face checkpoint directory (LlamaForCausalLM, MistralForCausalLM,"
+                            + " Gemma2ForCausalLM, GPT2LMHeadModel) or a"
                             + " llama2.c .bin file (default: the built-in stories260K)")
     Path model;
 

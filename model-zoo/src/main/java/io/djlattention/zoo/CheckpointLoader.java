@@ -24,7 +24,7 @@ import java.util.stream.Stream;
 
 /**
  * Decides which loader a checkpoint belongs to and calls it: {@link EncoderModels} for BERT
- * encoders, {@link DecoderModels} for LLaMA, GPT-2 and llama2.c decoders.
+ * encoders, {@link DecoderModels} for LLaMA, Mistral, Gemma-2, GPT-2 and llama2.c decoders.
  *
  * <p>A Hugging Face directory is dispatched on the first entry of {@code architectures} in its
  * {@code config.json}:
@@ -32,7 +32,8 @@ import java.util.stream.Stream;
  * <ul>
  *   <li>{@code BertModel}, {@code BertForMaskedLM} (or no {@code architectures} and {@code
  *       model_type} {@code bert}): encoder;
- *   <li>{@code LlamaForCausalLM}, {@code GPT2LMHeadModel}: decoder;
+ *   <li>{@link HfDecoderLoader#ARCHITECTURES} ({@code LlamaForCausalLM}, {@code
+ *       MistralForCausalLM}, {@code Gemma2ForCausalLM}, {@code GPT2LMHeadModel}): decoder;
  *   <li>anything else: {@link MalformedModelException} naming {@code config.json} and the
  *       architecture.
  * </ul>

@@ -17,11 +17,14 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
+import io.djlattention.zoo.decoder.DecoderConfig;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -29,6 +32,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
@@ -39,7 +43,9 @@ import java.util.stream.Stream;
  * seeded generator per request), {@code eosTokenId} stops a request after that token, a list of
  * EOS ids in {@code generation_config.json} takes the first, and a {@code config.json} with the
  * pre-5.0 {@code rope_theta} / {@code rope_scaling: null} keys generates what transformers 5.18
- * generated from {@code rope_parameters}.
+ * generated from {@code rope_parameters}, and a Gemma-2 {@code config.json} without {@code
+ * layer_types} alternates local and global layers as transformers' Gemma2Config does. Sampling is
+ * checked on LLaMA and on the windowed, soft-capped Mistral and Gemma-2 checkpoints.
  */
 class DecoderArgumentsTest {
 
@@ -78,20 +84,23 @@ class DecoderArgumentsTest {
         }
     }
 
-    @Test
-    void samplingIsTheSameOnEveryPathAndInAnyBatch() throws Exception {
-        List<int[]> prompts = field(reference("llama"), "prompt");
-        List<int[]> greedy = field(reference("llama"), "generated");
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama", "mistral", "gemma2"})
+    void samplingIsTheSameOnEveryPathAndInAnyBatch(String name) throws Exception {
+        List<int[]> prompts = field(reference(name), "prompt");
+        List<int[]> greedy = field(reference(name), "generated");
         Map<String, Object> sampling =
                 Map.of("temperature", 1.5f, "topK", 40, "seed", 11, "maxNewTokens", 12);
         List<int[]> stock = new ArrayList<>();
         for (int[] p : prompts) {
-            stock.add(generate(dir("llama"), merge(sampling, "attention", "stock"), List.of(p)).get(0));
+            stock.add(
+                    generate(dir(name), merge(sampling, "attention", "stock"), List.of(p)).get(0));
         }
         // 4 blocks of 16 for requests needing 11: requests wait for blocks and running ones may
-        // be preempted and recomputed, which must not change a sample.
-        List<int[]> paged = generate(dir("llama"), merge(sampling, "numBlocks", 4), prompts);
-        List<int[]> flash = generate(dir("llama"), merge(sampling, "attention", "flash"), prompts);
+        // be preempted and recomputed, which must not change a sample (nor, for the windowed
+        // checkpoints, the keys the window hides).
+        List<int[]> paged = generate(dir(name), merge(sampling, "numBlocks", 4), prompts);
+        List<int[]> flash = generate(dir(name), merge(sampling, "attention", "flash"), prompts);
         boolean differsFromGreedy = false;
         for (int i = 0; i < prompts.size(); ++i) {
             assertArrayEquals(stock.get(i), paged.get(i), "paged vs stock, case " + i);
@@ -157,6 +166,83 @@ class DecoderArgumentsTest {
         List<int[]> want = field(ref, "generated");
         for (int i = 0; i < want.size(); ++i) {
             assertArrayEquals(want.get(i), got.get(i), "case " + i);
+        }
+    }
+
+    @Test
+    void gemma2WithoutLayerTypesAlternatesAsGemma2ConfigDoes() throws Exception {
+        // Gemma-2 configs written before layer_types: Gemma2Config makes the even layers local.
+        // The fixture's list is that rule, so dropping the key must generate the same.
+        Path copy = copy("gemma2");
+        Path config = copy.resolve("config.json");
+        JsonObject json =
+                JsonParser.parseString(Files.readString(config, StandardCharsets.UTF_8))
+                        .getAsJsonObject();
+        JsonArray types = json.getAsJsonArray("layer_types");
+        for (int l = 0; l < types.size(); ++l) {
+            assertEquals(
+                    l % 2 == 0 ? "sliding_attention" : "full_attention",
+                    types.get(l).getAsString(),
+                    "the fixture follows the alternating rule");
+        }
+        json.remove("layer_types");
+        Files.writeString(config, json.toString(), StandardCharsets.UTF_8);
+        JsonObject ref = reference("gemma2");
+        for (String attention : new String[] {"paged", "stock"}) {
+            List<int[]> got =
+                    generate(
+                            copy,
+                            Map.of("maxNewTokens", 12, "attention", attention),
+                            field(ref, "prompt"));
+            List<int[]> want = field(ref, "generated");
+            for (int i = 0; i < want.size(); ++i) {
+                assertArrayEquals(want.get(i), got.get(i), attention + " case " + i);
+            }
+        }
+    }
+
+    @Test
+    void absentWindowAndCapKeysTakeTransformersDefaultsAndNullMeansNone() throws Exception {
+        // MistralConfig and Gemma2Config default sliding_window to 4096 and Gemma2Config the caps
+        // to 50 (attention) and 30 (logits) when the key is absent; null switches each off.
+        String[] keys = {"sliding_window", "attn_logit_softcapping", "final_logit_softcapping"};
+        for (boolean absent : new boolean[] {true, false}) {
+            for (String name : new String[] {"mistral", "gemma2"}) {
+                Path copy = copy(name);
+                Path config = copy.resolve("config.json");
+                JsonObject json =
+                        JsonParser.parseString(Files.readString(config, StandardCharsets.UTF_8))
+                                .getAsJsonObject();
+                for (String key : keys) {
+                    if (json.has(key)) {
+                        json.remove(key);
+                        if (!absent) {
+                            json.add(key, JsonNull.INSTANCE);
+                        }
+                    }
+                }
+                Files.writeString(config, json.toString(), StandardCharsets.UTF_8);
+                Criteria<int[], int[]> c =
+                        Criteria.builder().setTypes(int[].class, int[].class).build();
+                try (ZooModel<int[], int[]> model = DecoderModels.load(copy, c)) {
+                    DecoderConfig got =
+                            DecoderModels.generationBlock(model).getDecoder().getConfig();
+                    String what = name + (absent ? " without the keys" : " with null keys");
+                    assertEquals(absent ? 4096 : 0, got.getSlidingWindow(), what);
+                    boolean gemma2 = "gemma2".equals(name);
+                    assertEquals(absent && gemma2 ? 50f : 0f, got.getAttentionSoftcap(), what);
+                    assertEquals(absent && gemma2 ? 30f : 0f, got.getFinalSoftcap(), what);
+                }
+                deleteTree(copy);
+            }
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> files = Files.walk(dir)) {
+            for (Path f : (Iterable<Path>) files.sorted(Comparator.reverseOrder())::iterator) {
+                Files.delete(f);
+            }
         }
     }
 

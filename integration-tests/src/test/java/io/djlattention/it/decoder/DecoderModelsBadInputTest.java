@@ -90,12 +90,12 @@ class DecoderModelsBadInputTest {
                         "gpt2",
                         c -> {
                             com.google.gson.JsonArray a = new com.google.gson.JsonArray();
-                            a.add("MistralForCausalLM");
+                            a.add("Qwen2ForCausalLM");
                             c.add("architectures", a);
                         });
         MalformedModelException e =
                 assertThrows(MalformedModelException.class, () -> DecoderModels.load(dir, ids()));
-        assertMessage(e, dir.resolve("config.json").toString(), "MistralForCausalLM");
+        assertMessage(e, dir.resolve("config.json").toString(), "Qwen2ForCausalLM");
     }
 
     @Test
@@ -141,6 +141,54 @@ class DecoderModelsBadInputTest {
                 "config.json",
                 "activation_function",
                 "relu");
+    }
+
+    @Test
+    void refusedWindowAndGemma2KeysAreNamed() throws IOException {
+        // key in the message -> (fixture, edit)
+        Map<String, Map.Entry<String, Consumer<JsonObject>>> edits =
+                Map.of(
+                        "sliding_window",
+                                Map.entry("mistral", c -> c.addProperty("sliding_window", 0)),
+                        "layer_types[1]",
+                                Map.entry(
+                                        "gemma2",
+                                        c ->
+                                                c.getAsJsonArray("layer_types")
+                                                        .set(1, new JsonPrimitive("chunked"))),
+                        "layer_types",
+                                Map.entry(
+                                        "gemma2",
+                                        c -> c.getAsJsonArray("layer_types").remove(3)),
+                        "use_bidirectional_attention",
+                                Map.entry(
+                                        "gemma2",
+                                        c -> c.addProperty("use_bidirectional_attention", true)),
+                        "hidden_activation",
+                                Map.entry(
+                                        "gemma2",
+                                        c -> c.addProperty("hidden_activation", "gelu")),
+                        "attn_logit_softcapping",
+                                Map.entry(
+                                        "gemma2",
+                                        c -> c.addProperty("attn_logit_softcapping", -1.0)),
+                        "final_logit_softcapping",
+                                Map.entry(
+                                        "gemma2",
+                                        c -> c.addProperty("final_logit_softcapping", 0.0)),
+                        "query_pre_attn_scalar",
+                                Map.entry(
+                                        "gemma2", c -> c.addProperty("query_pre_attn_scalar", 0)));
+        for (Map.Entry<String, Map.Entry<String, Consumer<JsonObject>>> edit : edits.entrySet()) {
+            Path dir = copy(edit.getValue().getKey(), edit.getValue().getValue());
+            MalformedModelException e =
+                    assertThrows(
+                            MalformedModelException.class,
+                            () -> DecoderModels.load(dir, ids()),
+                            edit.getKey());
+            assertMessage(e, dir.resolve("config.json").toString(), edit.getKey());
+            deleteTree(dir);
+        }
     }
 
     @Test

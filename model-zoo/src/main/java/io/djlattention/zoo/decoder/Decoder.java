@@ -31,8 +31,8 @@ import java.util.Map;
 import java.util.Random;
 
 /**
- * A decoder-only transformer (LLaMA-style or GPT-2-style, {@link DecoderConfig}) with three
- * attention paths over the same weights:
+ * A decoder-only transformer (LLaMA-style, GPT-2-style or Gemma-2-style, {@link DecoderConfig})
+ * with three attention paths over the same weights:
  *
  * <ul>
  *   <li>{@link ContiguousAttention#STOCK}: stock DJL ops over a contiguous, concatenated KV cache —
@@ -54,6 +54,13 @@ import java.util.Random;
  * LLaMA's rotary table (made once at load) have that many rows, and a step does not read
  * positions back to check them (libtorch's embedding lookup reports an index out of range).
  *
+ * <p>Every path applies the configuration's attention options the same way: the score scale, the
+ * sliding window of the local layers ({@link DecoderConfig#getWindowLeft}) and the score
+ * soft-cap, through {@link AttentionOptions} for {@code flash_attention}, the {@code window_left}
+ * and {@code softcap} arguments of {@code paged_attention} and {@code paged_prefill_attention},
+ * and a mask and {@code tanh} on the stock path; the final soft-cap bends the logits. A contiguous
+ * or paged cache longer than the window keeps every key; the window hides the old ones.
+ *
  * <p>Parameters carry Hugging Face names and shapes: LLaMA {@code model.embed_tokens.weight [V,
  * C]}, {@code model.layers.i.self_attn.{q,k,v,o}_proj.weight [out, in]}, {@code
  * model.layers.i.mlp.{gate,up,down}_proj.weight}, {@code model.layers.i.{input,post_attention}_
@@ -61,7 +68,8 @@ import java.util.Random;
  * wte.weight [V, C]}, {@code wpe.weight [P, C]}, {@code h.i.ln_1.{weight,bias}}, {@code
  * h.i.attn.c_attn.{weight [C, 3C], bias [3C]}}, {@code h.i.attn.c_proj.{weight [C, C], bias}},
  * {@code h.i.ln_2.*}, {@code h.i.mlp.c_fc.{weight [C, 4C], bias}}, {@code h.i.mlp.c_proj.{weight
- * [4C, C], bias}}, {@code ln_f.{weight,bias}} (GPT-2's Conv1D stores {@code [in, out]}), so a
+ * [4C, C], bias}}, {@code ln_f.{weight,bias}} (GPT-2's Conv1D stores {@code [in, out]}); Gemma-2
+ * LLaMA's names plus {@code model.layers.i.{pre,post}_feedforward_layernorm.weight}, so a
  * Hugging Face checkpoint's tensors load by name through {@link #setWeights}.
  *
  * <p>The paged cache stores the model's head dim whenever the loaded native library's paged
@@ -99,6 +107,8 @@ public final class Decoder extends AbstractBlock {
     private final Map<String, Parameter> weights = new LinkedHashMap<>();
     private ContiguousAttention contiguousAttention = ContiguousAttention.FLASH;
     private StepWeights stepWeights;
+    /** Per layer: causal flash attention with the layer's window, the scale and the soft-cap. */
+    private final AttentionOptions[] flashOptions;
 
     /**
      * Creates a decoder with uninitialised parameters; give them values with {@link #setWeights} or
@@ -109,6 +119,17 @@ public final class Decoder extends AbstractBlock {
     public Decoder(DecoderConfig config) {
         super((byte) 1);
         this.config = config;
+        flashOptions = new AttentionOptions[config.getNumLayers()];
+        for (int l = 0; l < flashOptions.length; ++l) {
+            int windowLeft = config.getWindowLeft(l);
+            flashOptions[l] =
+                    AttentionOptions.builder()
+                            .optCausal(true)
+                            .optScale((float) config.getAttentionScale())
+                            .optWindow(windowLeft, windowLeft < 0 ? -1 : 0)
+                            .optSoftcap(config.getAttentionSoftcap())
+                            .build();
+        }
         for (String name : parameterShapes(config).keySet()) {
             weights.put(
                     name,
@@ -143,7 +164,8 @@ public final class Decoder extends AbstractBlock {
         int inter = c.getIntermediateSize();
         int kvDim = c.getNumKvHeads() * c.getHeadDim();
         int qDim = c.getAttentionSize();
-        if (c.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+        if (c.getArchitecture() != DecoderConfig.Architecture.GPT2) {
+            boolean gemma2 = c.getArchitecture() == DecoderConfig.Architecture.GEMMA2;
             shapes.put("model.embed_tokens.weight", new Shape(c.getVocabSize(), hidden));
             for (int l = 0; l < c.getNumLayers(); ++l) {
                 String p = "model.layers." + l + ".";
@@ -156,6 +178,10 @@ public final class Decoder extends AbstractBlock {
                 shapes.put(p + "mlp.gate_proj.weight", new Shape(inter, hidden));
                 shapes.put(p + "mlp.up_proj.weight", new Shape(inter, hidden));
                 shapes.put(p + "mlp.down_proj.weight", new Shape(hidden, inter));
+                if (gemma2) {
+                    shapes.put(p + "pre_feedforward_layernorm.weight", new Shape(hidden));
+                    shapes.put(p + "post_feedforward_layernorm.weight", new Shape(hidden));
+                }
             }
             shapes.put("model.norm.weight", new Shape(hidden));
             if (!c.isTieEmbeddings()) {
@@ -256,11 +282,11 @@ public final class Decoder extends AbstractBlock {
             NDScope.unregister(value);
             values.put(name, value);
         }
-        // LLaMA's projections that read the same input are stored as one matrix each (q|k|v,
-        // gate|up), and their Hugging Face parameters are views of it: one GEMM per group in a
-        // step, with no second copy of the weights.
+        // LLaMA's (and Gemma-2's) projections that read the same input are stored as one matrix
+        // each (q|k|v, gate|up), and their Hugging Face parameters are views of it: one GEMM per
+        // group in a step, with no second copy of the weights.
         Map<String, NDArray> stacked = new LinkedHashMap<>();
-        if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+        if (config.getArchitecture() != DecoderConfig.Architecture.GPT2) {
             for (int l = 0; l < config.getNumLayers(); ++l) {
                 String p = "model.layers." + l + ".";
                 stacked.put(
@@ -427,7 +453,6 @@ public final class Decoder extends AbstractBlock {
         NDArray positions = positionIds.reshape(-1);
         Step step = new Step(positions);
         NDArray x = embed(step, inputIds.reshape(-1), positions); // [B * S, C]
-        AttentionOptions causal = AttentionOptions.builder().optCausal(true).build();
         int heads = config.getNumHeads();
         int kvHeads = config.getNumKvHeads();
         int dim = config.getHeadDim();
@@ -464,9 +489,9 @@ public final class Decoder extends AbstractBlock {
                                                     q,
                                                     kAll.transpose(0, 2, 1, 3),
                                                     vAll.transpose(0, 2, 1, 3),
-                                                    causal);
+                                                    flashOptions[layer]);
                                 } else {
-                                    attn = stockAttention(q, kAll, vAll, mask, past);
+                                    attn = stockAttention(q, kAll, vAll, mask, past, layer);
                                 }
                                 return attn.reshape(batch * seq, config.getAttentionSize());
                             });
@@ -480,29 +505,43 @@ public final class Decoder extends AbstractBlock {
     }
 
     /**
-     * Stock DJL attention over a contiguous cache.
+     * Stock DJL attention over a contiguous cache, as transformers' eager attention: scaled scores,
+     * the soft-cap's {@code tanh}, then the mask (causal, the layer's window counted in cache
+     * slots, and the attention mask).
      *
      * @param q {@code [B, S, Hq, D]}
      * @param kAll {@code [B, Hkv, L, D]}
      * @param vAll {@code [B, Hkv, L, D]}
      * @param mask {@code [B, L]}, 1 = visible
      * @param past {@code L - S}
+     * @param layer the layer (its window)
      * @return {@code [B, S, Hq, D]}
      */
-    private NDArray stockAttention(NDArray q, NDArray kAll, NDArray vAll, NDArray mask, long past) {
+    private NDArray stockAttention(
+            NDArray q, NDArray kAll, NDArray vAll, NDArray mask, long past, int layer) {
         long batch = q.getShape().get(0);
         long seq = q.getShape().get(1);
         long len = kAll.getShape().get(2);
         NDArray k = repeatKv(kAll);
         NDArray v = repeatKv(vAll);
         NDArray qh = q.transpose(0, 2, 1, 3);
-        double scale = 1.0 / Math.sqrt(config.getHeadDim());
         NDArray scores = qh.matMul(k.transpose(0, 1, 3, 2)).toType(DataType.FLOAT32, false);
-        scores = scores.mul((float) scale);
+        scores = scores.mul((float) config.getAttentionScale());
+        float softcap = config.getAttentionSoftcap();
+        if (softcap > 0) {
+            scores = scores.div(softcap).tanh().mul(softcap);
+        }
         NDManager m = q.getManager();
         NDArray keyPos = m.arange(0, (int) len, 1, DataType.INT64).reshape(1, len);
         NDArray queryPos = m.arange(past, past + seq, 1, DataType.INT64).reshape(seq, 1);
-        NDArray visible = keyPos.lte(queryPos).reshape(1, 1, seq, len);
+        NDArray visible = keyPos.lte(queryPos);
+        int windowLeft = config.getWindowLeft(layer);
+        if (windowLeft >= 0) {
+            // Slots, not positions, as transformers counts: left padding shifts a row's keys
+            // and its query alike.
+            visible = visible.logicalAnd(keyPos.gte(queryPos.sub(windowLeft)));
+        }
+        visible = visible.reshape(1, 1, seq, len);
         visible = visible.logicalAnd(mask.eq(1).reshape(batch, 1, 1, len));
         NDArray bias = visible.toType(DataType.FLOAT32, false).sub(1f).mul(-MASKED);
         NDArray probs = scores.add(bias).softmax(-1).toType(q.getDataType(), false);
@@ -582,7 +621,8 @@ public final class Decoder extends AbstractBlock {
         boolean flash = !decode && prefill == PrefillAttention.FLASH && !hasPrefix;
         int dim = config.getHeadDim();
         int cacheDim = cache.getHeadDim();
-        float scale = (float) (1.0 / Math.sqrt(dim));
+        float scale = (float) config.getAttentionScale();
+        float softcap = config.getAttentionSoftcap();
         int attnWidth = config.getAttentionSize();
 
         Step step = new Step(positions);
@@ -616,17 +656,32 @@ public final class Decoder extends AbstractBlock {
                                         batch);
                                 NDArray attn;
                                 if (flash) {
-                                    attn = flashPrefill(qkv, queryLens);
+                                    attn = flashPrefill(qkv, queryLens, flashOptions[layer]);
                                 } else {
+                                    int windowLeft = config.getWindowLeft(layer);
                                     NDArray q = padHeadDim(qkv[0], padQ);
                                     // The batch's tables were checked once when it was built:
                                     // no per-layer device-to-host copy of them.
                                     attn =
                                             decode
                                                     ? AttentionOps.pagedAttention(
-                                                            q, cache, layer, batch, scale, null)
+                                                            q,
+                                                            cache,
+                                                            layer,
+                                                            batch,
+                                                            scale,
+                                                            null,
+                                                            windowLeft,
+                                                            softcap)
                                                     : AttentionOps.pagedPrefillAttention(
-                                                            q, cache, layer, batch, scale, null);
+                                                            q,
+                                                            cache,
+                                                            layer,
+                                                            batch,
+                                                            scale,
+                                                            null,
+                                                            windowLeft,
+                                                            softcap);
                                     if (cacheDim != dim) {
                                         attn = attn.get(new NDIndex("..., :{}", dim));
                                     }
@@ -647,9 +702,9 @@ public final class Decoder extends AbstractBlock {
     }
 
     /** Causal flash attention per sequence (nothing cached before the chunk). */
-    private NDArray flashPrefill(NDArray[] qkv, int[] queryLens) {
+    private static NDArray flashPrefill(
+            NDArray[] qkv, int[] queryLens, AttentionOptions causal) {
         List<NDArray> outs = new ArrayList<>(queryLens.length);
-        AttentionOptions causal = AttentionOptions.builder().optCausal(true).build();
         int start = 0;
         for (int n : queryLens) {
             if (n > 0) {
@@ -706,7 +761,7 @@ public final class Decoder extends AbstractBlock {
 
         Step(NDArray positions) {
             w = stepWeights();
-            if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+            if (w.rotaryTable != null) {
                 NDArray rows =
                         positions
                                 .getNDArrayInternal()
@@ -740,23 +795,32 @@ public final class Decoder extends AbstractBlock {
             x = x.add(pos);
             step.zeros = x.getManager().zeros(x.getShape(), x.getDataType());
         }
+        if (step.w.embedScale != null) {
+            x = x.mul(step.w.embedScale);
+        }
         return x;
     }
 
     /**
      * One decoder layer on the stream {@code x [N, C]}: pre-norm attention, then pre-norm MLP,
-     * each added to the stream by the GEMM that ends it.
+     * each added to the stream by the GEMM that ends it; Gemma-2 norms each sub-layer's output
+     * before the add, so there the add is its own call.
      */
     private NDArray layer(Step step, int l, NDArray x, LayerAttention attention) {
         LayerWeights w = step.w.layers[l];
         NDArray merged = attention.attend(qkv(step, w, norm(step, x, w.norm1)));
-        x = linear(merged, w.outWeight, x);
-        return linear(mlpHidden(w, norm(step, x, w.norm2)), w.downWeight, x);
+        if (w.attentionOutNorm == null) {
+            x = linear(merged, w.outWeight, x);
+            return linear(mlpHidden(w, norm(step, x, w.norm2)), w.downWeight, x);
+        }
+        x = x.add(norm(step, linear(merged, w.outWeight, null), w.attentionOutNorm));
+        NDArray mlp = linear(mlpHidden(w, norm(step, x, w.norm2)), w.downWeight, null);
+        return x.add(norm(step, mlp, w.mlpOutNorm));
     }
 
     /** A norm's parameters as a step reads them. */
     private static final class NormWeights {
-        /** The gain, in the model's dtype (LLaMA) or float32 (GPT-2). */
+        /** The gain, in the model's dtype (LLaMA) or float32 (GPT-2; Gemma-2's 1 + w). */
         NDArray gain;
         /** GPT-2: float32 bias; null for LLaMA's RMSNorm. */
         NDArray bias;
@@ -764,7 +828,7 @@ public final class Decoder extends AbstractBlock {
         NDArray pending;
     }
 
-    /** LLaMA's RMSNorm or GPT-2's LayerNorm of the stream. */
+    /** LLaMA's (and Gemma-2's) RMSNorm or GPT-2's LayerNorm of the stream. */
     private NDArray norm(Step step, NDArray x, NormWeights n) {
         if (n.bias == null) {
             return rmsNorm(x, n.gain);
@@ -832,6 +896,11 @@ public final class Decoder extends AbstractBlock {
         if (w.upBias == null) {
             NDList gateUp = linear(h, w.upWeight, null).split(2, 1);
             NDArray gate = gateUp.get(0);
+            if (config.getArchitecture() == DecoderConfig.Architecture.GEMMA2) {
+                // gelu_pytorch_tanh (GeGLU). add_bias_gelu reads a contiguous input; the gate is
+                // a column view of gate|up, so it is copied (duplicate: a dense copy).
+                return AttentionOps.addBiasGelu(gate.duplicate(), null, true).mul(gateUp.get(1));
+            }
             return gate.mul(Activation.sigmoid(gate)).mul(gateUp.get(1));
         }
         // GPT-2's gelu_new is the tanh approximation.
@@ -847,7 +916,9 @@ public final class Decoder extends AbstractBlock {
         if (rows != null) {
             h = h.get(rows);
         }
-        return linear(h, step.w.head, null).toType(DataType.FLOAT32, false);
+        NDArray logits = linear(h, step.w.head, null).toType(DataType.FLOAT32, false);
+        float cap = config.getFinalSoftcap();
+        return cap > 0 ? logits.div(cap).tanh().mul(cap) : logits;
     }
 
     /** One layer's arrays as a step reads them. */
@@ -860,6 +931,10 @@ public final class Decoder extends AbstractBlock {
         /** {@code [C, Hq D]}; its GPT-2 bias is pending in norm2. */
         NDArray outWeight;
         final NormWeights norm2 = new NormWeights();
+        /** Gemma-2's norm of the attention output (post_attention_layernorm); null otherwise. */
+        NormWeights attentionOutNorm;
+        /** Gemma-2's norm of the MLP output (post_feedforward_layernorm); null otherwise. */
+        NormWeights mlpOutNorm;
         /** GPT-2's c_fc {@code [I, C]}; LLaMA's gate and up rows stacked {@code [2 I, C]}. */
         NDArray upWeight;
         /** GPT-2's c_fc bias {@code [I]}; null for LLaMA. */
@@ -882,6 +957,8 @@ public final class Decoder extends AbstractBlock {
         final NDArray tokenTable;
         /** GPT-2's position embeddings; null for LLaMA. */
         final NDArray positionTable;
+        /** Gemma-2: {@code sqrt(C)} in the model's dtype, the embeddings' factor; else null. */
+        final NDArray embedScale;
         final NormWeights finalNorm = new NormWeights();
         /** {@code [V, C]}. */
         final NDArray head;
@@ -914,11 +991,12 @@ public final class Decoder extends AbstractBlock {
             owned.addAll(stacked.values());
             int numLayers = config.getNumLayers();
             layers = new LayerWeights[numLayers];
-            if (config.getArchitecture() == DecoderConfig.Architecture.LLAMA) {
+            if (config.getArchitecture() != DecoderConfig.Architecture.GPT2) {
+                boolean gemma2 = config.getArchitecture() == DecoderConfig.Architecture.GEMMA2;
                 for (int l = 0; l < numLayers; ++l) {
                     String p = "model.layers." + l + ".";
                     LayerWeights w = new LayerWeights();
-                    w.norm1.gain = weight(p + "input_layernorm.weight");
+                    w.norm1.gain = rmsGain(p + "input_layernorm.weight");
                     w.qkvWeight =
                             stacked.containsKey(p + "qkv")
                                     ? stacked.get(p + "qkv")
@@ -930,7 +1008,17 @@ public final class Decoder extends AbstractBlock {
                                                             weight(p + "self_attn.v_proj.weight")),
                                                     0));
                     w.outWeight = weight(p + "self_attn.o_proj.weight");
-                    w.norm2.gain = weight(p + "post_attention_layernorm.weight");
+                    if (gemma2) {
+                        // Gemma-2's post_attention_layernorm norms the attention output; the MLP's
+                        // input norm is pre_feedforward_layernorm.
+                        w.attentionOutNorm = new NormWeights();
+                        w.attentionOutNorm.gain = rmsGain(p + "post_attention_layernorm.weight");
+                        w.norm2.gain = rmsGain(p + "pre_feedforward_layernorm.weight");
+                        w.mlpOutNorm = new NormWeights();
+                        w.mlpOutNorm.gain = rmsGain(p + "post_feedforward_layernorm.weight");
+                    } else {
+                        w.norm2.gain = weight(p + "post_attention_layernorm.weight");
+                    }
                     w.upWeight =
                             stacked.containsKey(p + "gate_up")
                                     ? stacked.get(p + "gate_up")
@@ -945,7 +1033,16 @@ public final class Decoder extends AbstractBlock {
                 }
                 tokenTable = weight("model.embed_tokens.weight");
                 positionTable = null;
-                finalNorm.gain = weight("model.norm.weight");
+                // Gemma-2 multiplies by sqrt(C) rounded to the weights' dtype, as transformers
+                // does.
+                embedScale =
+                        gemma2
+                                ? inDataType(
+                                        tokenTable
+                                                .getManager()
+                                                .create((float) Math.sqrt(config.getHiddenSize())))
+                                : null;
+                finalNorm.gain = rmsGain("model.norm.weight");
                 head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
                 rotaryTable = own(rotaryTable(tokenTable.getManager()));
                 int d = config.getHeadDim();
@@ -980,12 +1077,39 @@ public final class Decoder extends AbstractBlock {
                 }
                 tokenTable = weight("wte.weight");
                 positionTable = weight("wpe.weight");
+                embedScale = null;
                 layerNorm(finalNorm, "ln_f.", pending);
                 head = config.isTieEmbeddings() ? tokenTable : weight("lm_head.weight");
                 rotaryTable = null;
                 rotaryIdentity = null;
                 rotaryPartner = null;
             }
+        }
+
+        /**
+         * An RMSNorm gain as the step multiplies by it: the parameter (LLaMA), or Gemma-2's
+         * {@code 1 + w} in float32 (transformers adds the 1 in float32 too).
+         */
+        private NDArray rmsGain(String name) {
+            NDArray w = weight(name);
+            if (config.getArchitecture() != DecoderConfig.Architecture.GEMMA2) {
+                return w;
+            }
+            NDArray w32 = w.toType(DataType.FLOAT32, false);
+            NDArray gain = w32.add(1f);
+            if (w32 != w) {
+                w32.close();
+            }
+            return own(gain);
+        }
+
+        /** A float32 array made here, converted to the model's dtype and owned. */
+        private NDArray inDataType(NDArray f32) {
+            NDArray converted = f32.toType(config.getDataType(), false);
+            if (converted != f32) {
+                f32.close();
+            }
+            return own(converted);
         }
 
         private void layerNorm(NormWeights n, String prefix, NDArray pending) {

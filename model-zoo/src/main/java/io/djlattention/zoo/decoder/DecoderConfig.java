@@ -5,18 +5,32 @@ package io.djlattention.zoo.decoder;
 
 import ai.djl.ndarray.types.DataType;
 
+import java.util.Arrays;
+
 /**
- * The shape of a {@link Decoder}: one of two architectures over the same attention paths.
+ * The shape of a {@link Decoder}: one of three architectures over the same attention paths.
  *
  * <ul>
  *   <li>{@link Architecture#LLAMA}: pre-norm RMSNorm, rotary position embeddings, SwiGLU MLP {@code
- *       down(silu(gate x) * up x)}, grouped-query attention, no biases.
+ *       down(silu(gate x) * up x)}, grouped-query attention, no biases (also Mistral: LLaMA with a
+ *       sliding window).
+ *   <li>{@link Architecture#GEMMA2}: LLaMA's layout with Gemma-2's differences: RMSNorm gains
+ *       stored as {@code w} and applied as {@code 1 + w}, four norms per layer (the attention and
+ *       MLP outputs are normed before the residual add), GeGLU MLP {@code down(gelu_tanh(gate x) *
+ *       up x)}, token embeddings scaled by {@code sqrt(C)} (rounded to the data type).
  *   <li>{@link Architecture#GPT2}: pre-norm LayerNorm with biases, learned absolute positions,
  *       fused QKV projection, GELU (tanh approximation) MLP, multi-head attention.
  * </ul>
  *
  * <p>Built with {@link #builder()}: the sizes are required ({@code setX}), the rest optional
  * ({@code optX}) with the defaults of the architecture.
+ *
+ * <p>Attention options, the same on every attention path of the decoder: a sliding window ({@link
+ * Builder#optSlidingWindow}: each query sees itself and the {@code W - 1} keys before it) on all
+ * layers or on the layers {@link Builder#optSlidingLayers} names, a score scale other than {@code
+ * D^-1/2} ({@link Builder#optAttentionScale}), soft-capping of the attention scores and of the
+ * final logits ({@link Builder#optAttentionSoftcap}, {@link Builder#optFinalSoftcap}: {@code s ->
+ * cap · tanh(s / cap)}).
  */
 public final class DecoderConfig {
 
@@ -25,7 +39,9 @@ public final class DecoderConfig {
         /** RMSNorm, RoPE, SwiGLU, GQA. */
         LLAMA,
         /** LayerNorm, learned positions, GELU, MHA; HF GPT-2 parameter names. */
-        GPT2
+        GPT2,
+        /** Gemma-2: RMSNorm (1 + w) before and after each sub-layer, GeGLU, scaled embeddings. */
+        GEMMA2
     }
 
     /** How rotary embeddings pair the elements of a head (LLaMA only). */
@@ -50,6 +66,11 @@ public final class DecoderConfig {
     private final RopeStyle ropeStyle;
     private final boolean tieEmbeddings;
     private final DataType dataType;
+    private final int slidingWindow;
+    private final boolean[] slidingLayers;
+    private final double attentionScale;
+    private final float attentionSoftcap;
+    private final float finalSoftcap;
 
     private DecoderConfig(Builder b) {
         architecture = b.architecture;
@@ -66,6 +87,11 @@ public final class DecoderConfig {
         ropeStyle = b.ropeStyle;
         tieEmbeddings = b.tieEmbeddings;
         dataType = b.dataType;
+        slidingWindow = b.slidingWindow;
+        slidingLayers = b.slidingLayers == null ? null : b.slidingLayers.clone();
+        attentionScale = b.attentionScale;
+        attentionSoftcap = b.attentionSoftcap;
+        finalSoftcap = b.finalSoftcap;
     }
 
     /**
@@ -98,6 +124,11 @@ public final class DecoderConfig {
         b.ropeStyle = ropeStyle;
         b.tieEmbeddings = tieEmbeddings;
         b.dataType = dataType;
+        b.slidingWindow = slidingWindow;
+        b.slidingLayers = slidingLayers == null ? null : slidingLayers.clone();
+        b.attentionScale = attentionScale;
+        b.attentionSoftcap = attentionSoftcap;
+        b.finalSoftcap = finalSoftcap;
         return b;
     }
 
@@ -237,6 +268,66 @@ public final class DecoderConfig {
         return dataType;
     }
 
+    /**
+     * Returns the sliding window W: the keys a query of a local layer sees, itself included.
+     *
+     * @return W, or 0 for no window
+     */
+    public int getSlidingWindow() {
+        return slidingWindow;
+    }
+
+    /**
+     * Returns whether a layer attends through the sliding window.
+     *
+     * @param layer the layer index
+     * @return true if the window applies to the layer
+     */
+    public boolean isSlidingLayer(int layer) {
+        return slidingWindow > 0 && (slidingLayers == null || slidingLayers[layer]);
+    }
+
+    /**
+     * Returns a layer's left window as the attention operators take it ({@code
+     * AttentionOptions.optWindow}, {@code paged_attention}'s {@code window_left}): the query at
+     * position p sees keys {@code p - windowLeft ... p}, that is {@code W - 1} for a window of W
+     * keys. The one place that maps the checkpoint's window to the operators'.
+     *
+     * @param layer the layer index
+     * @return {@code W - 1} on a local layer, {@code -1} (unbounded) otherwise
+     */
+    public int getWindowLeft(int layer) {
+        return isSlidingLayer(layer) ? slidingWindow - 1 : -1;
+    }
+
+    /**
+     * Returns the factor of the attention scores {@code q·k}: {@code D^-1/2} unless set otherwise
+     * (Gemma-2: {@code query_pre_attn_scalar^-1/2}).
+     *
+     * @return the scale
+     */
+    public double getAttentionScale() {
+        return attentionScale > 0 ? attentionScale : 1.0 / Math.sqrt(headDim);
+    }
+
+    /**
+     * Returns the soft-cap of the scaled attention scores.
+     *
+     * @return the cap, or 0 for none
+     */
+    public float getAttentionSoftcap() {
+        return attentionSoftcap;
+    }
+
+    /**
+     * Returns the soft-cap of the output logits.
+     *
+     * @return the cap, or 0 for none
+     */
+    public float getFinalSoftcap() {
+        return finalSoftcap;
+    }
+
     /** Builds a {@link DecoderConfig}. */
     public static final class Builder {
 
@@ -254,13 +345,18 @@ public final class DecoderConfig {
         private RopeStyle ropeStyle = RopeStyle.INTERLEAVED;
         private boolean tieEmbeddings = true;
         private DataType dataType = DataType.FLOAT32;
+        private int slidingWindow;
+        private boolean[] slidingLayers;
+        private double attentionScale;
+        private float attentionSoftcap;
+        private float finalSoftcap;
 
         Builder() {}
 
         /**
          * Sets the architecture (required).
          *
-         * @param architecture LLAMA or GPT2
+         * @param architecture LLAMA, GPT2 or GEMMA2
          * @return this builder
          */
         public Builder setArchitecture(Architecture architecture) {
@@ -335,7 +431,7 @@ public final class DecoderConfig {
         }
 
         /**
-         * Sets the head dim (default {@code C / Hq}; LLaMA only: some checkpoints, for example
+         * Sets the head dim (default {@code C / Hq}; not GPT-2: some checkpoints, for example
          * those with a {@code head_dim} in their {@code config.json}, project to {@code Hq * D !=
          * C}).
          *
@@ -414,6 +510,64 @@ public final class DecoderConfig {
         }
 
         /**
+         * Sets a sliding window (local attention; Mistral's and Gemma-2's {@code sliding_window}):
+         * a query at position p sees the keys at {@code p - W + 1 ... p}, W keys with itself.
+         *
+         * @param window W, {@code >= 1}; 0 (the default) for none
+         * @return this builder
+         */
+        public Builder optSlidingWindow(int window) {
+            this.slidingWindow = window;
+            return this;
+        }
+
+        /**
+         * Sets which layers the sliding window applies to (default: every layer). Gemma-2
+         * alternates local and global layers.
+         *
+         * @param layers one entry per layer, true for a local (windowed) layer
+         * @return this builder
+         */
+        public Builder optSlidingLayers(boolean... layers) {
+            this.slidingLayers = layers == null ? null : layers.clone();
+            return this;
+        }
+
+        /**
+         * Sets the factor of the attention scores (default {@code D^-1/2}).
+         *
+         * @param scale the scale, positive
+         * @return this builder
+         */
+        public Builder optAttentionScale(double scale) {
+            this.attentionScale = scale;
+            return this;
+        }
+
+        /**
+         * Sets the soft-cap of the scaled attention scores (Gemma-2's {@code
+         * attn_logit_softcapping}): {@code s -> cap · tanh(s / cap)} before the mask and softmax.
+         *
+         * @param cap the cap, positive; 0 (the default) for none
+         * @return this builder
+         */
+        public Builder optAttentionSoftcap(float cap) {
+            this.attentionSoftcap = cap;
+            return this;
+        }
+
+        /**
+         * Sets the soft-cap of the output logits (Gemma-2's {@code final_logit_softcapping}).
+         *
+         * @param cap the cap, positive; 0 (the default) for none
+         * @return this builder
+         */
+        public Builder optFinalSoftcap(float cap) {
+            this.finalSoftcap = cap;
+            return this;
+        }
+
+        /**
          * Builds the configuration.
          *
          * @return the configuration
@@ -459,7 +613,7 @@ public final class DecoderConfig {
                                 + " numHeads");
             }
             int dim = headDim == 0 ? hiddenSize / numHeads : headDim;
-            if (architecture == Architecture.LLAMA && dim % 2 != 0) {
+            if (architecture != Architecture.GPT2 && dim % 2 != 0) {
                 throw new IllegalArgumentException(
                         "DecoderConfig: RoPE needs an even head dim, got " + dim);
             }
@@ -469,7 +623,39 @@ public final class DecoderConfig {
                                 + " cannot hold bfloat16), got "
                                 + dataType);
             }
+            if (slidingWindow < 0) {
+                throw new IllegalArgumentException(
+                        "DecoderConfig: optSlidingWindow: expected a window >= 1 (0: none), got "
+                                + slidingWindow);
+            }
+            if (slidingLayers != null && slidingLayers.length != numLayers) {
+                throw new IllegalArgumentException(
+                        "DecoderConfig: optSlidingLayers: expected one entry per layer ("
+                                + numLayers
+                                + "), got "
+                                + slidingLayers.length
+                                + ": "
+                                + Arrays.toString(slidingLayers));
+            }
+            if (!(attentionScale >= 0) || Double.isInfinite(attentionScale)) {
+                throw new IllegalArgumentException(
+                        "DecoderConfig: optAttentionScale: expected a finite scale > 0 (0: the"
+                                + " default), got "
+                                + attentionScale);
+            }
+            softcap(attentionSoftcap, "optAttentionSoftcap");
+            softcap(finalSoftcap, "optFinalSoftcap");
             return new DecoderConfig(this);
+        }
+
+        private static void softcap(float cap, String setter) {
+            if (!Float.isFinite(cap) || cap < 0) {
+                throw new IllegalArgumentException(
+                        "DecoderConfig: "
+                                + setter
+                                + ": expected a finite cap > 0 (0: none), got "
+                                + cap);
+            }
         }
 
         private static void positive(int value, String setter) {

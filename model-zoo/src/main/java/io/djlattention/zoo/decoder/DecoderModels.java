@@ -35,7 +35,7 @@ import java.util.UUID;
  *
  * <p>The checkpoint decides the loader: {@code null} is the built-in stories260K (llama2.c,
  * class path resource {@value #STORIES260K}); a directory is a Hugging Face checkpoint ({@link
- * HfDecoderLoader}: {@code LlamaForCausalLM}, {@code GPT2LMHeadModel}); a file is a llama2.c
+ * HfDecoderLoader}: its {@link HfDecoderLoader#ARCHITECTURES}); a file is a llama2.c
  * checkpoint ({@link Llama2cLoader}). The model's block is a {@link GenerationBlock}; its
  * properties: {@code tokenizer} (the path of the {@code tokenizer.json} in use, when there is one),
  * {@code eosTokenId}, {@code maxPositions}, {@code architecture}, {@code attention}.
@@ -88,9 +88,9 @@ public final class DecoderModels {
     /**
      * Loads a decoder as a model of the criteria's input and output types.
      *
-     * @param checkpoint a Hugging Face checkpoint directory ({@code LlamaForCausalLM}, {@code
-     *     GPT2LMHeadModel}), a llama2.c checkpoint file, or {@code null} for the built-in
-     *     stories260K
+     * @param checkpoint a Hugging Face checkpoint directory (one of {@link
+     *     HfDecoderLoader#ARCHITECTURES}), a llama2.c checkpoint file, or {@code null} for the
+     *     built-in stories260K
      * @param criteria the criteria (types, device, arguments)
      * @param <I> the input type
      * @param <O> the output type

@@ -9,6 +9,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
+import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
@@ -28,7 +29,8 @@ import java.util.Map;
  * Reads a Hugging Face decoder checkpoint ({@code config.json} + safetensors weights, as {@code
  * save_pretrained} writes them) into a {@link Decoder}.
  *
- * <p>Supported architectures and the {@code config.json} keys read:
+ * <p>Supported architectures and the {@code config.json} keys read (an absent key takes the
+ * default of transformers' config class):
  *
  * <ul>
  *   <li>{@code LlamaForCausalLM}: {@code vocab_size}, {@code hidden_size}, {@code
@@ -37,8 +39,23 @@ import java.util.Map;
  *       (default {@code hidden_size / num_attention_heads}), {@code max_position_embeddings}
  *       (default 2048), {@code rms_norm_eps} (default 1e-6), the RoPE base from {@code
  *       rope_parameters.rope_theta} (transformers 5) or {@code rope_theta} (earlier; default
- *       10000), {@code tie_word_embeddings} (default false). RoPE pairs {@code (i, i + D/2)}
- *       ({@code rotate_half}).
+ *       10000), {@code tie_word_embeddings} (default false), {@code hidden_act} ({@code silu}).
+ *       RoPE pairs {@code (i, i + D/2)} ({@code rotate_half}).
+ *   <li>{@code MistralForCausalLM}: LLaMA's keys (default {@code max_position_embeddings}
+ *       131072) and {@code sliding_window} W (default 4096; null: none): on every layer a query
+ *       sees itself and the W - 1 keys before it, as transformers' mask {@code kv > q - W} (window
+ *       left {@code W - 1} for the attention operators). {@code layer_types} is ignored, as
+ *       transformers' Mistral ignores it.
+ *   <li>{@code Gemma2ForCausalLM}: LLaMA's keys (defaults {@code head_dim} 256, {@code
+ *       max_position_embeddings} 8192, {@code tie_word_embeddings} true) and {@code
+ *       hidden_activation} ({@code gelu_pytorch_tanh}: GeGLU MLP), {@code query_pre_attn_scalar}
+ *       (default 256; the scores are scaled by its {@code -1/2} power), {@code
+ *       attn_logit_softcapping} (default 50) and {@code final_logit_softcapping} (default 30; null:
+ *       none), {@code sliding_window} (default 4096; null: none) on the layers {@code layer_types}
+ *       marks {@code sliding_attention} (absent: the even layers, Gemma2Config's rule; the others
+ *       {@code full_attention}). The norms are {@code x·(1 + w)}, four per layer ({@code input},
+ *       {@code post_attention}, {@code pre_feedforward}, {@code post_feedforward}), and the
+ *       embeddings are scaled by {@code sqrt(hidden_size)} in the model's dtype.
  *   <li>{@code GPT2LMHeadModel}: {@code vocab_size}, {@code n_embd}, {@code n_layer}, {@code
  *       n_head}, {@code n_positions}, {@code n_inner} (null: {@code 4 n_embd}), {@code
  *       layer_norm_epsilon} (default 1e-5), {@code activation_function} ({@code gelu_new} or {@code
@@ -47,18 +64,26 @@ import java.util.Map;
  *       are ignored.
  * </ul>
  *
- * <p>Refused, with an error naming {@code config.json} and the key: attention or MLP biases in a
- * LLaMA ({@code attention_bias}, {@code mlp_bias}), RoPE scaling other than the default ({@code
- * rope_parameters.rope_type}, {@code rope_scaling}), a partial rotary factor, sliding-window
- * attention ({@code sliding_window}), another activation; GPT-2 variants with unscaled or
- * layer-scaled attention or cross-attention. Weights may be float32, float16 or bfloat16; they are
- * converted to the decoder's data type (bfloat16 always through float32: DJL 0.35.1 cannot hold
- * it).
+ * <p>Refused, with an error naming {@code config.json} and the key: attention or MLP biases
+ * ({@code attention_bias}, {@code mlp_bias}), RoPE scaling other than the default ({@code
+ * rope_parameters.rope_type}, {@code rope_scaling}), a partial rotary factor, {@code
+ * sliding_window} in a {@code LlamaForCausalLM} (transformers' LLaMA ignores it: such a checkpoint
+ * is a Mistral), Gemma-2's bidirectional attention ({@code use_bidirectional_attention}), a
+ * {@code layer_types} entry other than {@code sliding_attention} / {@code full_attention} or a
+ * list of another length, a window below 1, a soft-cap that is not positive, another activation;
+ * GPT-2 variants with unscaled or layer-scaled attention or cross-attention. Weights may be
+ * float32, float16 or bfloat16; they are converted to the decoder's data type (bfloat16 always
+ * through float32: DJL 0.35.1 cannot hold it).
  */
 public final class HfDecoderLoader {
 
     /** The architectures this loader reads. */
-    public static final List<String> ARCHITECTURES = List.of("LlamaForCausalLM", "GPT2LMHeadModel");
+    public static final List<String> ARCHITECTURES =
+            List.of(
+                    "LlamaForCausalLM",
+                    "MistralForCausalLM",
+                    "Gemma2ForCausalLM",
+                    "GPT2LMHeadModel");
 
     private HfDecoderLoader() {}
 
@@ -66,7 +91,7 @@ public final class HfDecoderLoader {
      * Returns whether a checkpoint's architecture is one this loader reads.
      *
      * @param checkpoint the checkpoint
-     * @return true for {@code LlamaForCausalLM} and {@code GPT2LMHeadModel}
+     * @return true for the {@link #ARCHITECTURES}
      */
     public static boolean supports(HfCheckpoint checkpoint) {
         return ARCHITECTURES.contains(checkpoint.getArchitecture());
@@ -86,31 +111,55 @@ public final class HfDecoderLoader {
         Keys k = new Keys(checkpoint);
         String arch = checkpoint.getArchitecture();
         DecoderConfig.Builder b = DecoderConfig.builder().optDataType(dataType);
-        if ("LlamaForCausalLM".equals(arch)) {
+        boolean llama = "LlamaForCausalLM".equals(arch);
+        boolean mistral = "MistralForCausalLM".equals(arch);
+        boolean gemma2 = "Gemma2ForCausalLM".equals(arch);
+        if (llama || mistral || gemma2) {
+            // Defaults are those of transformers' LlamaConfig, MistralConfig and Gemma2Config.
             int hidden = k.requireInt("hidden_size");
             int heads = k.requireInt("num_attention_heads");
-            b.setArchitecture(DecoderConfig.Architecture.LLAMA)
+            int layers = k.requireInt("num_hidden_layers");
+            b.setArchitecture(
+                            gemma2
+                                    ? DecoderConfig.Architecture.GEMMA2
+                                    : DecoderConfig.Architecture.LLAMA)
                     .setVocabSize(k.requireInt("vocab_size"))
                     .setHiddenSize(hidden)
                     .setIntermediateSize(k.requireInt("intermediate_size"))
-                    .setNumLayers(k.requireInt("num_hidden_layers"))
+                    .setNumLayers(layers)
                     .setNumHeads(heads)
                     .optNumKvHeads(k.optInt("num_key_value_heads", heads))
-                    .optMaxPositions(k.optInt("max_position_embeddings", 2048))
+                    .optMaxPositions(
+                            k.optInt(
+                                    "max_position_embeddings",
+                                    gemma2 ? 8192 : mistral ? 4096 * 32 : 2048))
                     .optNormEps((float) k.optDouble("rms_norm_eps", 1e-6))
                     .optRopeTheta(llamaRopeTheta(k))
                     .optRopeStyle(DecoderConfig.RopeStyle.HALF)
-                    .optTieEmbeddings(k.optBoolean("tie_word_embeddings", false));
-            int headDim = k.optInt("head_dim", 0);
+                    .optTieEmbeddings(k.optBoolean("tie_word_embeddings", gemma2));
+            int headDim = k.optInt("head_dim", gemma2 ? 256 : 0);
             if (headDim != 0 && headDim * heads != hidden) {
                 b.optHeadDim(headDim);
             }
             k.refuseTrue("attention_bias", "attention projections with biases");
             k.refuseTrue("mlp_bias", "MLP projections with biases");
-            k.refusePresent("sliding_window", "sliding-window attention");
-            String act = k.optString("hidden_act", "silu");
-            if (!"silu".equals(act)) {
-                throw k.refuse("hidden_act", act, "only silu (SwiGLU) is supported");
+            if (llama) {
+                // transformers' LLaMA ignores the key; a LLaMA config that sets it is likely a
+                // mislabelled Mistral, whose outputs would silently differ.
+                k.refusePresent(
+                        "sliding_window",
+                        "sliding-window attention in a LlamaForCausalLM (transformers' LLaMA"
+                                + " ignores it; a windowed checkpoint is a MistralForCausalLM)");
+            }
+            if (gemma2) {
+                readGemma2(k, b, layers);
+            } else {
+                // Mistral: every layer windowed; transformers' Mistral ignores layer_types.
+                b.optSlidingWindow(mistral ? k.optWindow("sliding_window", 4096) : 0);
+                String act = k.optString("hidden_act", "silu");
+                if (!"silu".equals(act)) {
+                    throw k.refuse("hidden_act", act, "only silu (SwiGLU) is supported");
+                }
             }
         } else if ("GPT2LMHeadModel".equals(arch)) {
             int hidden = k.requireInt("n_embd");
@@ -149,6 +198,56 @@ public final class HfDecoderLoader {
         } catch (IllegalArgumentException e) {
             throw new MalformedModelException(k.file + ": " + e.getMessage(), e);
         }
+    }
+
+    /** Gemma-2's keys beyond LLaMA's layout. */
+    private static void readGemma2(Keys k, DecoderConfig.Builder b, int layers)
+            throws MalformedModelException {
+        String act = k.optString("hidden_activation", "gelu_pytorch_tanh");
+        if (!"gelu_pytorch_tanh".equals(act)) {
+            throw k.refuse(
+                    "hidden_activation",
+                    act,
+                    "only gelu_pytorch_tanh (the tanh GELU) is supported");
+        }
+        k.refuseTrue("use_bidirectional_attention", "bidirectional attention");
+        double scalar = k.optDouble("query_pre_attn_scalar", 256);
+        if (!(scalar > 0) || Double.isInfinite(scalar)) {
+            throw k.refuse(
+                    "query_pre_attn_scalar", String.valueOf(scalar), "expected a positive number");
+        }
+        b.optAttentionScale(1.0 / Math.sqrt(scalar))
+                .optAttentionSoftcap(k.optCap("attn_logit_softcapping", 50f))
+                .optFinalSoftcap(k.optCap("final_logit_softcapping", 30f))
+                .optSlidingWindow(k.optWindow("sliding_window", 4096));
+        boolean[] sliding = new boolean[layers];
+        JsonElement types = k.config.get("layer_types");
+        if (types == null || types.isJsonNull()) {
+            // Gemma2Config's rule when layer_types is absent: even layers local, odd global.
+            for (int l = 0; l < layers; ++l) {
+                sliding[l] = l % 2 == 0;
+            }
+        } else {
+            if (!types.isJsonArray() || types.getAsJsonArray().size() != layers) {
+                throw k.refuse(
+                        "layer_types",
+                        types.toString(),
+                        "expected one entry per layer (num_hidden_layers " + layers + ")");
+            }
+            JsonArray list = types.getAsJsonArray();
+            for (int l = 0; l < layers; ++l) {
+                JsonElement t = list.get(l);
+                String type = t.isJsonPrimitive() ? t.getAsString() : t.toString();
+                if (!"sliding_attention".equals(type) && !"full_attention".equals(type)) {
+                    throw k.refuse(
+                            "layer_types[" + l + "]",
+                            type,
+                            "expected sliding_attention or full_attention");
+                }
+                sliding[l] = "sliding_attention".equals(type);
+            }
+        }
+        b.optSlidingLayers(sliding);
     }
 
     private static double llamaRopeTheta(Keys k) throws MalformedModelException {
@@ -358,6 +457,44 @@ public final class HfDecoderLoader {
                         file + ": " + key + ": expected a string, got " + e);
             }
             return e.getAsString();
+        }
+
+        /**
+         * A window size: the default when the key is absent (as transformers' config classes),
+         * 0 (none) when it is null, else a positive integer.
+         */
+        int optWindow(String key, int absent) throws MalformedModelException {
+            if (!config.has(key)) {
+                return absent;
+            }
+            JsonElement e = get(key);
+            if (e == null) {
+                return 0;
+            }
+            int window = asInt(key, e);
+            if (window < 1) {
+                throw refuse(key, e.toString(), "expected a window >= 1 or null (none)");
+            }
+            return window;
+        }
+
+        /**
+         * A soft-cap: the default when the key is absent, 0 (none) when it is null, else a
+         * positive finite number.
+         */
+        float optCap(String key, float absent) throws MalformedModelException {
+            if (!config.has(key)) {
+                return absent;
+            }
+            JsonElement e = get(key);
+            if (e == null) {
+                return 0;
+            }
+            double cap = optDouble(key, 0);
+            if (!(cap > 0) || Double.isInfinite(cap) || (float) cap == Float.POSITIVE_INFINITY) {
+                throw refuse(key, e.toString(), "expected a positive soft-cap or null (none)");
+            }
+            return (float) cap;
         }
 
         void refuseTrue(String key, String what) throws MalformedModelException {
