@@ -21,6 +21,11 @@ actually holds, and the speed-up t(fp16) / t(fp8), i.e. K/V values per second (t
 target: >= 1.8). Both caches run auto (the flash kernel; for fp8 the fp8 tensor-core kernel,
 flash_fp8) and forced v2 (the CUDA-core kernel).
 
+With --window (default on) it times a sliding window (Mistral's): batch 1/8/32 at context 32k
+with a 4096-key window against context 4k and 32k without one (op and kernel time, kernel
+chosen); the windowed call should cost about what the 4k context does, since the kernels start
+each sequence at its window.
+
 With --configs (default: all) it also times, kernel-only and through v2 (what auto chose at
 these shapes before the flash kernel existed; v1 up to context 2k), every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,
 DJL_ATTN_PAGED_PARTITION) at batch 32/128 x context 4k/16k, on the same data, in a second table;
@@ -306,6 +311,56 @@ def fp8_table(rows, device_line):
     return lines
 
 
+WINDOW_BATCHES = (1, 8, 32)
+WINDOW_LONG, WINDOW = 32768, 4096
+
+
+def bench_window(batch):
+    """One batch: context 32k with a 4096-key window, against 4k and 32k without one."""
+    blocks_per_seq = WINDOW_LONG // BLOCK
+    num_blocks = batch * blocks_per_seq
+    shape = (num_blocks, BLOCK, HEADS_KV, DIM)
+    key_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    value_cache = torch.randn(shape, dtype=DTYPE, device="cuda")
+    tables = torch.randperm(num_blocks, device="cuda").to(torch.int32).view(batch, blocks_per_seq)
+    query = torch.randn(batch, HEADS_Q, DIM, dtype=DTYPE, device="cuda")
+    op = torch.ops.djl_attn.paged_attention
+    row = {"batch": batch}
+    for name, context, window in (("4k", WINDOW, -1), ("32k window 4k", WINDOW_LONG, WINDOW - 1),
+                                  ("32k", WINDOW_LONG, -1)):
+        lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+
+        def fn():
+            return op(query, key_cache, value_cache, tables, lens, DIM**-0.5, context, None, True,
+                      None, None, window, 0.0)
+
+        kms, seen = kernel_ms(fn, KERNELS)
+        row[name] = (time_ms(fn), kms, chosen(seen))
+    del key_cache, value_cache
+    torch.cuda.empty_cache()
+    return row
+
+
+def window_table(rows, device_line):
+    lines = [
+        "",
+        "### Sliding window (%s)" % device_line,
+        "",
+        "Hq = %d, Hkv = %d, D = %d, float16, block size %d, shuffled block tables. paged_attention "
+        "with window_left = %d (a %d-key window, Mistral's sliding_window) at context %d, against "
+        "contexts %d and %d without a window. Each cell: op us / kernel us (kernel chosen)." % (
+            HEADS_Q, HEADS_KV, DIM, BLOCK, WINDOW - 1, WINDOW, WINDOW_LONG, WINDOW, WINDOW_LONG),
+        "",
+        "| batch | context 4k | context 32k, window 4k | context 32k |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append("| %d | %s |" % (r["batch"], " | ".join(
+            "%.1f / %.1f (%s)" % (r[k][0] * 1e3, r[k][1] * 1e3, r[k][2])
+            for k in ("4k", "32k window 4k", "32k"))))
+    return lines
+
+
 def chosen(seen):
     """The variant a call ran, from the kernel names the profiler saw."""
     if "flash_decode_kernel" in seen:
@@ -344,6 +399,8 @@ def main():
                              "list of %s" % CONFIGS)
     parser.add_argument("--fp8", default="on", choices=["on", "off", "only"],
                         help="the fp8 cache table: on (default), off, or only it")
+    parser.add_argument("--window", default="on", choices=["on", "off", "only"],
+                        help="the sliding-window table: on (default), off, or only it")
     args = parser.parse_args()
     if args.configs == "all":
         configs = CONFIGS
@@ -370,6 +427,21 @@ def main():
     copy_gbs = copy_bandwidth()
     print("device-to-device copy: %.0f GB/s (read + write)" % copy_gbs, flush=True)
 
+    window_rows = []
+    if args.window != "off":
+        for batch in WINDOW_BATCHES:
+            r = bench_window(batch)
+            window_rows.append(r)
+            print("window batch %d: kernel us 4k %.1f (%s), 32k window 4k %.1f (%s), 32k %.1f (%s)"
+                  % (batch, r["4k"][1] * 1e3, r["4k"][2], r["32k window 4k"][1] * 1e3,
+                     r["32k window 4k"][2], r["32k"][1] * 1e3, r["32k"][2]), flush=True)
+    if args.window == "only":
+        table = "\n".join(window_table(window_rows, device_line)) + "\n"
+        print(table)
+        if args.out:
+            pathlib.Path(args.out).write_text(table)
+        return
+
     fp8_rows = []
     if args.fp8 != "off":
         for batch, context in FP8_SHAPES:
@@ -380,7 +452,8 @@ def main():
                              r["fp8 auto"][1] * 1e3, r["fp8 auto"][2],
                              r["fp16 auto"][1] / r["fp8 auto"][1]), flush=True)
     if args.fp8 == "only":
-        table = "\n".join(fp8_table(fp8_rows, device_line)) + "\n"
+        table = "\n".join(fp8_table(fp8_rows, device_line) +
+                           (window_table(window_rows, device_line) if window_rows else [])) + "\n"
         print(table)
         if args.out:
             pathlib.Path(args.out).write_text(table)
@@ -454,6 +527,7 @@ def main():
                                                       w["kernel_gbs"]))
     if fp8_rows:
         lines += fp8_table(fp8_rows, device_line)
+    lines += window_table(window_rows, device_line) if window_rows else []
     table = "\n".join(lines) + "\n"
     print()
     print(table)
