@@ -23,8 +23,9 @@ flash_fp8) and forced v2 (the CUDA-core kernel).
 
 With --window (default on) it times a sliding window (Mistral's): batch 1/8/32 at context 32k
 with a 4096-key window against context 4k and 32k without one (op and kernel time, kernel
-chosen); the windowed call should cost about what the 4k context does, since the kernels start
-each sequence at its window.
+chosen). The kernels start each sequence at its window, so the windowed call reads what the 4k
+context reads; it runs on the CUDA-core v1/v2 kernels, though (the tensor-core flash decode
+kernel takes no window), which are slower per byte than the flash kernel the 4k call gets.
 
 With --configs (default: all) it also times, kernel-only and through v2 (what auto chose at
 these shapes before the flash kernel existed; v1 up to context 2k), every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,

@@ -108,6 +108,21 @@ class Paged:
                           torch.cat(slots).to(device))
 
 
+def poison_before_window(paged, context_lens, window_left, poison):
+    """Overwrites each sequence's keys and values before its window (after the reference was
+    taken): a kernel that lets a hidden key reach the output, even as 0 * value, returns NaN."""
+    if window_left < 0:
+        return
+    for s, n in enumerate(context_lens):
+        first = max(0, n - 1 - window_left)
+        if first == 0:
+            continue
+        slots = paged.slots(s, torch.arange(first)).to(paged.key_cache.device)
+        for cache in (paged.key_cache, paged.value_cache):
+            rows = cache.view(torch.uint8) if poison == FP8_NAN_BYTE else cache
+            rows.view(-1, *cache.shape[2:])[slots] = poison
+
+
 def random_kv(context_lens, heads_kv, dim, dtype, device):
     keys = [torch.randn(n, heads_kv, dim, dtype=dtype, device=device) for n in context_lens]
     values = [torch.randn(n, heads_kv, dim, dtype=dtype, device=device) for n in context_lens]
@@ -130,12 +145,13 @@ def check_decode(context_lens, block_size, heads_q, heads_kv, dim, dtype, device
     scale = 1.0 / math.sqrt(dim) if scale is None else scale
     max_len = max(context_lens + [0]) if max_context_len is None else max_context_len
 
-    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
-                          paged.context_lens, scale, max_len, slopes, window_left=window_left,
-                          softcap=softcap)
     expected = reference.paged_attention(query, paged.key_cache, paged.value_cache,
                                          paged.block_tables, paged.context_lens, scale, slopes,
                                          window_left, softcap)
+    poison_before_window(paged, context_lens, window_left, float("nan"))
+    out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                          paged.context_lens, scale, max_len, slopes, window_left=window_left,
+                          softcap=softcap)
     assert out.dtype == dtype and out.shape == query.shape
     assert_close(out.cpu(), expected.cpu(), dtype)
     return out
@@ -766,10 +782,13 @@ def fp8_scales(kind, heads_kv, device):
     return (torch.rand(n, device=device) * 0.1 + 0.01, torch.rand(n, device=device) * 0.1 + 0.01)
 
 
+FP8_NAN_BYTE = 0x7F  # e4m3fn's NaN
+
+
 def fp8_cache(num_blocks, block_size, heads_kv, dim, cache_dtype, device):
     """An fp8 cache poisoned with the NaN byte: a kernel that reads a slot no sequence owns
     returns NaN."""
-    cache = torch.full((num_blocks, block_size, heads_kv, dim), 0x7F, dtype=torch.uint8,
+    cache = torch.full((num_blocks, block_size, heads_kv, dim), FP8_NAN_BYTE, dtype=torch.uint8,
                        device=device)
     return cache.view(cache_dtype)
 
@@ -881,11 +900,12 @@ def check_decode_fp8(context_lens, block_size, heads_q, heads_kv, dim, dtype, de
     scale = 1.0 / math.sqrt(dim)
     if paged.k_scale is not None:
         scale /= 16 * paged.k_scale.max().item()  # scores of order 1, as in a model
+    expected = reference.paged_attention(query, key_values, value_values, paged.block_tables,
+                                         paged.context_lens, scale, slopes, window_left, softcap)
+    poison_before_window(paged, context_lens, window_left, FP8_NAN_BYTE)
     out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
                           paged.context_lens, scale, max(context_lens + [0]), slopes, True,
                           paged.k_scale, paged.v_scale, window_left, softcap)
-    expected = reference.paged_attention(query, key_values, value_values, paged.block_tables,
-                                         paged.context_lens, scale, slopes, window_left, softcap)
     assert out.dtype == dtype and out.shape == query.shape
     # Relative to the values' size (16 * v_scale), as assert_close's tolerance is to 1.
     size = 1.0 if paged.v_scale is None else 16 * paged.v_scale.max().item()

@@ -211,7 +211,8 @@ constexpr int step_tokens(int block_size) {
 // The sliding window (PagedAttentionParams::window_left) in v1/v2: the first key the query at
 // context - 1 sees, and the token a sequence's steps (v1) or first partition (v2) start from:
 // that key aligned down to kWindowAlign (paged_plan.h), a multiple of every step, so steps and
-// partitions stay on cache block boundaries; keys before the window are never read.
+// partitions stay on cache block boundaries. Keys before the window never reach a score or the
+// output (the shared-memory ring may copy the aligned slack; its consumer takes zeros there).
 static_assert([] {
   for (int b : kBlockSizes) {
     if (kWindowAlign % b != 0) return false;
@@ -219,9 +220,9 @@ static_assert([] {
   return kWindowAlign % kRunTimeStep == 0;
 }(), "the window's start is aligned to a multiple of every step");
 
+// The first key the query at context - 1 sees (paged_params.h's rule).
 __device__ __forceinline__ int first_visible(int context, int64_t window_left) {
-  return window_left >= 0 && context - 1 > window_left
-             ? context - 1 - static_cast<int>(window_left) : 0;
+  return static_cast<int>(first_visible_key(context - 1, window_left));
 }
 
 __device__ __forceinline__ int window_base(int first) { return first & ~(kWindowAlign - 1); }

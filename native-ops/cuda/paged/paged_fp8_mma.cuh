@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   };
 
   // Copies this warp's 16 rows of tile n into buffer `stage`: lane (r0, c) copies 16-byte chunk
-  // c of rows r0, r0 + kRowsPerPass, ...; rows past `end` become zeros.
+  // c of rows r0, r0 + kRowsPerPass, ...; rows past `end` or before `first` become zeros.
   auto load_kv = [&](int n, int stage, BlockIds ids) {
     const int seg0 = n * kBlockN + warp * 16;
     const int r0 = lane / kChunks, c = lane % kChunks;
@@ -203,7 +203,9 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
     for (int it = 0; it < 16 / kRowsPerPass; ++it) {
       const int r = r0 + it * kRowsPerPass;
       const int row = seg0 + r;
-      const bool ok = row < end;
+      // Keys before the window are not read either (zeros, like those past the end): a
+      // probability of 0 times a NaN or Inf left in a stale slot would still be NaN.
+      const bool ok = row < end && row >= first;
       const int64_t block = r < 8 ? ids.lo : ids.hi;
       const int64_t offset = ((block << block_shift) + (row & block_mask)) * token_stride + c * 16;
       const uint32_t at = r * Tl::kRowBytes + c * 16;

@@ -53,8 +53,9 @@ bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) 
 }
 
 // Whether the fp8 tensor-core kernel runs this call: an fp8 cache read by float16/bfloat16
-// queries, a head dim it has, no ALiBi (the window and soft-cap it has), a GQA group that fits its 16 query rows, mma.sync
-// f16/bf16 (sm_80+) and its shared memory (not D = 256 on sm_86/sm_89's 99 KiB: v1/v2 there).
+// queries, a head dim it has, no ALiBi (the window and soft-cap it has), a GQA group that fits
+// its 16 query rows, mma.sync f16/bf16 (sm_80+) and its shared memory (not D = 256 on
+// sm_86/sm_89's 99 KiB: v1/v2 there).
 bool flash_fp8_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
   return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
          fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr &&

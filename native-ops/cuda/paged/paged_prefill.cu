@@ -1,7 +1,7 @@
 // paged_prefill_attention on CUDA: a simple, correct kernel. One warp per (query row, head):
 // lane l holds head-dim elements l, l + 32, ...; keys are streamed one at a time through the
-// block table with an online softmax, from the row's sliding-window edge (0 without one). It reads each key once per query row, so it is for
-// chunked prefill of moderate chunks, not tuned. Its element loads need no alignment, so
+// block table with an online softmax, from the row's sliding-window edge (0 without one). It
+// reads each key once per query row, so it is for chunked prefill of moderate chunks, not tuned. Its element loads need no alignment, so
 // paged_attention runs it too (one row per sequence) on caches its vector kernels cannot read.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,8 +55,7 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
   const float out_scale = kernels::scale_of(p.v_scale, kv_head);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
   // The sliding window's first key (0 without one): keys before it are not read.
-  const int64_t first = p.window_left >= 0 && position > p.window_left
-                            ? position - p.window_left : 0;
+  const int64_t first = first_visible_key(position, p.window_left);
 
   const T* q = static_cast<const T*>(p.query) + (chunk_begin + row) * p.q_token_stride +
                head * p.q_head_stride;

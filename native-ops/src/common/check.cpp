@@ -1,5 +1,8 @@
 #include "common/check.h"
 
+#include <cmath>
+#include <limits>
+
 #include "common/error.h"
 
 namespace djl_attn {
@@ -91,6 +94,33 @@ void check_contiguous(const Tensor& t, ArgName name) {
     }
     expected *= sizes[i];
   }
+}
+
+void check_window_size(ArgName name, int64_t size) {
+  if (size < -1) {
+    fail_invalid(name.prefix(), ": expected -1 (unbounded) or a value >= 0, got ", size);
+  }
+}
+
+void check_qk_scale(const char* op, double scale) {
+  if (!std::isfinite(scale)) fail_invalid(op, ": scale: expected a finite value, got ", scale);
+  if (!std::isfinite(static_cast<float>(scale))) {
+    fail_invalid(op, ": scale: expected a finite value (as float32), got ", scale);
+  }
+}
+
+float checked_softcap(const char* op, double softcap) {
+  if (!std::isfinite(softcap) || softcap < 0.0) {
+    fail_invalid(op, ": softcap: expected a finite value >= 0 (0: none), got ", softcap);
+  }
+  const float as_float = static_cast<float>(softcap);
+  if (softcap != 0.0 &&
+      (!std::isfinite(as_float) || as_float < std::numeric_limits<float>::min())) {
+    fail_invalid(op, ": softcap: expected 0 (none) or a value float32 holds as a normal ",
+                 "number, in [", std::numeric_limits<float>::min(), ", ",
+                 std::numeric_limits<float>::max(), "], got ", softcap);
+  }
+  return as_float;
 }
 
 std::string list_str(const int* values, size_t count) {

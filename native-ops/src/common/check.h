@@ -34,6 +34,15 @@ void check_supported_device(const Tensor& t, ArgName name);
 void check_last_dim_contiguous(const Tensor& t, ArgName name);
 void check_contiguous(const Tensor& t, ArgName name);
 
+// The attention features flash_attention and the paged operators share. A window size is -1
+// (unbounded) or >= 0. A soft-cap is 0 (none) or a float32 the kernels can divide by: the double
+// the schema carries must stay finite and normal once rounded to float (1e39 would become inf and
+// every score NaN; 1e-46 would become 0 and silently turn the cap off). Returns the float.
+void check_window_size(ArgName name, int64_t size);
+// The factor on q.k: finite, also once rounded to the float32 the kernels use.
+void check_qk_scale(const char* op, double scale);
+float checked_softcap(const char* op, double softcap);
+
 // "{64, 80, 96}": a supported-values list as messages print it.
 std::string list_str(const int* values, size_t count);
 template <size_t N>

@@ -120,17 +120,9 @@ struct FeatureArgs {
 // [B, Hq] on q's device, contiguous. `batch` is B (the sequences of a varlen batch).
 void check_features(const char* op, const FeatureArgs& f, const Tensor& q, int64_t batch,
                     int64_t heads_q) {
-  if (f.window_left < -1) {
-    fail_invalid(op, ": window_left: expected -1 (unbounded) or a value >= 0, got ",
-                 f.window_left);
-  }
-  if (f.window_right < -1) {
-    fail_invalid(op, ": window_right: expected -1 (unbounded) or a value >= 0, got ",
-                 f.window_right);
-  }
-  if (!std::isfinite(f.softcap) || f.softcap < 0.0) {
-    fail_invalid(op, ": softcap: expected a finite value >= 0 (0: none), got ", f.softcap);
-  }
+  check_window_size({op, "window_left"}, f.window_left);
+  check_window_size({op, "window_right"}, f.window_right);
+  checked_softcap(op, f.softcap);
   if (!f.alibi_slopes) return;
   const Tensor& slopes = *f.alibi_slopes;
   const ArgName name{op, "alibi_slopes"};
@@ -265,7 +257,7 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
     fail_invalid(k_name.prefix(), ": expected Sk <= 2^30, got ", seqlen_k);
   }
   check_query_tiles(q_name, batch, seqlen_q, heads_q);
-  if (!std::isfinite(scale)) fail_invalid(kOp, ": scale: expected a finite value, got ", scale);
+  check_qk_scale(kOp, scale);
   // The features (alibi_slopes' device among them) before kv_lens' values are read: a call
   // with the slopes on another device than q reaches that device's backend, whose copy to the
   // host must not meet a pointer it cannot read.
@@ -317,7 +309,7 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
     fail_invalid(kVarlenOp, ": max_seqlen_k: expected a value in [0, total_k = ", total_k,
                  "], got ", max_seqlen_k);
   }
-  if (!std::isfinite(scale)) fail_invalid(kVarlenOp, ": scale: expected a finite value, got ", scale);
+  check_qk_scale(kVarlenOp, scale);
   check_cu_seqlens_layout(cu_seqlens_q, "cu_seqlens_q", q, -1);
   const int64_t batch = cu_seqlens_q.size(0) - 1;
   check_cu_seqlens_layout(cu_seqlens_k, "cu_seqlens_k", q, batch + 1);

@@ -57,11 +57,6 @@ struct Row {
   float slope;       // ALiBi slope of its head (0 without ALiBi)
 };
 
-// The first key a row at `position` sees: position - window_left, or 0 without a window.
-int64_t first_visible(int64_t position, int64_t window_left) {
-  return window_left < 0 ? 0 : std::max<int64_t>(0, position - window_left);
-}
-
 // Where one (sequence, kv head) reads its keys and values, elements of type C (the query's
 // type, or Fp8E4M3 bytes whose values are byte * scale).
 template <typename C>
@@ -230,7 +225,7 @@ void paged_attention_typed(const PagedAttentionParams& p) {
         rows[g].q = static_cast<const T*>(p.query) + s * p.q_seq_stride + h * p.q_head_stride;
         rows[g].out = static_cast<T*>(p.out) + (s * p.heads_q + h) * p.head_dim;
         rows[g].limit = p.context_lens[s];
-        rows[g].first = first_visible(rows[g].limit - 1, p.window_left);
+        rows[g].first = first_visible_key(rows[g].limit - 1, p.window_left);
         rows[g].slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
       }
       attend_rows<T, C>(cache, rows, p.scale, p.softcap, ws);
@@ -281,7 +276,7 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
           row.out = static_cast<T*>(p.out) + (r * p.heads_q + h) * p.head_dim;
           // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
           row.limit = context - chunk + (r - chunk_begin) + 1;
-          row.first = first_visible(row.limit - 1, p.window_left);
+          row.first = first_visible_key(row.limit - 1, p.window_left);
           row.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
           rows.push_back(row);
         }

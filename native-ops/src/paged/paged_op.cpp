@@ -169,15 +169,11 @@ void check_alibi(const char* op, const Tensor& slopes, const Tensor& query) {
   check_contiguous(slopes, name);
 }
 
-// window_left >= -1 (-1: unbounded), softcap finite and >= 0 (0: none), as flash_attention
-// takes them.
+// window_left >= -1 (-1: unbounded), softcap 0 (none) or a normal float32, as flash_attention
+// takes them (common/check.h).
 void check_features(const char* op, int64_t window_left, double softcap) {
-  if (window_left < -1) {
-    fail_invalid(op, ": window_left: expected -1 (unbounded) or a value >= 0, got ", window_left);
-  }
-  if (!std::isfinite(softcap) || softcap < 0.0) {
-    fail_invalid(op, ": softcap: expected a finite value >= 0 (0: none), got ", softcap);
-  }
+  check_window_size({op, "window_left"}, window_left);
+  checked_softcap(op, softcap);
 }
 
 // Context lengths within [0, max_blocks * block_size] and the blocks each sequence uses within
@@ -311,7 +307,7 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
                      query);
   check_size(context_lens, {kDecodeOp, "context_lens"}, 0, "num_seqs", num_seqs,
              "the sequences of query");
-  if (!std::isfinite(scale)) fail_invalid(kDecodeOp, ": scale: expected a finite value, got ", scale);
+  check_qk_scale(kDecodeOp, scale);
   check_features(kDecodeOp, window_left, softcap);
   if (max_context_len < 0 || max_context_len > (int64_t{1} << 30)) {
     fail_invalid(kDecodeOp, ": max_context_len: expected a value in [0, 2^30], got ",
@@ -407,7 +403,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
                      DType::kInt32, query);
   check_size(cu_seqlens_q, {kPrefillOp, "cu_seqlens_q"}, 0, "num_seqs + 1", num_seqs + 1,
              "the sequences of context_lens plus one");
-  if (!std::isfinite(scale)) fail_invalid(kPrefillOp, ": scale: expected a finite value, got ", scale);
+  check_qk_scale(kPrefillOp, scale);
   check_features(kPrefillOp, window_left, softcap);
   if (max_seqlen_q < 0 || max_seqlen_q > tokens) {
     fail_invalid(kPrefillOp, ": max_seqlen_q: expected a value in [0, T = ", tokens, "], got ",

@@ -13,7 +13,20 @@
 
 #include "common/element_type.h"
 
+#if defined(__CUDACC__)
+#define DJL_PAGED_HOST_DEVICE __host__ __device__
+#else
+#define DJL_PAGED_HOST_DEVICE
+#endif
+
 namespace djl_attn::paged {
+
+// The sliding window's rule, for every paged kernel (CPU and CUDA): the first key a query at
+// `position` sees when it sees window_left keys before its own (-1: every key), i.e.
+// position - window_left, or 0.
+DJL_PAGED_HOST_DEVICE inline int64_t first_visible_key(int64_t position, int64_t window_left) {
+  return window_left >= 0 && position > window_left ? position - window_left : 0;
+}
 
 using ::djl_attn::ElementType;
 

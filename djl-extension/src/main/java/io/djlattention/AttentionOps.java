@@ -1066,14 +1066,8 @@ public final class AttentionOps {
      * {@link AttentionOptions.Builder}'s (the native binding checks them again for other callers).
      */
     private static void checkFeatures(int windowLeft, float softcap) {
-        if (windowLeft < -1) {
-            throw new IllegalArgumentException(
-                    "windowLeft: expected -1 (unbounded) or a value >= 0, got " + windowLeft);
-        }
-        if (!Float.isFinite(softcap) || softcap < 0) {
-            throw new IllegalArgumentException(
-                    "softcap: expected a finite value >= 0 (0: none), got " + softcap);
-        }
+        AttentionOptions.checkWindowSize("windowLeft", windowLeft);
+        AttentionOptions.checkSoftcap(softcap);
     }
 
     /** {@link #pytorchArray} of a {@code Tensor?} argument: null stays null (None). */

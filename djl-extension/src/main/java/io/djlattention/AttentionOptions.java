@@ -125,6 +125,22 @@ public final class AttentionOptions {
         return alibiSlopes;
     }
 
+    /** The window rule of the flash and paged operators: -1 (unbounded) or a size >= 0. */
+    static void checkWindowSize(String name, int size) {
+        if (size < -1) {
+            throw new IllegalArgumentException(
+                    name + ": expected -1 (unbounded) or a value >= 0, got " + size);
+        }
+    }
+
+    /** The soft-cap rule of the flash and paged operators: 0 (none) or a finite value > 0. */
+    static void checkSoftcap(float softcap) {
+        if (!Float.isFinite(softcap) || softcap < 0) {
+            throw new IllegalArgumentException(
+                    "softcap: expected a finite value >= 0 (0: none), got " + softcap);
+        }
+    }
+
     /** Builds {@link AttentionOptions}. */
     public static final class Builder {
 
@@ -188,14 +204,8 @@ public final class AttentionOptions {
          * @return this builder
          */
         public Builder optWindow(int left, int right) {
-            if (left < -1) {
-                throw new IllegalArgumentException(
-                        "window left: expected -1 (unbounded) or a value >= 0, got " + left);
-            }
-            if (right < -1) {
-                throw new IllegalArgumentException(
-                        "window right: expected -1 (unbounded) or a value >= 0, got " + right);
-            }
+            checkWindowSize("window left", left);
+            checkWindowSize("window right", right);
             this.windowLeft = left;
             this.windowRight = right;
             return this;
@@ -210,10 +220,7 @@ public final class AttentionOptions {
          * @return this builder
          */
         public Builder optSoftcap(float softcap) {
-            if (!Float.isFinite(softcap) || softcap < 0) {
-                throw new IllegalArgumentException(
-                        "softcap: expected a finite value >= 0 (0: none), got " + softcap);
-            }
+            checkSoftcap(softcap);
             this.softcap = softcap;
             return this;
         }

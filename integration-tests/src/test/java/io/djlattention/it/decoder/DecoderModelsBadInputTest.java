@@ -15,6 +15,7 @@ import ai.djl.repository.zoo.ZooModel;
 import ai.djl.translate.TranslateException;
 
 import com.google.gson.JsonElement;
+import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
@@ -187,6 +188,23 @@ class DecoderModelsBadInputTest {
                             () -> DecoderModels.load(dir, ids()),
                             edit.getKey());
             assertMessage(e, dir.resolve("config.json").toString(), edit.getKey());
+            deleteTree(dir);
+        }
+        // Gemma-2 without a window (transformers refuses null there too; Mistral takes it as
+        // none) and a cap that float32, the operators' type, would round to 0.
+        String[] keys = {"sliding_window", "attn_logit_softcapping"};
+        List<Consumer<JsonObject>> gemma2Edits =
+                List.of(
+                        c -> c.add("sliding_window", JsonNull.INSTANCE),
+                        c -> c.addProperty("attn_logit_softcapping", 1e-50));
+        for (int i = 0; i < keys.length; ++i) {
+            Path dir = copy("gemma2", gemma2Edits.get(i));
+            MalformedModelException e =
+                    assertThrows(
+                            MalformedModelException.class,
+                            () -> DecoderModels.load(dir, ids()),
+                            keys[i]);
+            assertMessage(e, dir.resolve("config.json").toString(), keys[i]);
             deleteTree(dir);
         }
     }

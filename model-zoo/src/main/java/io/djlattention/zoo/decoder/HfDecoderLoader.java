@@ -51,9 +51,9 @@ import java.util.Map;
  *       hidden_activation} ({@code gelu_pytorch_tanh}: GeGLU MLP), {@code query_pre_attn_scalar}
  *       (default 256; the scores are scaled by its {@code -1/2} power), {@code
  *       attn_logit_softcapping} (default 50) and {@code final_logit_softcapping} (default 30; null:
- *       none), {@code sliding_window} (default 4096; null: none) on the layers {@code layer_types}
- *       marks {@code sliding_attention} (absent: the even layers, Gemma2Config's rule; the others
- *       {@code full_attention}). The norms are {@code x·(1 + w)}, four per layer ({@code input},
+ *       none), {@code sliding_window} (default 4096; null refused, as transformers does) on the
+ *       layers {@code layer_types} marks {@code sliding_attention} (absent: the even layers,
+ *       Gemma2Config's rule; the others {@code full_attention}). The norms are {@code x·(1 + w)}, four per layer ({@code input},
  *       {@code post_attention}, {@code pre_feedforward}, {@code post_feedforward}), and the
  *       embeddings are scaled by {@code sqrt(hidden_size)} in the model's dtype.
  *   <li>{@code GPT2LMHeadModel}: {@code vocab_size}, {@code n_embd}, {@code n_layer}, {@code
@@ -220,6 +220,11 @@ public final class HfDecoderLoader {
                 .optAttentionSoftcap(k.optCap("attn_logit_softcapping", 50f))
                 .optFinalSoftcap(k.optCap("final_logit_softcapping", 30f))
                 .optSlidingWindow(k.optWindow("sliding_window", 4096));
+        if (k.config.has("sliding_window") && k.get("sliding_window") == null) {
+            // Gemma2Model always builds its sliding-window mask: transformers refuses null too.
+            throw k.refuse(
+                    "sliding_window", "null", "Gemma-2's local layers need a window >= 1");
+        }
         boolean[] sliding = new boolean[layers];
         JsonElement types = k.config.get("layer_types");
         if (types == null || types.isJsonNull()) {
@@ -491,8 +496,13 @@ public final class HfDecoderLoader {
                 return 0;
             }
             double cap = optDouble(key, 0);
-            if (!(cap > 0) || Double.isInfinite(cap) || (float) cap == Float.POSITIVE_INFINITY) {
-                throw refuse(key, e.toString(), "expected a positive soft-cap or null (none)");
+            // The cap is a float32 in the operators: it must stay finite and normal there.
+            if (!(cap >= Float.MIN_NORMAL) || (float) cap == Float.POSITIVE_INFINITY) {
+                throw refuse(
+                        key,
+                        e.toString(),
+                        "expected a positive soft-cap float32 holds as a normal number, or null"
+                                + " (none)");
             }
             return (float) cap;
         }
