@@ -480,14 +480,10 @@ BIG = 2**30 + 1  # one past the longest sequence the flash kernels index with 32
 
 
 
-def FEATURE_ROWS(heads_q, batch, batch_name):
-    """The rows of the arguments both flash operators end with: the sliding window, the
-    soft-cap and the ALiBi slopes (the good calls use all three)."""
+def SOFTCAP_AND_SCALE_ROWS():
+    """The soft-cap and scale rows the flash and paged attention operators share (one check,
+    common/check.h)."""
     return [
-        row("window-left-below-minus-one", set_arg("window_left", value(-2)),
-            "expected -1 (unbounded) or a value >= 0, got -2", arg="window_left"),
-        row("window-right-below-minus-one", set_arg("window_right", value(-5)),
-            "expected -1 (unbounded) or a value >= 0, got -5", arg="window_right"),
         row("softcap-negative", set_arg("softcap", value(-1.0)),
             "expected a finite value >= 0 (0: none), got -1", arg="softcap"),
         row("softcap-nan", set_arg("softcap", value(float("nan"))),
@@ -502,6 +498,18 @@ def FEATURE_ROWS(heads_q, batch, batch_name):
             "expected 0 (none) or a value float32 holds as a normal number", arg="softcap"),
         row("scale-float-overflow", set_arg("scale", value(1e39)),
             "expected a finite value (as float32), got 1e+39", arg="scale"),
+    ]
+
+
+def FEATURE_ROWS(heads_q, batch, batch_name):
+    """The rows of the arguments both flash operators end with: the sliding window, the
+    soft-cap and the ALiBi slopes (the good calls use all three)."""
+    return [
+        row("window-left-below-minus-one", set_arg("window_left", value(-2)),
+            "expected -1 (unbounded) or a value >= 0, got -2", arg="window_left"),
+        row("window-right-below-minus-one", set_arg("window_right", value(-5)),
+            "expected -1 (unbounded) or a value >= 0, got -5", arg="window_right"),
+        *SOFTCAP_AND_SCALE_ROWS(),
         row("alibi-float16", set_arg("alibi_slopes", to_dtype(torch.float16)),
             "expected dtype float32, got float16", arg="alibi_slopes"),
         row("alibi-heads", set_arg("alibi_slopes", resize(-1, heads_q + 1)),
@@ -1015,20 +1023,7 @@ def _paged_rows(op, index_rows):
             arg="scale"),
         row("window-left-below-minus-one", set_arg("window_left", value(-2)),
             "expected -1 (unbounded) or a value >= 0, got -2", arg="window_left"),
-        row("softcap-negative", set_arg("softcap", value(-1.0)),
-            "expected a finite value >= 0 (0: none), got -1", arg="softcap"),
-        row("softcap-nan", set_arg("softcap", value(float("nan"))),
-            "expected a finite value >= 0 (0: none), got nan", arg="softcap"),
-        row("softcap-inf", set_arg("softcap", value(float("inf"))),
-            "expected a finite value >= 0 (0: none), got inf", arg="softcap"),
-        # Finite doubles that float32 cannot hold: 1e39 would become inf (every score NaN),
-        # 1e-46 would become 0 (the cap silently off).
-        row("softcap-float-overflow", set_arg("softcap", value(1e39)),
-            "expected 0 (none) or a value float32 holds as a normal number", arg="softcap"),
-        row("softcap-float-underflow", set_arg("softcap", value(1e-46)),
-            "expected 0 (none) or a value float32 holds as a normal number", arg="softcap"),
-        row("scale-float-overflow", set_arg("scale", value(1e39)),
-            "expected a finite value (as float32), got 1e+39", arg="scale"),
+        *SOFTCAP_AND_SCALE_ROWS(),
         row("block-tables-rank", set_arg("block_tables", lambda t, d: t.reshape(-1)),
             "expected 2 dims [num_seqs, max_blocks], got 1 dims", arg="block_tables"),
         row("block-tables-int64", set_arg("block_tables", to_dtype(torch.int64)),
