@@ -21,7 +21,8 @@
 // is soft-capped. A template flag, as the tile kernel's kFeatures is: the plain instantiations
 // keep their code and registers (ptxas figures in the commit that added it).
 //
-// Included by the instantiation files flash_decode_fp16.cu / flash_decode_bf16.cu.
+// Included by the instantiation files flash_decode_{fp16,bf16}.cu (plain) and
+// flash_decode_{fp16,bf16}_features.cu (kFeatures).
 #pragma once
 
 #include <cuda_bf16.h>
