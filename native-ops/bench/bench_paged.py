@@ -24,8 +24,9 @@ flash_fp8) and forced v2 (the CUDA-core kernel).
 With --window (default on) it times a sliding window (Mistral's): batch 1/8/32 at context 32k
 with a 4096-key window against context 4k and 32k without one (op and kernel time, kernel
 chosen). The kernels start each sequence at its window, so the windowed call reads what the 4k
-context reads; it runs on the CUDA-core v1/v2 kernels, though (the tensor-core flash decode
-kernel takes no window), which are slower per byte than the flash kernel the 4k call gets.
+context reads. Since the flash decode kernel took the window and soft-cap (its features
+instantiation, flash_decode_kernel.cuh) the windowed call runs on it, as the 4k call does; the
+table of docs/benchmarks.md measured before that ran it on the CUDA-core v1/v2 kernels.
 
 With --configs (default: all) it also times, kernel-only and through v2 (what auto chose at
 these shapes before the flash kernel existed; v1 up to context 2k), every kernel configuration DJL_ATTN_PAGED_CONFIG offers (and a few v2 partition lengths,

@@ -157,3 +157,130 @@ def test_decode_on_names_what_it_cannot_take(device, options, dim, dtype, reason
     out, _ = flash(q, k, v, None, 0.125, False)
     ref, _ = reference.flash_attention(q, k, v, None, 0.125, False)
     assert_close(out.cpu(), ref.cpu(), dtype, "out")
+
+
+# --- the sliding window and soft-cap (the decode kernel's features instantiation) ---------------
+# Windows (window_left) of 0 (the row's own key), 1, narrower than the kernel's 64-key tile (7),
+# one tile (64), across tiles and ranges (100, 1000), and wider than every context (5000: the
+# binding drops it); soft-caps of 0 (none) and 5 (tight enough to move every output), alone and
+# with a window. Rows that see part of a tile before the window, and whole tiles and ranges
+# before it, have their keys and values poisoned with NaN (poison_before_window): the kernel
+# must not read them.
+WINDOWS = [0, 1, 7, 64, 100, 1000, 5000]
+SOFTCAPS = [0.0, 5.0]
+
+
+def first_visible_keys(kv_lens, batch, seqlen_q, seqlen_k, window_left):
+    """Per batch row, the first key its earliest query row (position L - Sq) sees."""
+    lens = [seqlen_k] * batch if kv_lens is None else kv_lens.cpu().tolist()
+    return [max(0, n - seqlen_q - window_left) if window_left >= 0 else 0 for n in lens]
+
+
+def poison_before_window(k, v, firsts):
+    """Copies of k and v with NaN in every key/value before each batch row's first visible key:
+    a kernel that lets one of them reach the output, even as 0 * value, returns NaN."""
+    k, v = k.clone(), v.clone()
+    for b, first in enumerate(firsts):
+        k[b, :first] = float("nan")
+        v[b, :first] = float("nan")
+    return k, v
+
+
+def check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap, poison):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    batch, seqlen_q, heads_q, _ = q.shape
+    ref_out, ref_lse = reference.flash_attention(q, k, v, kv_lens, scale, causal, window_left,
+                                                 window_right, softcap)
+    kp, vp = poison_past_lens(k, v, kv_lens)
+    if poison:
+        kp, vp = poison_before_window(
+            kp, vp, first_visible_keys(kv_lens, batch, seqlen_q, k.shape[1], window_left))
+    reference.poison_allocator(q.device, (q.shape, q.dtype),
+                               ((batch, heads_q, seqlen_q), torch.float32))
+    out, lse = flash(q, kp, vp, kv_lens, scale, causal, window_left, window_right, softcap, None)
+    assert out.dtype == q.dtype and lse.shape == (batch, heads_q, seqlen_q)
+    assert_close(out.cpu(), ref_out.cpu(), q.dtype, "out")
+    assert_close(lse.cpu(), ref_lse.cpu(), q.dtype, "lse")
+    return ref_out
+
+
+def poisons(device, decode_mode):
+    """Whether keys before the window may be NaN: the decode kernel zero-fills them (and so does
+    the CPU, which skips them); the tile kernel (DJL_ATTN_FLASH_DECODE=off) loads whole tiles from
+    the window's first and multiplies probability 0 by what is there, as dense inputs allow."""
+    return decode_mode == "on"
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", DECODE_HEAD_DIMS)
+@pytest.mark.parametrize("heads_q,heads_kv", GROUPS)
+@pytest.mark.parametrize("window_left", WINDOWS)
+@pytest.mark.parametrize("softcap", SOFTCAPS)
+def test_decode_window_softcap(device, decode_mode, dtype, dim, heads_q, heads_kv, window_left,
+                               softcap):
+    # One query row (folded with GQA: the group's rows share the query's position), kv_lens
+    # that are full, 1, 0, odd and inside a tile; Sk = 300 is not a multiple of 64.
+    if device == "cpu" and (dtype != torch.float16 or dim != 64 or heads_q == 16):
+        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
+    if window_left == 5000 and softcap == 0.0:
+        pytest.skip("no feature: test_decode covers the plain call")
+    q, k, v = make_inputs(5, 1, 300, heads_q, heads_kv, dim, dtype, device)
+    kv_lens = torch.tensor([300, 1, 0, 131, 77], dtype=torch.int32, device=device)
+    check_features(q, k, v, kv_lens, False, window_left, -1, softcap, poisons(device, decode_mode))
+
+
+# Up to 16 query rows without a fold: the rows sit at different positions and see different
+# windows (masked per row); causal and not, with window_right where it cuts (non-causal, Sq > 1).
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("seqlen_q", [2, 5, 16])
+@pytest.mark.parametrize("heads_q,heads_kv", [(2, 2), (4, 2)])
+@pytest.mark.parametrize("causal,window_right", [(True, -1), (False, -1), (False, 0), (False, 2)])
+@pytest.mark.parametrize("window_left,softcap", [(0, 0.0), (7, 0.0), (64, 5.0), (130, 0.0),
+                                                 (-1, 5.0)])
+def test_few_rows_window_softcap(device, decode_mode, dtype, seqlen_q, heads_q, heads_kv, causal,
+                                 window_right, window_left, softcap):
+    if device == "cpu" and (dtype != torch.float16 or heads_q != heads_kv):
+        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
+    q, k, v = make_inputs(4, seqlen_q, 300, heads_q, heads_kv, 64, dtype, device)
+    kv_lens = torch.tensor([300, 5, 0, 131], dtype=torch.int32, device=device)
+    check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap,
+                   poisons(device, decode_mode))
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("window_left", [0, 63, 64, 4095])
+@pytest.mark.parametrize("softcap", SOFTCAPS)
+def test_decode_window_without_kv_lens(device, decode_mode, dtype, window_left, softcap):
+    # Every row has Sk keys (a multiple of 64 here, so the window's start falls on a tile edge
+    # for some windows and inside a tile for others).
+    if device == "cpu" and dtype != torch.float16:
+        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
+    q, k, v = make_inputs(2, 1, 4096, 32, 8, 128, dtype, device)
+    check_features(q, k, v, None, True, window_left, -1, softcap, poisons(device, decode_mode))
+
+
+@pytest.mark.skipif(not CUDA, reason="long contexts run on the GPU only")
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("window_left", [0, 5, 64, 1000, 4095])
+@pytest.mark.parametrize("softcap", SOFTCAPS)
+def test_decode_long_context_small_window(device, decode_mode, dtype, window_left, softcap):
+    if device != "cuda":
+        pytest.skip("a long context runs on the GPU only")
+    # Batch 1 and 3 at 32k keys with Mistral's window (4095) and smaller ones: the split
+    # counts tiles from the window's first, so many ranges over the window and none before it;
+    # the other rows end inside a tile and at 1 key.
+    q, k, v = make_inputs(3, 1, 32768, 32, 8, 128, dtype, device)
+    kv_lens = torch.tensor([32768, 30001, 1], dtype=torch.int32, device=device)
+    check_features(q, k, v, kv_lens, False, window_left, -1, softcap, poisons(device, decode_mode))
+    check_features(q[:1], k[:1], v[:1], None, False, window_left, -1, softcap,
+                   poisons(device, decode_mode))
+
+
+def test_decode_features_change_the_result(device):
+    # Guards the cases above against a kernel and a reference that both ignore an argument: a
+    # window and a soft-cap each move a decode step's output.
+    q, k, v = make_inputs(1, 1, 500, 8, 2, 64, torch.float16, device)
+    plain, _ = flash(q, k, v, None, 0.125, False)
+    for window_left, softcap in ((10, 0.0), (-1, 1.0)):
+        out, _ = flash(q, k, v, None, 0.125, False, window_left, -1, softcap, None)
+        assert (out.float() - plain.float()).abs().max().item() > 1e-2, (window_left, softcap)

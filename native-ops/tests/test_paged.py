@@ -1068,14 +1068,74 @@ WINDOWS = [0, 1, 5, 15, 16, 17, 100, 5000]
 @pytest.mark.parametrize("softcap", [0.0, 5.0])
 @pytest.mark.parametrize("block_size", BLOCK_SIZES)
 def test_decode_window_softcap(device, variant, window_left, softcap, block_size):
+    if device == "cuda" and variant == "flash":
+        # The forced flash variant runs these on the flash kernel itself, not a fallback.
+        assert planned_kernel(len(MIXED_CONTEXTS), max(MIXED_CONTEXTS), 4, 2, 128, block_size,
+                              torch.float16, variant, window_left, softcap) == "flash"
     check_decode(MIXED_CONTEXTS, block_size, 4, 2, 128, torch.float16, device,
                  window_left=window_left, softcap=softcap)
+
+
+def planned_kernel(num_seqs, max_context_len, heads_q, heads_kv, dim, block_size, dtype, kernel,
+                   window_left, softcap, alibi=False):
+    """The kernel paged_attention's plan (cuda/paged/paged_plan.h, through
+    libdjl_attn_plans.so) runs for a contiguous query and aligned caches of these shapes on this
+    GPU with DJL_ATTN_PAGED_KERNEL=`kernel`: what the tests below check ran, not assume."""
+    from test_plans_paged import decode_plan  # the plan's ctypes wrapper (CPU-only library)
+    props = torch.cuda.get_device_properties(0)
+    gpu = (props.multi_processor_count,
+           getattr(props, "shared_memory_per_block_optin", 48 * 1024), props.major, props.minor)
+    return decode_plan(num_seqs, max_context_len, kernel, heads_q=heads_q, heads_kv=heads_kv,
+                       dim=dim, block_size=block_size, element_size=dtype.itemsize,
+                       alibi=alibi, gpu=gpu, window_left=window_left,
+                       softcap=softcap)["kernel"]
+
+
+# The flash decode kernel's features instantiation (float16/bfloat16 caches, D 64/128/256, groups
+# up to 16, no ALiBi) under auto and a forced flash: windows inside one 64-key tile, on a tile's
+# edge and across many tiles and split ranges of long contexts, keys before the window poisoned
+# (check_decode), soft-cap alone and with a window, every block size.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dim", [64, 128, 256])
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (32, 8), (16, 1)])
+@pytest.mark.parametrize("window_left,softcap", [(0, 0.0), (1, 0.0), (63, 0.0), (64, 5.0),
+                                                 (200, 0.0), (-1, 5.0), (4095, 30.0)])
+def test_decode_window_softcap_flash_kernel(device, variant, dtype, dim, heads_q, heads_kv,
+                                            window_left, softcap):
+    if variant not in ("auto", "flash"):
+        pytest.skip("the flash kernel's cases; v1/v2 have their own above")
+    if device == "cpu" and (dtype != torch.float16 or dim != 128 or heads_q != 32):
+        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
+    lens = [1, 0, 77, 300, 4097, 9000] if device == "cuda" else [1, 0, 77, 300, 700]
+    block_size = 16
+    if device == "cuda":
+        assert planned_kernel(len(lens), max(lens), heads_q, heads_kv, dim, block_size, dtype,
+                              variant, window_left, softcap) == "flash"
+    check_decode(lens, block_size, heads_q, heads_kv, dim, dtype, device,
+                 window_left=window_left, softcap=softcap, scale=0.5)
+
+
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("window_left", [0, 5, 16, 100])
+def test_decode_window_flash_kernel_block_sizes(device, variant, block_size, window_left):
+    # A warp's 16 keys span two cache blocks of 8: the window's first key inside either.
+    if variant not in ("auto", "flash"):
+        pytest.skip("the flash kernel's cases; v1/v2 have their own above")
+    lens = [1, 9, 17, 130, 1000]
+    if device == "cuda":
+        assert planned_kernel(len(lens), max(lens), 8, 2, 128, block_size, torch.float16,
+                              variant, window_left, 2.0) == "flash"
+    check_decode(lens, block_size, 8, 2, 128, torch.float16, device, window_left=window_left,
+                 softcap=2.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", HEAD_DIMS + [8, 33])
 def test_decode_window_softcap_every_dtype_and_head_dim(device, variant, dtype, dim):
     # A scale large enough that the cap changes the scores (|s| of several softcap).
+    if device == "cuda" and variant == "flash" and dtype != torch.float32 and dim in (64, 128, 256):
+        # The forced flash variant runs these on the flash kernel itself, not a fallback.
+        assert planned_kernel(4, 300, 6, 2, dim, 16, dtype, variant, 40, 2.0) == "flash"
     check_decode([1, 0, 77, 300], 16, 6, 2, dim, dtype, device, window_left=40, softcap=2.0,
                  scale=1.0)
 

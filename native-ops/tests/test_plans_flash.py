@@ -27,19 +27,19 @@ _flash.restype = ctypes.c_char_p
 _flash.argtypes = ([ctypes.c_int32] + [ctypes.c_int64] * 6 +
                    [ctypes.c_double, ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p,
                     ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
-                    ctypes.c_int32, ctypes.c_int32, ctypes.c_int32])
+                    ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64])
 
 # Flags of djl_attn_test_flash_plan (tests/native/flash_plan_exports.cpp).
 FLAGS = {"causal": 1, "varlen": 2, "kv_lens": 4, "bias": 8, "unaligned": 16, "hopper_built": 32,
          "tuning_build": 64, "hopper_free": 128, "broadcast_kv": 256,
-         # window_left = 256, window_right = 16, softcap = 30, ALiBi slopes
+         # window_left = `window` (256 unless given), window_right = 16, softcap = 30, ALiBi
          "window_left": 512, "window_right": 1024, "softcap": 2048, "alibi": 4096}
 FEATURES = ["window_left", "window_right", "softcap", "alibi"]
 
 
 def flash_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype="float16", gpu=H200,
                scale=None, decode="auto", hopper="auto", config="auto", tiled_per_sm=2,
-               decode_per_sm=2, hopper_built=True, **flags):
+               decode_per_sm=2, hopper_built=True, window=256, **flags):
     """The plan's description (describe() in flash_plan.h, plus /scratch<bytes> for a split)."""
     scale = dim ** -0.5 if scale is None else scale
     bits = FLAGS["hopper_built"] if hopper_built else 0
@@ -48,7 +48,7 @@ def flash_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, dtype="float16
     sms, smem, major, minor = gpu
     return _flash(DTYPES[dtype], batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, scale, bits,
                   decode.encode(), hopper.encode(), config.encode(), sms, smem, major, minor,
-                  tiled_per_sm, decode_per_sm).decode()
+                  tiled_per_sm, decode_per_sm, window).decode()
 
 
 # --- the benchmark shapes (bench/bench_flash.py) --------------------------------------------------
@@ -281,29 +281,91 @@ def test_features_take_the_base_tiles(feature, dtype):
             "hopper/" if dim in (64, 128, 256) else "tiled/D%d/base/" % dim)
 
 
-@pytest.mark.parametrize("feature", FEATURES)
-def test_features_leave_the_decode_kernel(feature):
-    # The decode kernel does not take them: auto runs the tile kernel's 64-row tiles, on
-    # refuses naming them, off is the tile kernel anyway.
-    assert flash_plan(4, 1, 4096, 8, 8, 128).startswith("decode/D128/")
-    assert flash_plan(4, 1, 4096, 8, 8, 128, **{feature: True}).startswith(
-        "tiled/D128/base/64x64/")
-    assert flash_plan(4, 1, 4096, 8, 8, 128, decode="on", **{feature: True}) == \
-        "refused: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take a sliding window, " \
-        "soft-capping or ALiBi"
-    assert flash_plan(4, 1, 4096, 8, 8, 128, decode="off", **{feature: True}).startswith(
-        "tiled/D128/base/64x64/")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [64, 128, 256])
+def test_window_and_softcap_take_the_decode_kernels_features(dtype, dim):
+    # The decode kernel's features instantiation runs the sliding window and the soft-cap, for
+    # one row (Sq = 1; window_right is moot there and normalised away) and for a few rows
+    # (Sq = 5, causal or with window_right: rows at different positions); on and auto alike.
+    # ALiBi stays with the tile kernel's base tiles; on refuses it by name.
+    gpu = A100  # D = 256 fits its shared memory
+    for shape in ((4, 1, 4096, 8, 8, dim), (4, 5, 4096, 8, 8, dim)):
+        assert flash_plan(*shape, dtype=dtype, gpu=gpu).startswith("decode/D%d/splits" % dim)
+        for flags in (dict(window_left=True), dict(softcap=True),
+                      dict(window_left=True, softcap=True, causal=True),
+                      dict(window_left=True, window_right=True)):
+            for decode in ("auto", "on"):
+                plan = flash_plan(*shape, dtype=dtype, gpu=gpu, decode=decode, **flags)
+                assert plan.startswith("decode/D%d/features/splits" % dim), (shape, flags, plan)
+            assert flash_plan(*shape, dtype=dtype, gpu=gpu, decode="off", **flags).startswith(
+                "tiled/D%d/base/64x" % dim)
+        assert flash_plan(*shape, dtype=dtype, gpu=gpu, alibi=True).startswith(
+            "tiled/D%d/base/64x" % dim)
+        assert flash_plan(*shape, dtype=dtype, gpu=gpu, decode="on", alibi=True) == \
+            "refused: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take ALiBi"
+    # window_right with Sq = 1 cuts nothing: the binding drops it, and the plain kernel runs.
+    assert flash_plan(4, 1, 4096, 8, 8, 128, window_right=True).startswith("decode/D128/splits")
 
 
 def test_the_fold_keeps_positions_and_slopes_apart():
-    # Folded rows are different query heads at one position: a window or ALiBi would read them
-    # as positions (and the key/value head's slope), so those calls run unfolded; soft-capping
-    # does not depend on either and folds.
+    # Folded rows are different query heads at one position. The decode kernel reads them so
+    # (one position for the group), so a window folds onto it; the tile kernel would read them as
+    # positions, so with the decode kernel off a window runs unfolded. ALiBi would take the
+    # key/value head's slope: never folded. Soft-capping depends on neither and folds everywhere.
     assert flash_plan(2, 1, 1024, 8, 2, 64, decode_per_sm=3).startswith("fold+decode/D64/")
-    assert flash_plan(2, 1, 1024, 8, 2, 64, window_left=True).startswith("tiled/D64/base/64x64/")
-    assert flash_plan(2, 1, 1024, 8, 2, 64, window_right=True).startswith("tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, window_left=True).startswith(
+        "fold+decode/D64/features/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, window_left=True, decode="off").startswith(
+        "tiled/D64/base/64x64/features/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, window_right=True).startswith("fold+decode/D64/splits")
     assert flash_plan(2, 1, 1024, 8, 2, 64, alibi=True).startswith("tiled/D64/base/64x64/")
-    assert flash_plan(2, 1, 1024, 8, 2, 64, softcap=True).startswith("fold+tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, softcap=True).startswith(
+        "fold+decode/D64/features/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, softcap=True, decode="off").startswith(
+        "fold+tiled/D64/base/64x64/features/")
+    # A group of 32 rows is past the decode kernel: a window then runs unfolded on the tile
+    # kernel, a soft-cap folded.
+    assert flash_plan(2, 1, 1024, 64, 2, 64, window_left=True).startswith("tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 64, 2, 64, softcap=True).startswith("fold+tiled/D64/base/")
+
+
+def splits_of(plan):
+    return int(plan.split("/splits")[1].split("/")[0])
+
+
+# The decode split with a window counts tiles from the window's first tile: a context of 32k keys
+# with a window of 4096 (Mistral's, window_left = 4095) walks at most 4095 + 1 + 63 keys, 65
+# tiles, the split and its scratch those of a 4159-key context without a window.
+@pytest.mark.parametrize("batch", [1, 8, 32])
+def test_a_decode_window_splits_only_its_span(batch):
+    shape = (batch, 1, 32768, 32, 8, 128)
+    windowed = flash_plan(*shape, window_left=True, window=4095)
+    assert windowed.startswith("fold+decode/D128/features/splits")
+    unwindowed_span = flash_plan(batch, 1, 4095 + 1 + 63, 32, 8, 128)
+    assert windowed.split("/splits")[1] == unwindowed_span.split("/splits")[1]
+    # A split range holds at least two tiles: at most 32 ranges over 65 tiles.
+    assert splits_of(windowed) <= 32
+    assert splits_of(windowed) <= splits_of(flash_plan(*shape))
+    # Rows at Sq different positions: the span grows by Sq - 1 keys (here 4095 + 16 + 63, still
+    # 65 tiles).
+    many = flash_plan(batch, 16, 32768, 8, 8, 128, window_left=True, window=4095, causal=True)
+    assert many.split("/splits")[1] == flash_plan(batch, 16, 4095 + 16 + 63, 8, 8, 128,
+                                                  causal=True).split("/splits")[1]
+
+
+@pytest.mark.parametrize("window", [0, 1, 7, 63, 64, 65, 200, 1000])
+def test_decode_window_span_is_capped_by_the_context(window):
+    # Small windows: one or two tiles of keys, so batch 1 is hardly split; windows at or past
+    # Sk - 1 are no window (normalised by the binding): the plain split of the context.
+    plan = flash_plan(1, 1, 1000, 32, 8, 128, window_left=True, window=window)
+    span = min(1000, window + 1 + 63)
+    if window >= 999:
+        assert plan == flash_plan(1, 1, 1000, 32, 8, 128)
+    else:
+        assert plan.startswith("fold+decode/D128/features/splits")
+        tiles = (span + 63) // 64
+        assert splits_of(plan) <= max(1, tiles // 2)
+        assert plan.split("/splits")[1] == flash_plan(1, 1, span, 32, 8, 128).split("/splits")[1]
 
 
 @pytest.mark.parametrize("feature", FEATURES)

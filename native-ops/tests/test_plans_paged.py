@@ -319,24 +319,38 @@ def test_head_dims_between_the_compiled_ones():
 
 
 # ---- sliding window and soft-cap ----------------------------------------------------------------
-# The flash family's decode kernel has neither feature: a call on a float16/bfloat16 cache with a
-# window that hides a key or with a soft-cap runs v1/v2 (auto and a forced flash alike), which
-# skip the keys before the window. A window at least max_context_len - 1 wide hides nothing and
-# keeps the default choice. The fp8 tensor-core kernel has both and keeps running them (ALiBi
-# still sends it to v1/v2).
+# The flash family's decode kernel runs both in its features instantiation: a call on a
+# float16/bfloat16 cache with a window or a soft-cap stays on it (auto and a forced flash alike),
+# which starts each sequence at its window's first tile and splits only the window's span (the
+# split is flash_attention's, plan_decode_split over decode_walked_keys: test_plans_flash.py's
+# test_a_decode_window_splits_only_its_span). ALiBi still sends it to v1/v2, with or without the
+# features, and forced v1/v2 run them too. The fp8 tensor-core kernel has both and keeps running
+# them (ALiBi sends it to v1/v2 as well).
 
 FEATURES = [(0, 0.0), (4094, 0.0), (1000, 0.0), (-1, 30.0), (4096, 50.0)]
 
 
 @pytest.mark.parametrize("kernel", ["auto", "flash"])
-def test_decode_features_route_to_v1_v2(kernel):
+def test_decode_features_stay_on_the_flash_kernel(kernel):
     assert decode_plan(8, 4096, kernel)["kernel"] == "flash"
-    for window_left, softcap in FEATURES:
-        plan = decode_plan(8, 4096, kernel, window_left=window_left, softcap=softcap)
+    for window_left, softcap in FEATURES + [(4095, 0.0), (4096, 0.0), (1 << 40, 0.0)]:
+        for batch, context in ((8, 4096), (1, 32768), (128, 32768)):
+            plan = decode_plan(batch, context, kernel, window_left=window_left, softcap=softcap)
+            assert plan == flash(batch), (window_left, softcap, plan)
+        # bfloat16 (plans like float16), and a group of 16 query heads per kv head.
+        assert decode_plan(8, 4096, kernel, window_left=window_left, softcap=softcap,
+                           heads_q=128)["kernel"] == "flash"
+        plan = decode_plan(8, 4096, kernel, window_left=window_left, softcap=softcap, alibi=True)
         assert plan["kernel"] in ("v1", "v2"), (window_left, softcap, plan)
-    # No key hidden, no cap: the default choice.
-    for window_left in [4095, 4096, 1 << 40]:
-        assert decode_plan(8, 4096, kernel, window_left=window_left)["kernel"] == "flash"
+    # What keeps the flash kernel off without features keeps it off with them.
+    for off in (dict(dim=96), dict(element_size=4), dict(heads_q=136)):
+        plan = decode_plan(8, 4096, kernel, window_left=100, softcap=30.0, **off)
+        assert plan["kernel"] in ("v1", "v2"), (off, plan)
+
+
+def test_forced_v1_v2_still_run_the_features():
+    assert decode_plan(8, 4096, "v1", window_left=100, softcap=30.0) == v1(8)
+    assert decode_plan(8, 4096, "v2", window_left=100, softcap=30.0)["kernel"] == "v2"
 
 
 @pytest.mark.parametrize("kernel", ["auto", "flash"])
@@ -356,12 +370,14 @@ def test_decode_window_sizes_v2_by_its_span():
     # context takes 128 partitions of 256. No block is launched for keys before the window.
     assert decode_plan(1, 32768, "v2") == v2(256, 128, 1)
     assert decode_plan(1, 32768, "v2", window_left=4096) == v2(64, 65, 1)
-    assert decode_plan(1, 32768, window_left=4096) == v2(64, 65, 1)
-    # A window narrower than v1's automatic limit on a full grid: v1 walks it in one pass.
-    assert decode_plan(128, 32768, window_left=1000) == v1(128)
-    assert decode_plan(128, 32768, window_left=-1, softcap=30.0) == v2(512, 64, 128)
+    # Where the flash kernel does not run (ALiBi here), auto's v1/v2 choice sizes by the span:
+    # a window narrower than v1's automatic limit on a full grid is one pass of v1.
+    assert decode_plan(1, 32768, window_left=4096, alibi=True) == v2(64, 65, 1)
+    assert decode_plan(128, 32768, window_left=1000, alibi=True) == v1(128)
+    assert decode_plan(128, 32768, window_left=-1, softcap=30.0, alibi=True) == v2(512, 64, 128)
     # A window of 0 (the query's own key): one pass, whatever the context.
-    assert decode_plan(1, 32768, window_left=0) == v1(1)
+    assert decode_plan(1, 32768, "v1", window_left=0) == v1(1)
+    assert decode_plan(1, 32768, window_left=0, alibi=True) == v1(1)
 
 
 def test_fp8_decode_window_sizes_the_split_by_its_span():

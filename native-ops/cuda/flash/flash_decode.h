@@ -32,16 +32,19 @@ bool runs_on(int64_t head_dim, int device);
 int blocks_per_sm(const DecodeKernel& kernel, int device);
 
 // Runs `kernel` for `p` split as `split` says (plan_decode_split): p.seqlen_q <= kMaxRows rows
-// per (batch row, head), batched (not varlen), no q/k/v bias, float16/bfloat16, 16-byte aligned
-// rows and strides. Row i of (b, h) is query p.q + b*q_batch_stride + i*q_seq_stride +
-// h*q_head_stride (the same for the output); head h reads key/value head h / (heads_q /
-// heads_kv). Writes p.lse (lse_offset(p, b, h) + i) unless it is null. `paged` null: dense
-// keys/values (kernel.paged is false).
-void run(const FlashParams& p, const PagedRows* paged, const DecodeKernel& kernel,
+// per (batch row, head), batched (not varlen), no q/k/v bias, no ALiBi, float16/bfloat16, 16-byte
+// aligned rows and strides; a sliding window or soft-cap in the features instantiation
+// (kernel.features, decode_kernel). Row i of (b, h) is query p.q + b*q_batch_stride +
+// i*q_seq_stride + h*q_head_stride (the same for the output); head h reads key/value head h /
+// (heads_q / heads_kv). `folded`: p is fold_query_groups of a one-row call, whose rows share
+// that row's position (the window reads positions). Writes p.lse (lse_offset(p, b, h) + i)
+// unless it is null. `paged` null: dense keys/values (kernel.paged is false).
+void run(const FlashParams& p, bool folded, const PagedRows* paged, const DecodeKernel& kernel,
          const KeySplit& split, cudaStream_t stream, int device);
 
-// Plans the split (plan_decode_split with the device's facts) and runs it: for paged_attention,
-// whose own plan takes the decode kernel as a whole.
-void run(const FlashParams& p, const PagedRows* paged, cudaStream_t stream, int device);
+// Plans the split (plan_decode_split over decode_walked_keys, with the device's facts) and runs
+// it on `p`, the GQA fold of a one-row call: for paged_attention, whose own plan takes the
+// decode kernel as a whole.
+void run_folded(const FlashParams& p, const PagedRows* paged, cudaStream_t stream, int device);
 
 }  // namespace djl_attn::flash::decode

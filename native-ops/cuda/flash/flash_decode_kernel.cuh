@@ -14,7 +14,15 @@
 // table (kPaged). Rows past the valid length are zero-filled on load and their scores masked to
 // -inf, so stale cache contents (NaN included) never reach the output.
 //
-// Included by the instantiation files flash_decode_fp16.cu / flash_decode_bf16.cu.
+// kFeatures: the sliding window and soft-capping (FlashParams; not ALiBi, which the plans keep
+// on other kernels). The key range starts at the first key its earliest row sees, aligned down
+// to a tile, and the splits count their tiles from there; keys before the window inside that
+// tile are zero-filled like those past the end and masked per row, every score of the window
+// is soft-capped. A template flag, as the tile kernel's kFeatures is: the plain instantiations
+// keep their code and registers (ptxas figures in the commit that added it).
+//
+// Included by the instantiation files flash_decode_{fp16,bf16}.cu (plain) and
+// flash_decode_{fp16,bf16}_features.cu (kFeatures).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,6 +51,10 @@ struct DecodeArgs {
   float* o_accum;      // [num_splits, Hq, accum_rows, D]
   float* lse_accum;    // [num_splits, Hq, accum_rows]
   int64_t accum_rows;  // B * Sq
+  // kFeatures: the rows are the GQA fold's query heads of one query row (fold_query_groups),
+  // all at position kv_len - 1; otherwise row i is at position i + kv_len - seqlen_q. (Last, so
+  // that the plain kernels' parameter offsets stay as they were.)
+  bool rows_share_position;
 };
 
 template <int kHeadDim>
@@ -68,7 +80,16 @@ struct DecodeTile {
   static_assert(32 % kChunks == 0 || kChunks % 32 == 0, "lanes per row");
 };
 
-template <typename T, int kHeadDim, bool kPaged>
+// The position of query row i of a block whose sequence has kv_len keys (kFeatures): the
+// window's rules read positions, not rows. A function of values rather than a lambda in the
+// kernel: a lambda capturing kv_len by reference moved ptxas's allocation of the plain kernels
+// (sm_90, D = 128: 174 -> 176 registers) although they never call it.
+__device__ __forceinline__ int row_position(const DecodeArgs& args, int kv_len, int i) {
+  return args.rows_share_position ? kv_len - 1
+                                   : i + kv_len - static_cast<int>(args.params.seqlen_q);
+}
+
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
 __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHeadDim>::kMinBlocks)
     flash_decode_kernel(const DecodeArgs args) {
   using Tl = DecodeTile<kHeadDim>;
@@ -94,11 +115,22 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
   int kv_len = p.kv_lens != nullptr ? p.kv_lens[b] : static_cast<int>(p.seqlen_k);
   // The bindings checked the lengths; the clamp keeps a bad value from reading out of bounds.
   kv_len = min(max(kv_len, 0), static_cast<int>(p.seqlen_k));
-  const int n_tiles = (kv_len + kBlockN - 1) / kBlockN;
-  const int n_begin = min(split * args.n_blocks_per_split, n_tiles);
-  const int n_end = min(n_begin + args.n_blocks_per_split, n_tiles);
   // Row i sees key j iff j <= i + diagonal (bottom-right aligned), when causal.
   const int diagonal = kv_len - seqlen_q;
+  // Keys [key_first, key_end) are the union of what the rows may see: all valid keys, or with a
+  // window from the first key of the earliest row to the last key of the latest. Tiles count
+  // from key_first's tile, so that a long context with a short window splits only the window.
+  int key_first = 0, key_end = kv_len;
+  int n_first = 0, n_tiles = (kv_len + kBlockN - 1) / kBlockN;
+  if constexpr (kFeatures) {
+    key_first = row_keys(p, row_position(args, kv_len, 0), kv_len).lo;
+    key_end =
+        max(row_keys(p, row_position(args, kv_len, seqlen_q - 1), kv_len).hi + 1, key_first);
+    n_first = key_first / kBlockN;
+    n_tiles = key_end > key_first ? (key_end + kBlockN - 1) / kBlockN : n_first;
+  }
+  const int n_begin = min(n_first + split * args.n_blocks_per_split, n_tiles);
+  const int n_end = min(n_begin + args.n_blocks_per_split, n_tiles);
 
   const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
   const T* k = static_cast<const T*>(p.k) + h_kv * p.k_head_stride;
@@ -162,7 +194,9 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
     for (int it = 0; it < 16 / kRowsPerPass; ++it) {
       const int r = r0 + it * kRowsPerPass;
       const int row = seg0 + r;
-      const bool ok = row < kv_len;
+      // Keys before the window are not read either (zeros, like those past the end): a
+      // probability of 0 times a NaN or Inf left in a stale slot would still be NaN.
+      const bool ok = kFeatures ? row >= key_first && row < key_end : row < kv_len;
       int64_t k_off, v_off;
       if constexpr (kPaged) {
         const int64_t blk = r < 8 ? blk_lo : blk_hi;
@@ -253,19 +287,38 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
 
     // Scale into the log2 domain; mask keys past the context (and above the diagonal).
     const int key0 = n * kBlockN + warp * 16;
-    const bool need_mask = key0 + 16 > kv_len || (p.causal && key0 + 15 > diagonal);
+    if constexpr (kFeatures) {
+      // Every score: the row's window (and causal limit), then the soft-cap in the natural-log
+      // domain, then into the log2 domain.
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+      for (int hf = 0; hf < 2; ++hf) {
+        const RowKeys<int> keys = row_keys(p, row_position(args, kv_len, g + hf * 8), kv_len);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float s = acc_s[nt][e] * scale_log2;
-        if (need_mask) {
-          const int row = g + (e >= 2 ? 8 : 0);
-          const int col = key0 + nt * 8 + 2 * t + (e & 1);
-          if (col >= kv_len || (p.causal && col > row + diagonal)) s = -INFINITY;
-        }
-        acc_s[nt][e] = s;
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+            const int col = key0 + nt * 8 + 2 * t + (e & 1);
+            acc_s[nt][e] = col < keys.lo || col > keys.hi
+                               ? -INFINITY
+                               : modify_score(acc_s[nt][e] * p.scale, p.softcap, 0.f, 0.f) *
+                                     1.4426950408889634f;
+          }
       }
+    } else {
+      const bool need_mask = key0 + 16 > kv_len || (p.causal && key0 + 15 > diagonal);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float s = acc_s[nt][e] * scale_log2;
+          if (need_mask) {
+            const int row = g + (e >= 2 ? 8 : 0);
+            const int col = key0 + nt * 8 + 2 * t + (e & 1);
+            if (col >= kv_len || (p.causal && col > row + diagonal)) s = -INFINITY;
+          }
+          acc_s[nt][e] = s;
+        }
+    }
 
     // Online softmax of this warp's keys.
 #pragma unroll
@@ -383,13 +436,13 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
 
 // Opts the kernel into its shared memory on `device` once and returns its resident blocks per
 // SM there.
-template <typename T, int kHeadDim, bool kPaged>
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
 int decode_blocks_per_sm(int device) {
   using Tl = DecodeTile<kHeadDim>;
   constexpr int kMaxDevices = 64;
   // 0 = not yet prepared. Racing threads do the same idempotent work and store the same value.
   static std::atomic<int> cached[kMaxDevices];
-  auto kernel = flash_decode_kernel<T, kHeadDim, kPaged>;
+  auto kernel = flash_decode_kernel<T, kHeadDim, kPaged, kFeatures>;
   int blocks = device >= 0 && device < kMaxDevices ? cached[device].load() : 0;
   if (blocks == 0) {
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -406,26 +459,30 @@ int decode_blocks_per_sm(int device) {
 }
 
 // Launches one instantiation; decode_blocks_per_sm(device) has run before.
-template <typename T, int kHeadDim, bool kPaged>
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
 void launch_decode(const DecodeArgs& args, cudaStream_t stream) {
   using Tl = DecodeTile<kHeadDim>;
   const dim3 grid(static_cast<unsigned>(args.params.batch * args.params.heads_q),
                   static_cast<unsigned>(args.num_splits));
-  flash_decode_kernel<T, kHeadDim, kPaged><<<grid, Tl::kThreads, Tl::kSmemBytes, stream>>>(args);
+  flash_decode_kernel<T, kHeadDim, kPaged, kFeatures>
+      <<<grid, Tl::kThreads, Tl::kSmemBytes, stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_decode_kernel");
 }
 
 }  // namespace djl_attn::flash::decode
 
-#define DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, HEAD_DIM, PAGED)                                   \
-  template int djl_attn::flash::decode::decode_blocks_per_sm<T, HEAD_DIM, PAGED>(int);          \
-  template void djl_attn::flash::decode::launch_decode<T, HEAD_DIM, PAGED>(                     \
+#define DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, HEAD_DIM, PAGED, FEATURES)                         \
+  template int djl_attn::flash::decode::decode_blocks_per_sm<T, HEAD_DIM, PAGED, FEATURES>(int); \
+  template void djl_attn::flash::decode::launch_decode<T, HEAD_DIM, PAGED, FEATURES>(            \
       const djl_attn::flash::decode::DecodeArgs&, cudaStream_t);
-// Every (head dim, row policy) of one dtype.
-#define DJL_FLASH_DECODE_INSTANTIATE(T)              \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, false)    \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, true)     \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, false)   \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, true)    \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, false)   \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, true)
+// Every (head dim, row policy) of one dtype, without (plain) or with (features) the sliding
+// window and soft-cap: one file each, so that nvcc compiles them in parallel.
+#define DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, FEATURES)        \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, false, FEATURES)   \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, true, FEATURES)    \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, false, FEATURES)  \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, true, FEATURES)   \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, false, FEATURES)  \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, true, FEATURES)
+#define DJL_FLASH_DECODE_INSTANTIATE(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, false)
+#define DJL_FLASH_DECODE_INSTANTIATE_FEATURES(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, true)

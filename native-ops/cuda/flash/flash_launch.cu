@@ -241,7 +241,7 @@ void run_kernel(const FlashParams& params, const FlashPlan& plan, cudaStream_t s
     case FlashPath::kSimple:
       return run_flash_attention_simple_cuda(p, plan.simple_row_blocks, stream);
     case FlashPath::kDecode:
-      return decode::run(p, nullptr, plan.decode, plan.split, stream, device);
+      return decode::run(p, plan.fold, nullptr, plan.decode, plan.split, stream, device);
     case FlashPath::kHopper:
 #if defined(DJL_ATTN_HOPPER)
       return hopper::run(p, plan, stream, device);

@@ -104,7 +104,7 @@ const char* decode_refusal(const FlashParams& p, bool tensor_cores,
     return "float32, a head dim that is not a multiple of 8, unaligned rows or a GPU before sm_80";
   }
   if (any_bias(p)) return "q/k/v bias";
-  if (has_flash_features(p)) return "a sliding window, soft-capping or ALiBi";
+  if (p.alibi_slopes != nullptr) return "ALiBi";
   if (p.cu_seqlens_q != nullptr) return "a varlen batch";
   if (!decode_runs_on(p.head_dim, device)) {
     return "a head dim other than 64, 128 or 256, or too little shared memory";
@@ -159,24 +159,32 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
 FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
                            const cuda::DeviceFacts& device, const Residency& residency) {
   FlashPlan plan;
+  // Few query rows (decode, with the group folded): one m16 tile per block instead of a 64-row
+  // tile, split over the keys to fill the GPU. It runs the sliding window (folded too: its rows
+  // share the one query row's position) and the soft-cap; ALiBi takes the tile kernel's base
+  // tiles.
+  {
+    const bool fold = folds_query_groups(params, /*one_position=*/true);
+    const FlashParams p = fold ? fold_query_groups(params) : params;
+    if (sw.decode != DecodeMode::kOff && !any_bias(p) && p.alibi_slopes == nullptr &&
+        p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 && p.seqlen_q <= decode::kMaxRows &&
+        decode_runs_on(p.head_dim, device)) {
+      plan.fold = fold;
+      plan.path = FlashPath::kDecode;
+      plan.decode = decode_kernel(p, /*paged=*/false);
+      plan.split = plan_decode_split(p.batch, p.heads_q, p.seqlen_q, decode_walked_keys(p, fold),
+                                     p.head_dim, residency.decode(plan.decode), device.sm_count);
+      return plan;
+    }
+  }
+
   plan.fold = folds_query_groups(params);
   const FlashParams p = plan.fold ? fold_query_groups(params) : params;
   const bool bias = any_bias(p);
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int padded = padded_head_dim(p.head_dim);
-
-  // Few query rows (decode, with the group folded): one m16 tile per block instead of a 64-row
-  // tile, split over the keys to fill the GPU.
   // Calls with a sliding window, soft-capping or ALiBi take the tile kernel's base tiles.
   const bool features = has_flash_features(p);
-  if (sw.decode != DecodeMode::kOff && !bias && !features && !varlen && p.seqlen_q >= 1 &&
-      p.seqlen_q <= decode::kMaxRows && decode_runs_on(p.head_dim, device)) {
-    plan.path = FlashPath::kDecode;
-    plan.decode = DecodeKernel{p.dtype, static_cast<int>(p.head_dim), false};
-    plan.split = plan_decode_split(p.batch, p.heads_q, p.seqlen_q, p.seqlen_k, p.head_dim,
-                                   residency.decode(plan.decode), device.sm_count);
-    return plan;
-  }
 
   // The Hopper kernel does not split over the keys, so under "auto" a grid of 128-row tiles
   // that leaves SMs idle stays on the sm_80 kernel, whose split-KV fills them; problems of at
@@ -248,11 +256,12 @@ bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device) {
          device.smem_optin >= decode::smem_bytes(head_dim);
 }
 
-bool folds_query_groups(const FlashParams& p) {
-  // A sliding window or ALiBi would see the folded rows as different positions (and the ALiBi
-  // slope as the key/value head's): such calls run unfolded. Soft-capping folds.
+bool folds_query_groups(const FlashParams& p, bool one_position) {
+  // The tile, fp32 and simple kernels would see the folded rows of a sliding window as different
+  // positions, and every kernel would give them the key/value head's ALiBi slope: such calls run
+  // unfolded there. Soft-capping folds everywhere.
   return p.cu_seqlens_q == nullptr && p.seqlen_q == 1 && p.heads_q > p.heads_kv &&
-         p.q_bias == nullptr && p.lse_head_stride == 0 && !has_window(p) &&
+         p.q_bias == nullptr && p.lse_head_stride == 0 && (one_position || !has_window(p)) &&
          p.alibi_slopes == nullptr;
 }
 
@@ -293,14 +302,26 @@ FlashParams staged_layout(const FlashParams& p) {
   return s;
 }
 
-KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t seqlen_k,
+int64_t decode_walked_keys(const FlashParams& p, bool folded) {
+  if (p.window_left < 0) return p.seqlen_k;
+  // The first tile starts up to kBlockN - 1 keys before the earliest row's first visible key;
+  // the latest row's last key is at most (positions - 1) + window_left keys after that one.
+  const int64_t positions = folded ? 1 : p.seqlen_q;
+  return std::min<int64_t>(p.seqlen_k, p.window_left + positions + decode::kBlockN - 1);
+}
+
+DecodeKernel decode_kernel(const FlashParams& p, bool paged) {
+  return DecodeKernel{p.dtype, static_cast<int>(p.head_dim), paged, has_flash_features(p)};
+}
+
+KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t walked_keys,
                            int64_t head_dim, int blocks_per_sm, int sm_count) {
   const int64_t blocks = batch * heads;
   if (blocks > kMaxGridX) {
     fail_native("flash decode: batch * heads = ", blocks, " exceeds the CUDA grid limit; the ",
                 "binding should have refused this call");
   }
-  const int n_tiles = static_cast<int>((seqlen_k + decode::kBlockN - 1) / decode::kBlockN);
+  const int n_tiles = static_cast<int>((walked_keys + decode::kBlockN - 1) / decode::kBlockN);
   const int64_t slots = static_cast<int64_t>(sm_count) * blocks_per_sm;
   KeySplit split;
   const int splits = choose_decode_splits(blocks, slots, n_tiles);
@@ -347,7 +368,8 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
   const bool staged = !tensor_cores && capable && staging_applies(p);
   if (switches.decode == DecodeMode::kOn && !staged) {  // a staged call is checked on its copies
     // The rows the decode kernel would see: the GQA fold applies to single-row batches.
-    const int64_t rows = folds_query_groups(p) ? p.heads_q / p.heads_kv : p.seqlen_q;
+    const int64_t rows = folds_query_groups(p, /*one_position=*/true) ? p.heads_q / p.heads_kv
+                                                                       : p.seqlen_q;
     const char* refusal = rows <= decode::kMaxRows ? decode_refusal(p, tensor_cores, device)
                                                    : nullptr;
     if (refusal != nullptr) {
@@ -398,7 +420,8 @@ std::string describe(const FlashPlan& plan) {
       return out + "hopper/D" + std::to_string(plan.hopper.head_dim) + "/grid" +
              std::to_string(plan.hopper_grid) + "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
     case FlashPath::kDecode:
-      return out + "decode/D" + std::to_string(plan.decode.head_dim) + "/splits" +
+      return out + "decode/D" + std::to_string(plan.decode.head_dim) +
+             (plan.decode.features ? "/features" : "") + "/splits" +
              std::to_string(plan.split.num_splits);
     case FlashPath::kTiled: {
       const TiledKernel& t = plan.tiled;

@@ -15,8 +15,9 @@
 //            sm_80+, split over the keys (then merged by the combine pass) when its grid would
 //            not fill the GPU.
 //   decode   the split-KV decode kernel (flash_decode_kernel.cuh): at most 16 query rows per
-//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias, no sliding
-//            window, soft-cap or ALiBi.
+//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias, no ALiBi; the
+//            sliding window and soft-cap in an instantiation of their own, with the key range
+//            and its split counted from the window's first tile.
 //   fp32     float32 on tensor cores (flash_fp32_kernel.cuh): tf32 mma.sync with operands
 //            split into hi + lo parts (3xTF32, float32 accuracy; 1xTF32 only where
 //            DJL_ATTN_FLASH_FP32=tf32 opts in, in DJL_ATTN_TUNING builds), sm_80+, every head dim up to 256 (padded), bias,
@@ -24,13 +25,15 @@
 //   simple   one warp per query row (flash_simple.cu): float32 where the fp32 kernel does not
 //            run (DJL_ATTN_FLASH_FP32=simple, GPUs before sm_80 or with too little shared
 //            memory), and float16/bfloat16 on such GPUs.
-// features (sliding window, soft-capping, ALiBi; flash_params.h): the tiled path's base tiles
-// and the fp32 path's 4-warp 3xTF32 tiles in instantiations of their own, and the simple kernel.
+// features (sliding window, soft-capping, ALiBi; flash_params.h): the decode path (window and
+// soft-cap), the tiled path's base tiles and the fp32 path's 4-warp 3xTF32 tiles in
+// instantiations of their own, and the simple kernel.
 // staged: float16/bfloat16 inputs the tensor-core kernels cannot read in place (a head dim that
 // is not a multiple of 8, rows not 16-byte aligned) run one of the paths above on padded,
 // aligned copies (flash_staged.h); the plan of those copies is this plan.
 // fold: decoding with grouped heads (Sq = 1, Hq = g * Hkv) runs as Sq = g rows of Hkv heads
-// (fold_query_groups), so that one block reads each key/value tile once for all g query heads.
+// (fold_query_groups), so that one block reads each key/value tile once for all g query heads;
+// with a sliding window only onto the decode kernel, which gives the folded rows one position.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +92,7 @@ struct DecodeKernel {
   ElementType dtype;
   int head_dim;
   bool paged;
+  bool features;  // the sliding window and soft-cap (kFeatures; has_flash_features, no ALiBi)
 };
 
 // One instantiation of the Hopper kernel (hopper/flash_hopper.cu).
@@ -152,18 +156,33 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
                      const cuda::DeviceFacts& device, const Residency& residency);
 
 // The split of a decode-kernel call: one block per (batch row, head) with `rows` query rows
-// (<= decode::kMaxRows), `seqlen_k` keys, `blocks_per_sm` resident blocks per SM. Shared with
-// paged_attention, which runs the same kernel through block tables.
-KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t seqlen_k,
+// (<= decode::kMaxRows), walking at most `walked_keys` keys (decode_walked_keys),
+// `blocks_per_sm` resident blocks per SM. Shared with paged_attention, which runs the same
+// kernel through block tables.
+KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t walked_keys,
                            int64_t head_dim, int blocks_per_sm, int sm_count);
+
+// The most keys one decode block walks, counted from the first tile it reads: Sk, or with a
+// sliding window at most window_left + (distinct positions of its rows: 1 when `folded`, else
+// Sq) keys starting anywhere in a tile, i.e. window_left + positions + kBlockN - 1, capped at
+// Sk. The kernel's tiles of one (batch row, head) start at its first visible key's tile, so its
+// ranges cover them all.
+int64_t decode_walked_keys(const FlashParams& p, bool folded);
+
+// The decode instantiation for `p` (float16/bfloat16, D 64/128/256, no ALiBi): with the
+// features when it has a sliding window or soft-cap.
+DecodeKernel decode_kernel(const FlashParams& p, bool paged);
 
 // Whether the decode kernel for `head_dim` is compiled and fits the device (sm_80+, its shared
 // memory).
 bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device);
 
 // Whether the GQA fold applies: one query row, grouped heads, batched, no q bias, the default
-// logsumexp layout. Computed once, here, for the plan and the paths it leads to.
-bool folds_query_groups(const FlashParams& p);
+// logsumexp layout, no ALiBi (the folded rows would take the key/value head's slope), and no
+// sliding window unless `one_position`: the kernel that runs the folded call reads its rows as
+// one query row's position (the decode kernel), where the others read row i as position i + o.
+// Computed once, here, for the plan and the paths it leads to.
+bool folds_query_groups(const FlashParams& p, bool one_position = false);
 
 // Decoding with grouped heads (Sq = 1, Hq = g * Hkv): the g query heads that share one
 // key/value head become g query rows of one head. The query, output and logsumexp strides

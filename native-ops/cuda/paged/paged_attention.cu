@@ -105,9 +105,14 @@ void run_flash_decode(const PagedAttentionParams& p, int device) {
                         /*causal=*/false,
                         p.dtype};
   call.kv_lens = p.context_lens;
+  // The query at position context_len - 1 (o = L - 1 for its one row) sees keys
+  // >= position - window_left: paged_attention's window, which flash_params normalises as it
+  // does flash_attention's.
+  call.window_left = p.window_left;
+  call.softcap = p.softcap;
   const flash::FlashParams f = flash::fold_query_groups(flash::flash_params(call));
   const flash::decode::PagedRows rows{p.block_tables, p.max_blocks, static_cast<int>(p.block_size)};
-  flash::decode::run(f, &rows, cuda::current_stream(device), device);
+  flash::decode::run_folded(f, &rows, cuda::current_stream(device), device);
 }
 
 // The decode as paged_prefill_attention's kernel sees it: one query row per sequence (no

@@ -24,14 +24,6 @@ constexpr int64_t kMinPartitionSize = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether a call has a sliding window that hides a key of some sequence (window_left <
-// max_context_len - 1: a wider one is no window) or a soft-cap. The flash family's decode kernel
-// has neither feature: such a call on a float16/bfloat16 cache runs v1/v2, which have both (and
-// skip the keys before the window), as does the fp8 tensor-core kernel.
-bool has_features(const PagedAttentionParams& p) {
-  return (p.window_left >= 0 && p.window_left < p.max_context_len - 1) || p.softcap > 0.f;
-}
-
 // The longest span of keys v1/v2 and flash_fp8 walk for one sequence: the context, or with a
 // window its first visible key aligned down to kWindowAlign up to the query (at most
 // window_left + kWindowAlign tokens).
@@ -41,13 +33,15 @@ int64_t walked_context(const PagedAttentionParams& p) {
 }
 
 // Whether the flash decode kernel runs this call: float16/bfloat16 caches of the query's dtype
-// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, no
-// window or soft-cap, a GQA group that fits its query rows, and 16-byte aligned query rows and
-// output (its loads and stores are 16-byte vectors).
+// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, a
+// GQA group that fits its query rows, and 16-byte aligned query rows and output (its loads and
+// stores are 16-byte vectors). The sliding window and soft-cap run in its features
+// instantiation, which starts each sequence at its window's first tile and splits only the
+// window's span (flash::decode_walked_keys).
 bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
   return p.dtype != ElementType::kFloat32 && p.cache_type == CacheType::kQuery &&
-         flash::decode_runs_on(p.head_dim, device) && !has_features(p) &&
-         p.alibi_slopes == nullptr && p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
+         flash::decode_runs_on(p.head_dim, device) && p.alibi_slopes == nullptr &&
+         p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
          aligned16(p.query) && p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
          aligned16(p.out);
 }

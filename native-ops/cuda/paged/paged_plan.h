@@ -7,7 +7,8 @@
 //
 // Decode kernels (paged_attention):
 //   flash  the tensor-core split-KV decode kernel of the flash family (cuda/flash/flash_decode.h):
-//          the Hq / Hkv query heads of one kv head are the query rows of one m16 tile.
+//          the Hq / Hkv query heads of one kv head are the query rows of one m16 tile; the
+//          sliding window and soft-cap in its features instantiation.
 //   v1     one thread block per (sequence, kv head, tile of kHeadTile query heads) over the whole
 //          context (paged_attention_kernel.cuh).
 //   v2     the same over partitions of the context, plus a reduce kernel.

@@ -28,8 +28,9 @@ constexpr int32_t kHopperBuilt = 32;
 constexpr int32_t kTuningBuild = 64;
 constexpr int32_t kHopperFree = 128;  // DJL_ATTN_FLASH_HOPPER_SCHED=free
 constexpr int32_t kBroadcastKv = 256;  // k and v shared by the batch rows (batch stride 0)
-// FlashAttention-2's features (FlashParams): window_left = 256, window_right = 16, softcap = 30,
-// ALiBi slopes.
+// FlashAttention-2's features (FlashParams): window_left (the `window_left` argument, as the
+// binding normalises it: -1 at Sk - 1 or more), window_right = 16 (-1 where the binding drops it:
+// Sq <= 17 or causal), softcap = 30, ALiBi slopes.
 constexpr int32_t kWindowLeft = 512;
 constexpr int32_t kWindowRight = 1024;
 constexpr int32_t kSoftcap = 2048;
@@ -70,13 +71,14 @@ using djl_attn::plan_exports::stand_in_flash_params;
 // `smem_optin` bytes of opt-in shared memory per block and compute capability
 // `cc_major`.`cc_minor`, where the tile kernel keeps `tiled_blocks_per_sm` and the decode kernel
 // `decode_blocks_per_sm` blocks resident per SM. `decode`, `hopper`, `config`: the
-// DJL_ATTN_FLASH_DECODE, _HOPPER and _CONFIG values. "error: ..." on failure.
+// DJL_ATTN_FLASH_DECODE, _HOPPER and _CONFIG values; `window_left` the left window when the
+// kWindowLeft flag is set. "error: ..." on failure.
 extern "C" const char* djl_attn_test_flash_plan(
     int32_t dtype, int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
     int64_t heads_kv, int64_t head_dim, double scale, int32_t flags, const char* decode,
     const char* hopper, const char* config, int32_t sm_count, int64_t smem_optin,
     int32_t cc_major, int32_t cc_minor, int32_t tiled_blocks_per_sm,
-    int32_t decode_blocks_per_sm) {
+    int32_t decode_blocks_per_sm, int64_t window_left) {
   try {
     if (dtype < 0 || dtype > 2) fail_invalid("dtype: expected 0, 1 or 2, got ", dtype);
     FlashSwitches switches;
@@ -96,8 +98,8 @@ extern "C" const char* djl_attn_test_flash_plan(
     call.bias = (flags & kBias) != 0;
     call.broadcast_kv = (flags & kBroadcastKv) != 0;
     call.q_offset_bytes = (flags & kUnaligned) != 0 ? 2 : 0;
-    if ((flags & kWindowLeft) != 0) call.window_left = 256;
-    if ((flags & kWindowRight) != 0) call.window_right = 16;
+    if ((flags & kWindowLeft) != 0 && window_left < seqlen_k - 1) call.window_left = window_left;
+    if ((flags & kWindowRight) != 0 && 16 < seqlen_q - 1 && !call.causal) call.window_right = 16;
     if ((flags & kSoftcap) != 0) call.softcap = 30.f;
     call.alibi = (flags & kAlibi) != 0;
     const FlashParams p = stand_in_flash_params(call);
