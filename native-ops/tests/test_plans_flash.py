@@ -286,7 +286,7 @@ def test_features_take_the_base_tiles(feature, dtype):
 def test_window_and_softcap_take_the_decode_kernels_features(dtype, dim):
     # The decode kernel's features instantiation runs the sliding window and the soft-cap, for
     # one row (Sq = 1; window_right is moot there and normalised away) and for a few rows
-    # (Sq = 5, causal or with window_right: rows at different positions); on and auto alike.
+    # (Sq = 5, causal or with window_right 3: rows at different positions); on and auto alike.
     # ALiBi stays with the tile kernel's base tiles; on refuses it by name.
     gpu = A100  # D = 256 fits its shared memory
     for shape in ((4, 1, 4096, 8, 8, dim), (4, 5, 4096, 8, 8, dim)):

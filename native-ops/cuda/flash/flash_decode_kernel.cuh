@@ -57,6 +57,9 @@ struct DecodeArgs {
   bool rows_share_position;
 };
 
+// Scores go to the exponential as base-2 logits (exp2 is the hardware's exponential).
+constexpr float kLog2e = 1.4426950408889634f;
+
 template <int kHeadDim>
 struct DecodeTile {
   static constexpr int kWarps = 4;
@@ -249,7 +252,7 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
   // thread's partial sum over its columns (reduced over the quad at the end).
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.f, 0.f};
-  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const float scale_log2 = p.scale * kLog2e;
   const int g = lane / 4, t = lane % 4;
   const uint32_t k_lane = Sw::lane_offset(lane % 8 + (lane / 16) * 8, (lane / 8) % 2);
   const uint32_t v_lane = Sw::lane_offset(lane % 8 + ((lane / 8) % 2) * 8, lane / 16);
@@ -301,7 +304,7 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
             acc_s[nt][e] = col < keys.lo || col > keys.hi
                                ? -INFINITY
                                : modify_score(acc_s[nt][e] * p.scale, p.softcap, 0.f, 0.f) *
-                                     1.4426950408889634f;
+                                     kLog2e;
           }
       }
     } else {

@@ -4,6 +4,7 @@
 // rows), with flags for what changes the plan; GPUs by their facts, and the two kernels' resident
 // blocks per SM (the occupancy API's answers on that GPU) as the test states them.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -99,7 +100,10 @@ extern "C" const char* djl_attn_test_flash_plan(
     call.broadcast_kv = (flags & kBroadcastKv) != 0;
     call.q_offset_bytes = (flags & kUnaligned) != 0 ? 2 : 0;
     if ((flags & kWindowLeft) != 0 && window_left < seqlen_k - 1) call.window_left = window_left;
-    if ((flags & kWindowRight) != 0 && 16 < seqlen_q - 1 && !call.causal) call.window_right = 16;
+    // A right window that cuts keys of some row (16, or Sq - 2 for fewer rows); none at Sq = 1.
+  if ((flags & kWindowRight) != 0 && seqlen_q > 1 && !call.causal) {
+    call.window_right = std::min<int64_t>(16, seqlen_q - 2);
+  }
     if ((flags & kSoftcap) != 0) call.softcap = 30.f;
     call.alibi = (flags & kAlibi) != 0;
     const FlashParams p = stand_in_flash_params(call);
