@@ -137,8 +137,7 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
     return false;
   }
   if (p.heads_q > kMaxGridX || p.batch > kMaxGridX) return false;
-  const int64_t m_blocks = (p.seqlen_q + hopper::kBlockM - 1) / hopper::kBlockM;
-  if (m_blocks * p.batch * p.heads_q > kMaxGridX) return false;
+  if (hopper::m_blocks(p.seqlen_q, p.head_dim) * p.batch * p.heads_q > kMaxGridX) return false;
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
     if (!aligned16(ptr)) return false;
   }
@@ -186,19 +185,19 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   // Calls with a sliding window, soft-capping or ALiBi take the tile kernel's base tiles.
   const bool features = has_flash_features(p);
 
-  // The Hopper kernel does not split over the keys, so under "auto" a grid of 128-row tiles
+  // The Hopper kernel does not split over the keys, so under "auto" a grid of block_m-row tiles
   // that leaves SMs idle stays on the sm_80 kernel, whose split-KV fills them; problems of at
   // most 64 query rows keep the sm_80 kernel's 64-row tiles. A tile configuration named in
   // DJL_ATTN_FLASH_CONFIG is an sm_80-kernel measurement: "auto" leaves it there.
   if (sw.hopper_built && !bias && device.cc_major == 9 && sw.hopper != HopperMode::kOff &&
       !(sw.hopper == HopperMode::kAuto && sw.config != kAutoConfig) && p.seqlen_q > 64 &&
       !varlen) {
-    const int64_t tiles = (p.seqlen_q + hopper::kBlockM - 1) / hopper::kBlockM * p.batch *
-                          p.heads_q;
+    const int64_t m_blocks = hopper::m_blocks(p.seqlen_q, p.head_dim);
+    const int64_t tiles = m_blocks * p.batch * p.heads_q;
     const bool fills = tiles >= 0.8 * device.sm_count;
     if ((sw.hopper == HopperMode::kOn || fills) && hopper_supports(p, device)) {
       plan.path = FlashPath::kHopper;
-      plan.m_blocks = static_cast<int>((p.seqlen_q + hopper::kBlockM - 1) / hopper::kBlockM);
+      plan.m_blocks = static_cast<int>(m_blocks);
       plan.hopper_items = static_cast<int>(plan.m_blocks * p.batch * p.heads_q);
       plan.hopper_grid = std::min(plan.hopper_items, device.sm_count);
       plan.hopper = HopperKernel{p.dtype, static_cast<int>(p.head_dim), sw.hopper_ping_pong};

@@ -1,21 +1,23 @@
 // The Hopper flash attention forward (sm_90a only; see flash_hopper.h and cuda/CMakeLists.txt).
 //
-// A persistent grid (one block of 3 warpgroups per SM) works through 128-row query tiles of
-// (batch, head) pairs, handed out longest first through a global counter:
+// A persistent grid (one block per SM: a producer warpgroup and consumers(D) consumer warpgroups,
+// flash_shapes.h) works through block_m(D)-row query tiles of (batch, head) pairs, handed out
+// longest first through a global counter:
 // - warpgroup 0 is the producer: it gives registers away (setmaxnreg) and its first warp streams
 //   each item's query tile and its key/value tiles through a 2-stage ring with TMA
 //   (cp.async.bulk.tensor, 128-byte swizzle, one box per 64-column panel), each load completing
-//   on a "full" mbarrier; it refills a buffer when both consumers have released it on its
+//   on a "full" mbarrier; it refills a buffer when every consumer has released it on its
 //   "empty" mbarrier, and loads the next item's tiles while the consumers finish the last one.
-// - warpgroups 1 and 2 are the consumers, 64 query rows each, with the whole 64 x D float32
+// - warpgroups 1.. are the consumers (3 at D = 64, 2 at D = 128 and 256), 64 query rows each,
+//   with the whole 64 x D float32
 //   output accumulator and a 64 x 128 score tile in registers. S = Q K^T is one wgmma chain with
 //   both operands in shared memory; O += P V takes P from registers (the score accumulator
 //   layout is the A-fragment layout once packed to 16 bits) and V from shared memory read
 //   MN-major, one 64-column panel per wgmma.
 // - Within a consumer, S_{j+1} = Q K_{j+1}^T is issued before O += P_j V_j and waited for
 //   first, so the softmax of tile j + 1 runs while the tensor cores do P_j V_j; between the
-//   consumers, named barriers make them take turns issuing (ping-pong), so that one's softmax
-//   runs while the other's products occupy the tensor cores.
+//   consumers, named barriers make them take turns issuing, round-robin (ping-pong with 2), so
+//   that the others' softmax runs while one's products occupy the tensor cores.
 // Keys past the valid length of a batch row (kv_lens) are masked to -inf; the value rows there
 // are zero-filled (a probability of 0 times stale or NaN data would be NaN), which TMA cannot do
 // inside a tensor: that one tile per row is loaded with cp.async by the producer warp instead.
@@ -43,20 +45,28 @@
 namespace djl_attn::flash::hopper {
 namespace {
 
-// kBlockM (128 query rows per work item: 2 consumer warpgroups x 64) and block_n(D) (keys per
+// consumers(D) and block_m(D) (64 query rows per consumer warpgroup) and block_n(D) (keys per
 // tile: 128, or 64 at D = 256) are the plan's (flash_shapes.h).
 constexpr int kStages = 2;
-constexpr int kThreads = 384;
+// A producer warpgroup and the consumers.
+constexpr int threads(int head_dim) { return 128 * (1 + consumers(head_dim)); }
 // 128-byte swizzle atoms: a tile is stored as D / 64 column panels of [rows][64 elements].
 constexpr int kPanelCols = 64;
 constexpr int kRowBytes = kPanelCols * 2;
-// Registers per thread after the split: 128 * 56 + 256 * 224 <= 64K (the producer spilled at 48,
-// the consumers fit in 224 without spills).
-constexpr int kProducerRegs = 56;
-constexpr int kConsumerRegs = 224;
+// Registers per thread after the split (setmaxnreg), within the SM's 64K. 2 consumers:
+// 128 * 56 + 256 * 224 <= 64K (the producer spilled at 48, the consumers fit in 224 without
+// spills). 3 consumers (D = 64): 128 * 32 + 384 * 160 = 64K, FlashAttention-3's split there; a
+// D = 64 consumer holds a 32-register output accumulator, a 64-register score tile and 32 of P.
+constexpr int producer_regs(int head_dim) { return consumers(head_dim) == 3 ? 32 : 56; }
+constexpr int consumer_regs(int head_dim) { return consumers(head_dim) == 3 ? 160 : 224; }
+static_assert(128 * producer_regs(64) + 128 * consumers(64) * consumer_regs(64) <= 64 * 1024 &&
+                  128 * producer_regs(128) + 128 * consumers(128) * consumer_regs(128) <= 64 * 1024,
+              "the register split must fit the SM's 64K registers");
 
 template <int kHeadDim>
 struct Layout {
+  static constexpr int kConsumers = consumers(kHeadDim);
+  static constexpr int kBlockM = block_m(kHeadDim);
   static constexpr int kBlockN = block_n(kHeadDim);
   static constexpr int kPanels = kHeadDim / kPanelCols;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
@@ -191,7 +201,9 @@ __device__ __forceinline__ void mma_pv(float (&o)[32], const uint32_t (&a)[4], u
   }
 }
 
-// Named barriers 1 and 2 (0 is __syncthreads) order the consumers' GEMM issue in ping-pong.
+// Named barriers 1.. (0 is __syncthreads), one per consumer, order the consumers' GEMM issue:
+// consumer c waits on barrier 1 + c, which the consumer before it arrives at, so each barrier
+// counts two warpgroups.
 __device__ __forceinline__ void named_bar_sync(int id) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
 }
@@ -201,12 +213,12 @@ __device__ __forceinline__ void named_bar_arrive(int id) {
 
 #endif  // DJL_HOPPER_DEVICE_CODE
 
-// One unit of work: a 128-row query tile of one (batch, head) and the key tiles it needs.
+// One unit of work: a block_m-row query tile of one (batch, head) and the key tiles it needs.
 struct Work {
   int m0, b, h, h_kv, kv_len, diagonal, n_tiles;
 };
 
-template <int kBlockN>
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ Work work_item(const HopperArgs& args, int idx) {
   const FlashParams& p = args.params;
   Work w;
@@ -230,9 +242,9 @@ __device__ __forceinline__ Work work_item(const HopperArgs& args, int idx) {
   return w;
 }
 
-// kPingPong: the two consumers take turns issuing their GEMMs (named barriers), so that one's
-// softmax runs while the other's products occupy the tensor cores, as FlashAttention-3 does;
-// without it they are coupled only through the load ring.
+// kPingPong: the consumers take turns issuing their GEMMs, round-robin (named barriers), so that
+// the others' softmax runs while one's products occupy the tensor cores, as FlashAttention-3
+// does; without it they are coupled only through the load ring.
 //
 // Persistent: gridDim.x blocks (at most one per SM) each start on item blockIdx.x and then take
 // the next unclaimed item from a global counter as their producer finishes issuing the loads of
@@ -244,11 +256,16 @@ __device__ __forceinline__ Work work_item(const HopperArgs& args, int idx) {
 // so the producer loads the next item's query and first key tiles while the consumers finish
 // and store the previous one.
 template <typename T, int kHeadDim, bool kPingPong>
-__global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_constant__ HopperArgs args) {
+__global__ void __launch_bounds__(threads(kHeadDim), 1) flash_hopper_kernel(const __grid_constant__ HopperArgs args) {
 #ifdef DJL_HOPPER_DEVICE_CODE
   using L = Layout<kHeadDim>;
   constexpr int kPanels = L::kPanels;
+  constexpr int kConsumers = L::kConsumers;
+  constexpr int kBlockM = L::kBlockM;
   constexpr int kBlockN = L::kBlockN;
+  // Every "empty" barrier (query tile, key and value stages, work-item slots) takes one arrival
+  // per consumer warp.
+  constexpr uint32_t kConsumerWarps = 4 * kConsumers;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -274,16 +291,16 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
-    mbar_init(q_empty, 8);  // one arrival per consumer warp
+    mbar_init(q_empty, kConsumerWarps);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 8);
-      mbar_init(v_empty(s), 8);
+      mbar_init(k_empty(s), kConsumerWarps);
+      mbar_init(v_empty(s), kConsumerWarps);
     }
     for (int s = 0; s < 2; ++s) {
       mbar_init(item_full(s), 1);
-      mbar_init(item_empty(s), 8);
+      mbar_init(item_empty(s), kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -292,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
 
   if (warpgroup == 0) {
     // ---- producer ----
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(producer_regs(kHeadDim)));
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     if (lane == 0) {
@@ -312,7 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
         }
       }
       if (idx >= total) break;
-      const Work w = work_item<kBlockN>(args, idx);
+      const Work w = work_item<kBlockM, kBlockN>(args, idx);
       int next = 0;
       if (lane == 0) next = atomicAdd(args.item_counter, 1) + static_cast<int>(gridDim.x);
       idx = __shfl_sync(0xffffffffu, next, 0);
@@ -346,6 +363,9 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
           // it: zero-filled past the valid keys with cp.async, which TMA cannot do there.
           const uint32_t dst = v_s + s * L::kKvBytes;
           constexpr int kChunks = kBlockN * kHeadDim / 8;
+          // Rolled up with 3 consumers: unrolled (4 times, nvcc's own choice, kept for 2) it
+          // spilled 64 bytes in the producer's 32 registers.
+#pragma unroll(kConsumers == 3 ? 1 : 4)
           for (int c_idx = lane; c_idx < kChunks; c_idx += 32) {
             const int r = c_idx / (kHeadDim / 8);
             const int c = c_idx % (kHeadDim / 8);
@@ -373,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
   }
 
   // ---- consumers ----
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs(kHeadDim)));
   const int cw = warpgroup - 1;             // which 64 rows of the tile
   const int wtid = threadIdx.x % 128;
   const int warp = wtid / 32, lane = wtid % 32;
@@ -383,18 +403,26 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
   auto release = [&](uint32_t bar) {
     if (lane == 0) mbar_arrive(bar);
   };
-  // Ping-pong turns: every batch of GEMMs a consumer issues (S_0; S_i with P_{i-1} V_{i-1}; the
-  // last P V) sits between a wait for its turn and a hand-over to the other consumer, over all
-  // of the block's items. Consumer 0 goes first on consumer 1's initial hand-over, and takes
-  // consumer 1's last hand-over after its loop, so that every arrival meets a wait.
+  // Turns: every batch of GEMMs a consumer issues (S_0; S_i with P_{i-1} V_{i-1}; the last P V)
+  // sits between a wait for its turn and a hand-over to the next consumer, cw + 1 mod
+  // kConsumers, over all of the block's items (every consumer takes the same number of turns:
+  // they all work on the same items). Consumer 0 goes first on the last consumer's initial
+  // hand-over, and takes the last consumer's final hand-over after its loop, so that every
+  // arrival meets a wait. A consumer cannot arrive twice at a barrier before its waiter has
+  // passed: its next hand-over needs its own next turn, which comes round only through that
+  // waiter.
   auto my_turn = [&]() {
     if constexpr (kPingPong) named_bar_sync(1 + cw);
   };
+  // The next consumer's barrier is 1 + (cw + 1) % kConsumers, spelled 2 - cw for two consumers,
+  // which keeps D = 128 and 256 the same machine code as before there were three.
   auto hand_over = [&]() {
-    if constexpr (kPingPong) named_bar_arrive(2 - cw);
+    if constexpr (kPingPong) {
+      named_bar_arrive(kConsumers == 2 ? 2 - cw : (cw == kConsumers - 1 ? 1 : 2 + cw));
+    }
   };
   if constexpr (kPingPong) {
-    if (cw == 1) named_bar_arrive(1);
+    if (cw == kConsumers - 1) named_bar_arrive(1);
   }
 
   uint32_t q_uses = 0, kv_iter = 0;
@@ -405,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
     __syncwarp();
     release(item_empty(slot));
     if (idx >= total) break;
-    const Work w = work_item<kBlockN>(args, idx);
+    const Work w = work_item<kBlockM, kBlockN>(args, idx);
     const int row_base = w.m0 + cw * 64 + warp * 16 + g;  // rows row_base and row_base + 8
     float o[kPanels][32];
 #pragma unroll
@@ -587,7 +615,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_hopper_kernel(const __grid_
     }
   }
   if constexpr (kPingPong) {
-    if (cw == 0) named_bar_sync(1);  // consumer 1's last hand-over
+    if (cw == 0) named_bar_sync(1);  // the last consumer's final hand-over
   }
 #endif  // DJL_HOPPER_DEVICE_CODE
 }
@@ -654,7 +682,7 @@ template <typename T, int kHeadDim, bool kPingPong>
 void launch_one(const HopperArgs& args, int grid, cudaStream_t stream, int device) {
   prepare<T, kHeadDim, kPingPong>(device);
   flash_hopper_kernel<T, kHeadDim, kPingPong>
-      <<<static_cast<unsigned>(grid), kThreads, Layout<kHeadDim>::kSmemBytes, stream>>>(args);
+      <<<static_cast<unsigned>(grid), threads(kHeadDim), Layout<kHeadDim>::kSmemBytes, stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_hopper_kernel");
 }
 
@@ -676,6 +704,14 @@ void launch(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int de
 }  // namespace
 
 void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int device) {
+  // The plan and this file read block_m from one header, but DJL_ATTN_HOPPER_CONSUMERS_D64 is a
+  // compile-time switch: a build that gave it to one and not the other would tile wrongly.
+  if (plan.m_blocks != m_blocks(p.seqlen_q, p.head_dim)) {
+    fail_native("flash_attention: the Hopper plan has ", plan.m_blocks, " query tiles where the "
+                "kernel's ", block_m(p.head_dim), "-row tiles make ",
+                m_blocks(p.seqlen_q, p.head_dim),
+                " (DJL_ATTN_HOPPER_CONSUMERS_D64 differs between the plan and the kernel)");
+  }
   HopperArgs args{};
   args.params = p;
   args.m_blocks = plan.m_blocks;
@@ -687,7 +723,7 @@ void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int d
                 "Hopper kernel; DJL_ATTN_FLASH_HOPPER=off avoids it)");
   }
   if (!make_map(&args.q_map, p, p.q, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_seq_stride,
-                p.q_head_stride, kBlockM) ||
+                p.q_head_stride, block_m(p.head_dim)) ||
       !make_map(&args.k_map, p, p.k, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride,
                 p.k_head_stride, block_n(p.head_dim)) ||
       !make_map(&args.v_map, p, p.v, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride,
