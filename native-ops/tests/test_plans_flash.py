@@ -150,8 +150,36 @@ def test_hopper_auto_leaves_small_grids_to_the_split_tile_kernel():
     assert plan.startswith("tiled/D128/m128n64w4s2for/128x64/splits") and "/splits1" not in plan
     assert flash_plan(*small, hopper="on") == "hopper/D128/grid32/pingpong"
     # 106 tiles fill 80% of the SMs: the Hopper kernel, on a persistent grid of one block per SM.
-    assert flash_plan(1, 128 * 53, 1024, 2, 2, 64) == "hopper/D64/grid106/pingpong"
-    assert flash_plan(1, 128 * 52, 1024, 2, 2, 64).startswith("tiled/")
+    rows = hopper_rows(64)
+    assert flash_plan(1, rows * 53, 1024, 2, 2, 64) == "hopper/D64/grid106/pingpong"
+    assert flash_plan(1, rows * 52, 1024, 2, 2, 64).startswith("tiled/")
+    assert flash_plan(1, 128 * 53, 1024, 2, 2, 128) == "hopper/D128/grid106/pingpong"
+    assert flash_plan(1, 128 * 52, 1024, 2, 2, 128).startswith("tiled/")
+
+
+def hopper_rows(dim):
+    """Query rows of one Hopper work item at `dim` (hopper::block_m, flash_shapes.h), read off
+    the plan: one (batch, head) of 384 rows is 384 / block_m items, each a block of the grid."""
+    plan = flash_plan(1, 384, 1024, 1, 1, dim, hopper="on")
+    assert plan.startswith("hopper/D%d/grid" % dim), plan
+    items = int(plan.split("/grid")[1].split("/")[0])
+    assert 384 % items == 0, plan
+    return 384 // items
+
+
+def test_hopper_tiles_are_64_rows_per_consumer_warpgroup():
+    # 3 consumer warpgroups at D = 64 (2 in a build with -DDJL_ATTN_HOPPER_CONSUMERS_D64=2, the
+    # A/B of docs/benchmarks.md), 2 at D = 128 and 256.
+    assert hopper_rows(64) in (192, 128)
+    assert hopper_rows(128) == 128 and hopper_rows(256) == 128
+    for dim in (64, 128, 256):
+        rows = hopper_rows(dim)
+        # Query lengths on either side of the tile edges: ceil(Sq / block_m) items per (batch,
+        # head), over a grid of at most one block per SM.
+        for seqlen_q in (65, rows - 1, rows, rows + 1, 2 * rows + 1, 1000):
+            items = 3 * 5 * -(-seqlen_q // rows)
+            assert (flash_plan(3, seqlen_q, 700, 5, 5, dim, hopper="on")
+                    == "hopper/D%d/grid%d/pingpong" % (dim, min(items, 132))), (dim, seqlen_q)
 
 
 def test_hopper_takes_only_what_it_covers():
