@@ -255,25 +255,29 @@ def test_hopper_kv_lens_and_gqa(dtype, dim, causal):
 
 @hopper_only
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
-@pytest.mark.parametrize("seqlen_q", [65, 191, 192, 193, 385])
-@pytest.mark.parametrize("seqlen_k", [1, 191, 450])
+@pytest.mark.parametrize("seqlen_q", [65, 127, 129, 191, 192, 193, 385, 1024, 1025, 1153])
+@pytest.mark.parametrize("seqlen_k", [1, 191, 450, 1100])
 @pytest.mark.parametrize("causal", [False, True])
 def test_hopper_d64_tile_edges(dtype, seqlen_q, seqlen_k, causal):
-    # The D = 64 kernel's 192-row tiles (3 consumer warpgroups; 128 rows in the 2-consumer A/B
-    # build): query lengths on both sides of one and two tiles, the last tile's rows past Sq
-    # left alone (they would be the next batch row's), causal diagonals that cross the third
-    # consumer's rows, GQA 3:1.
+    # Both D = 64 kernels, as the plan picks them (hopper_consumers, flash_plan.cpp): 2 consumer
+    # warpgroups (128-row tiles) for causal calls of at most 1024 query rows, 3 (192-row tiles)
+    # for the causal ones past 1024 and every non-causal one. Query lengths on both sides of one
+    # and two tiles of either size and of 1024, the last tile's rows past Sq left alone (they
+    # would be the next batch row's), causal diagonals that cross the third consumer's rows,
+    # GQA 3:1.
     q, k, v = make_inputs(3, seqlen_q, seqlen_k, 6, 2, 64, dtype, "cuda")
     check(q, k, v, None, causal)
 
 
 @hopper_only
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("seqlen_q", [193, 1153])
 @pytest.mark.parametrize("causal", [False, True])
-def test_hopper_d64_tile_edges_with_kv_lens(dtype, causal):
-    # Valid lengths of 0, 1, one ending mid key tile and one on a key-tile edge, under 193 query
-    # rows (one full 192-row tile and a one-row tile) and GQA 4:1.
-    q, k, v = make_inputs(4, 193, 400, 8, 2, 64, dtype, "cuda")
+def test_hopper_d64_tile_edges_with_kv_lens(dtype, seqlen_q, causal):
+    # Valid lengths of 0, 1, one ending mid key tile and one on a key-tile edge, under a full tile
+    # and a one-row tile (193: 2 consumers when causal, else 3; 1153 = 6 x 192 + 1: 3 consumers)
+    # and GQA 4:1.
+    q, k, v = make_inputs(4, seqlen_q, 400, 8, 2, 64, dtype, "cuda")
     kv_lens = torch.tensor([400, 0, 1, 256], dtype=torch.int32, device="cuda")
     check(q, k, v, kv_lens, causal)
 

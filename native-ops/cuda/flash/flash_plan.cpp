@@ -121,6 +121,19 @@ bool tma_strides(int64_t batch_stride, int64_t seq_stride, int64_t head_stride) 
   return true;
 }
 
+// Consumer warpgroups of the Hopper kernel for `p` (hopper::consumers_compiled): 2 at D = 128
+// and 256; at D = 64, 3 (192-row tiles, where 2 left the softmax latency exposed: docs/
+// benchmarks.md, "The prefill gap at D = 64") except in causal calls of at most 1024 query rows.
+// Measured on an H100 (fp16/bf16, 16k tokens, 32 heads of 64, 3 vs 2 consumers in one run), 3
+// ran S 4k/16k non-causal +16..22%, causal +8..14%, S 1k non-causal +5..17%, but S 1k causal
+// -6..-13% (fp16 262/240 vs 278/276 TFLOP/s, bf16 261/261 vs 276/275): 1024 rows are 5.33
+// tiles of 192, and the ragged last tile beside the causal mask's short diagonal tiles leaves
+// the persistent grid unbalanced.
+int hopper_consumers(const FlashParams& p) {
+  if (p.head_dim != 64) return 2;
+  return p.causal && p.seqlen_q <= 1024 ? 2 : 3;
+}
+
 // Whether the Hopper kernel takes `p` (folded already) on this device: float16/bfloat16,
 // D = 64 or 128, batched, no bias, a positive scale, a logsumexp to write, 32-bit row and
 // item counts, 16-byte aligned bases, 4-byte output pairs and 16-byte value rows (its
@@ -137,7 +150,8 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
     return false;
   }
   if (p.heads_q > kMaxGridX || p.batch > kMaxGridX) return false;
-  if (hopper::m_blocks(p.seqlen_q, p.head_dim) * p.batch * p.heads_q > kMaxGridX) return false;
+  const int consumers = hopper_consumers(p);
+  if (hopper::m_blocks(p.seqlen_q, consumers) * p.batch * p.heads_q > kMaxGridX) return false;
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
     if (!aligned16(ptr)) return false;
   }
@@ -151,7 +165,7 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
     return false;
   }
   return device.cc_major == 9 && device.cc_minor == 0 &&
-         device.smem_optin >= hopper::smem_bytes(p.head_dim);
+         device.smem_optin >= hopper::smem_bytes(p.head_dim, consumers);
 }
 
 // The plan of a call the tensor-core kernels can read in place (loads_16_bytes, sm_80+).
@@ -192,7 +206,8 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   if (sw.hopper_built && !bias && device.cc_major == 9 && sw.hopper != HopperMode::kOff &&
       !(sw.hopper == HopperMode::kAuto && sw.config != kAutoConfig) && p.seqlen_q > 64 &&
       !varlen) {
-    const int64_t m_blocks = hopper::m_blocks(p.seqlen_q, p.head_dim);
+    const int consumers = hopper_consumers(p);
+    const int64_t m_blocks = hopper::m_blocks(p.seqlen_q, consumers);
     const int64_t tiles = m_blocks * p.batch * p.heads_q;
     const bool fills = tiles >= 0.8 * device.sm_count;
     if ((sw.hopper == HopperMode::kOn || fills) && hopper_supports(p, device)) {
@@ -200,7 +215,8 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
       plan.m_blocks = static_cast<int>(m_blocks);
       plan.hopper_items = static_cast<int>(plan.m_blocks * p.batch * p.heads_q);
       plan.hopper_grid = std::min(plan.hopper_items, device.sm_count);
-      plan.hopper = HopperKernel{p.dtype, static_cast<int>(p.head_dim), sw.hopper_ping_pong};
+      plan.hopper = HopperKernel{p.dtype, static_cast<int>(p.head_dim), consumers,
+                                 sw.hopper_ping_pong};
       return plan;
     }
   }

@@ -99,6 +99,7 @@ struct DecodeKernel {
 struct HopperKernel {
   ElementType dtype;
   int head_dim;
+  int consumers;   // consumer warpgroups of 64 query rows: the work item's rows are 64 x this
   bool ping_pong;  // the consumers take turns issuing their GEMMs
 };
 
@@ -135,7 +136,8 @@ struct FlashPlan {
   DecodeKernel decode{};
   // kTiled and kDecode
   KeySplit split{};
-  // kHopper: work items (128-row query tiles of every (batch, head)) over a persistent grid.
+  // kHopper: work items (hopper::block_m(hopper.consumers)-row query tiles of every (batch, head))
+  // over a persistent grid.
   HopperKernel hopper{};
   int hopper_items = 0;
   int hopper_grid = 0;

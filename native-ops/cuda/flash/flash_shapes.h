@@ -167,29 +167,20 @@ constexpr int smem_bytes(int64_t head_dim) {
 
 namespace hopper {
 
-// Consumer warpgroups at D = 64: 3 (192-row tiles, FlashAttention-3's choice there) so that two
-// consumers' softmax latency hides behind the third's GEMMs, where with 2 the D = 64 kernel ran
-// at 0.82-0.95x cuDNN with 30% of its samples in fixed-latency waits of the softmax
-// (docs/benchmarks.md, "The prefill gap at D = 64"). Defined to 2 on the compiler's command line,
-// it builds the 2-consumer kernel for an A/B measurement.
-#ifndef DJL_ATTN_HOPPER_CONSUMERS_D64
-#define DJL_ATTN_HOPPER_CONSUMERS_D64 3
-#endif
-static_assert(DJL_ATTN_HOPPER_CONSUMERS_D64 == 2 || DJL_ATTN_HOPPER_CONSUMERS_D64 == 3,
-              "DJL_ATTN_HOPPER_CONSUMERS_D64: 2 or 3 consumer warpgroups");
-
-// Consumer warpgroups of 64 query rows each; 2 at D = 128 and 256, whose output accumulators
-// (64 and 128 registers a thread) leave no room for a third within 64K registers.
-constexpr int consumers(int64_t head_dim) {
-  return head_dim <= 64 ? DJL_ATTN_HOPPER_CONSUMERS_D64 : 2;
+// Consumer warpgroups of 64 query rows each that the kernel is compiled with at a head dim: 2 and
+// 3 at D = 64 (the plan picks one per call, hopper_consumers in flash_plan.cpp), 2 at D = 128 and
+// 256, whose output accumulators (64 and 128 registers a thread) leave no room for a third within
+// 64K registers.
+constexpr bool consumers_compiled(int64_t head_dim, int consumers) {
+  return consumers == 2 || (consumers == 3 && head_dim == 64);
 }
 
 // Query rows per work item: 64 per consumer warpgroup.
-constexpr int block_m(int64_t head_dim) { return 64 * consumers(head_dim); }
+constexpr int block_m(int consumers) { return 64 * consumers; }
 
 // Query tiles of one (batch, head): the work items per (batch, head) of the persistent grid.
-constexpr int64_t m_blocks(int64_t seqlen_q, int64_t head_dim) {
-  return (seqlen_q + block_m(head_dim) - 1) / block_m(head_dim);
+constexpr int64_t m_blocks(int64_t seqlen_q, int consumers) {
+  return (seqlen_q + block_m(consumers) - 1) / block_m(consumers);
 }
 
 // Keys per tile: 128, and 64 at D = 256, where two stages of 128-key K and V tiles beside the
@@ -202,12 +193,12 @@ constexpr bool head_dim_compiled(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// Dynamic shared memory (Layout<D>::kSmemBytes in flash_hopper.cu, which static_asserts this):
-// the block_m(D)-row query tile, 2 stages of K and V tiles, 14 mbarriers, 2 work-item slots and
-// 1 KiB of slack for the 1024-byte alignment of the 128-byte swizzle.
-constexpr int smem_bytes(int64_t head_dim) {
+// Dynamic shared memory (Layout<D, consumers>::kSmemBytes in flash_hopper.cu, which static_asserts
+// this): the block_m(consumers)-row query tile, 2 stages of K and V tiles, 14 mbarriers, 2
+// work-item slots and 1 KiB of slack for the 1024-byte alignment of the 128-byte swizzle.
+constexpr int smem_bytes(int64_t head_dim, int consumers) {
   const int tile = static_cast<int>(head_dim) * 2;
-  return block_m(head_dim) * tile + 2 * 2 * block_n(head_dim) * tile + 14 * 8 + 2 * 4 + 1024;
+  return block_m(consumers) * tile + 2 * 2 * block_n(head_dim) * tile + 14 * 8 + 2 * 4 + 1024;
 }
 
 }  // namespace hopper

@@ -1,15 +1,15 @@
 // The Hopper flash attention forward (sm_90a only; see flash_hopper.h and cuda/CMakeLists.txt).
 //
-// A persistent grid (one block per SM: a producer warpgroup and consumers(D) consumer warpgroups,
-// flash_shapes.h) works through block_m(D)-row query tiles of (batch, head) pairs, handed out
-// longest first through a global counter:
+// A persistent grid (one block per SM: a producer warpgroup and 2 or 3 consumer warpgroups,
+// flash_shapes.h) works through block_m(consumers)-row query tiles of (batch, head) pairs, handed
+// out longest first through a global counter:
 // - warpgroup 0 is the producer: it gives registers away (setmaxnreg) and its first warp streams
 //   each item's query tile and its key/value tiles through a 2-stage ring with TMA
 //   (cp.async.bulk.tensor, 128-byte swizzle, one box per 64-column panel), each load completing
 //   on a "full" mbarrier; it refills a buffer when every consumer has released it on its
 //   "empty" mbarrier, and loads the next item's tiles while the consumers finish the last one.
-// - warpgroups 1.. are the consumers (3 at D = 64, 2 at D = 128 and 256), 64 query rows each,
-//   with the whole 64 x D float32
+// - warpgroups 1.. are the consumers (2 or 3 at D = 64, the plan's choice per call; 2 at D = 128
+//   and 256), 64 query rows each, with the whole 64 x D float32
 //   output accumulator and a 64 x 128 score tile in registers. S = Q K^T is one wgmma chain with
 //   both operands in shared memory; O += P V takes P from registers (the score accumulator
 //   layout is the A-fragment layout once packed to 16 bits) and V from shared memory read
@@ -45,11 +45,12 @@
 namespace djl_attn::flash::hopper {
 namespace {
 
-// consumers(D) and block_m(D) (64 query rows per consumer warpgroup) and block_n(D) (keys per
-// tile: 128, or 64 at D = 256) are the plan's (flash_shapes.h).
+// The consumer count (a template parameter: 2 or 3 at D = 64, 2 at D = 128 and 256, the plan's
+// choice per call), block_m(consumers) (64 query rows per consumer warpgroup) and block_n(D)
+// (keys per tile: 128, or 64 at D = 256) are the plan's (flash_shapes.h).
 constexpr int kStages = 2;
 // A producer warpgroup and the consumers.
-constexpr int threads(int head_dim) { return 128 * (1 + consumers(head_dim)); }
+constexpr int threads(int consumers) { return 128 * (1 + consumers); }
 // 128-byte swizzle atoms: a tile is stored as D / 64 column panels of [rows][64 elements].
 constexpr int kPanelCols = 64;
 constexpr int kRowBytes = kPanelCols * 2;
@@ -57,16 +58,17 @@ constexpr int kRowBytes = kPanelCols * 2;
 // 128 * 56 + 256 * 224 <= 64K (the producer spilled at 48, the consumers fit in 224 without
 // spills). 3 consumers (D = 64): 128 * 32 + 384 * 160 = 64K, FlashAttention-3's split there; a
 // D = 64 consumer holds a 32-register output accumulator, a 64-register score tile and 32 of P.
-constexpr int producer_regs(int head_dim) { return consumers(head_dim) == 3 ? 32 : 56; }
-constexpr int consumer_regs(int head_dim) { return consumers(head_dim) == 3 ? 160 : 224; }
-static_assert(128 * producer_regs(64) + 128 * consumers(64) * consumer_regs(64) <= 64 * 1024 &&
-                  128 * producer_regs(128) + 128 * consumers(128) * consumer_regs(128) <= 64 * 1024,
+constexpr int producer_regs(int consumers) { return consumers == 3 ? 32 : 56; }
+constexpr int consumer_regs(int consumers) { return consumers == 3 ? 160 : 224; }
+static_assert(128 * producer_regs(2) + 128 * 2 * consumer_regs(2) <= 64 * 1024 &&
+                  128 * producer_regs(3) + 128 * 3 * consumer_regs(3) <= 64 * 1024,
               "the register split must fit the SM's 64K registers");
 
-template <int kHeadDim>
+template <int kHeadDim, int kConsumerCount>
 struct Layout {
-  static constexpr int kConsumers = consumers(kHeadDim);
-  static constexpr int kBlockM = block_m(kHeadDim);
+  static_assert(consumers_compiled(kHeadDim, kConsumerCount), "the plan's consumer counts");
+  static constexpr int kConsumers = kConsumerCount;
+  static constexpr int kBlockM = block_m(kConsumers);
   static constexpr int kBlockN = block_n(kHeadDim);
   static constexpr int kPanels = kHeadDim / kPanelCols;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
@@ -80,7 +82,7 @@ struct Layout {
   static constexpr int kItemOff = kBarOff + kNumBars * 8;  // int[2]: the next work items
   // Slack for aligning the dynamic buffer to the 1024 bytes a 128-byte swizzle atom needs.
   static constexpr int kSmemBytes = kItemOff + 2 * 4 + 1024;
-  static_assert(kSmemBytes == smem_bytes(kHeadDim), "the plan's size (flash_shapes.h)");
+  static_assert(kSmemBytes == smem_bytes(kHeadDim, kConsumers), "the plan's size (flash_shapes.h)");
 };
 
 struct HopperArgs {
@@ -255,10 +257,10 @@ __device__ __forceinline__ Work work_item(const HopperArgs& args, int idx) {
 // The load ring, the query buffer and the ping-pong turns carry over from one item to the next,
 // so the producer loads the next item's query and first key tiles while the consumers finish
 // and store the previous one.
-template <typename T, int kHeadDim, bool kPingPong>
-__global__ void __launch_bounds__(threads(kHeadDim), 1) flash_hopper_kernel(const __grid_constant__ HopperArgs args) {
+template <typename T, int kHeadDim, int kConsumerCount, bool kPingPong>
+__global__ void __launch_bounds__(threads(kConsumerCount), 1) flash_hopper_kernel(const __grid_constant__ HopperArgs args) {
 #ifdef DJL_HOPPER_DEVICE_CODE
-  using L = Layout<kHeadDim>;
+  using L = Layout<kHeadDim, kConsumerCount>;
   constexpr int kPanels = L::kPanels;
   constexpr int kConsumers = L::kConsumers;
   constexpr int kBlockM = L::kBlockM;
@@ -309,7 +311,7 @@ __global__ void __launch_bounds__(threads(kHeadDim), 1) flash_hopper_kernel(cons
 
   if (warpgroup == 0) {
     // ---- producer ----
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(producer_regs(kHeadDim)));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(producer_regs(kConsumers)));
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     if (lane == 0) {
@@ -393,7 +395,7 @@ __global__ void __launch_bounds__(threads(kHeadDim), 1) flash_hopper_kernel(cons
   }
 
   // ---- consumers ----
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs(kHeadDim)));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs(kConsumers)));
   const int cw = warpgroup - 1;             // which 64 rows of the tile
   const int wtid = threadIdx.x % 128;
   const int warp = wtid / 32, lane = wtid % 32;
@@ -667,26 +669,28 @@ bool make_map(CUtensorMap* map, const FlashParams& p, const void* ptr, int64_t s
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int kHeadDim, bool kPingPong>
+template <typename T, int kHeadDim, int kConsumers, bool kPingPong>
 void prepare(int device) {
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> done[kMaxDevices];
   if (device >= 0 && device < kMaxDevices && done[device].load()) return;
-  DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(flash_hopper_kernel<T, kHeadDim, kPingPong>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Layout<kHeadDim>::kSmemBytes));
+  DJL_ATTN_CUDA_CHECK(
+      cudaFuncSetAttribute(flash_hopper_kernel<T, kHeadDim, kConsumers, kPingPong>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Layout<kHeadDim, kConsumers>::kSmemBytes));
   if (device >= 0 && device < kMaxDevices) done[device].store(true);
 }
 
-template <typename T, int kHeadDim, bool kPingPong>
+template <typename T, int kHeadDim, int kConsumers, bool kPingPong>
 void launch_one(const HopperArgs& args, int grid, cudaStream_t stream, int device) {
-  prepare<T, kHeadDim, kPingPong>(device);
-  flash_hopper_kernel<T, kHeadDim, kPingPong>
-      <<<static_cast<unsigned>(grid), threads(kHeadDim), Layout<kHeadDim>::kSmemBytes, stream>>>(args);
+  prepare<T, kHeadDim, kConsumers, kPingPong>(device);
+  flash_hopper_kernel<T, kHeadDim, kConsumers, kPingPong>
+      <<<static_cast<unsigned>(grid), threads(kConsumers), Layout<kHeadDim, kConsumers>::kSmemBytes,
+         stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_hopper_kernel");
 }
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kConsumers>
 void launch(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int device) {
   // The work-item counter: scratch from PyTorch's caching allocator, zeroed on the stream. Freed
   // on return, which stream order makes safe (the allocator hands it to later work on this
@@ -695,23 +699,34 @@ void launch(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int de
   args.item_counter = counter.data_as<int>();
   DJL_ATTN_CUDA_CHECK(cudaMemsetAsync(args.item_counter, 0, sizeof(int), stream));
   if (plan.hopper.ping_pong) {
-    launch_one<T, kHeadDim, true>(args, plan.hopper_grid, stream, device);
+    launch_one<T, kHeadDim, kConsumers, true>(args, plan.hopper_grid, stream, device);
   } else {
-    launch_one<T, kHeadDim, false>(args, plan.hopper_grid, stream, device);
+    launch_one<T, kHeadDim, kConsumers, false>(args, plan.hopper_grid, stream, device);
+  }
+}
+
+// The instantiations the plan may choose (hopper::consumers_compiled): D = 64 with 2 or 3
+// consumers, D = 128 and 256 with 2.
+template <typename T>
+void launch_for(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int device) {
+  const HopperKernel& kernel = plan.hopper;
+  if (kernel.head_dim == 64 && kernel.consumers == 3) {
+    launch<T, 64, 3>(args, plan, stream, device);
+  } else if (kernel.head_dim == 64 && kernel.consumers == 2) {
+    launch<T, 64, 2>(args, plan, stream, device);
+  } else if (kernel.head_dim == 128 && kernel.consumers == 2) {
+    launch<T, 128, 2>(args, plan, stream, device);
+  } else if (kernel.head_dim == 256 && kernel.consumers == 2) {
+    launch<T, 256, 2>(args, plan, stream, device);
+  } else {
+    fail_native("flash_attention: the Hopper kernel has no head dim ", kernel.head_dim, " with ",
+                kernel.consumers, " consumer warpgroups; the plan should not have chosen it");
   }
 }
 
 }  // namespace
 
 void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int device) {
-  // The plan and this file read block_m from one header, but DJL_ATTN_HOPPER_CONSUMERS_D64 is a
-  // compile-time switch: a build that gave it to one and not the other would tile wrongly.
-  if (plan.m_blocks != m_blocks(p.seqlen_q, p.head_dim)) {
-    fail_native("flash_attention: the Hopper plan has ", plan.m_blocks, " query tiles where the "
-                "kernel's ", block_m(p.head_dim), "-row tiles make ",
-                m_blocks(p.seqlen_q, p.head_dim),
-                " (DJL_ATTN_HOPPER_CONSUMERS_D64 differs between the plan and the kernel)");
-  }
   HopperArgs args{};
   args.params = p;
   args.m_blocks = plan.m_blocks;
@@ -723,31 +738,17 @@ void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int d
                 "Hopper kernel; DJL_ATTN_FLASH_HOPPER=off avoids it)");
   }
   if (!make_map(&args.q_map, p, p.q, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_seq_stride,
-                p.q_head_stride, block_m(p.head_dim)) ||
+                p.q_head_stride, block_m(plan.hopper.consumers)) ||
       !make_map(&args.k_map, p, p.k, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride,
                 p.k_head_stride, block_n(p.head_dim)) ||
       !make_map(&args.v_map, p, p.v, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride,
                 p.v_head_stride, block_n(p.head_dim))) {
     fail_native("flash_attention: cuTensorMapEncodeTiled refused a tensor map the plan accepted");
   }
-  const HopperKernel& kernel = plan.hopper;
-  const bool half = kernel.dtype == ElementType::kFloat16;
-  switch (kernel.head_dim) {
-    case 64:
-      half ? launch<__half, 64>(args, plan, stream, device)
-           : launch<__nv_bfloat16, 64>(args, plan, stream, device);
-      break;
-    case 128:
-      half ? launch<__half, 128>(args, plan, stream, device)
-           : launch<__nv_bfloat16, 128>(args, plan, stream, device);
-      break;
-    case 256:
-      half ? launch<__half, 256>(args, plan, stream, device)
-           : launch<__nv_bfloat16, 256>(args, plan, stream, device);
-      break;
-    default:
-      fail_native("flash_attention: the Hopper kernel has no head dim ", kernel.head_dim,
-                  "; the plan should not have chosen it");
+  if (plan.hopper.dtype == ElementType::kFloat16) {
+    launch_for<__half>(args, plan, stream, device);
+  } else {
+    launch_for<__nv_bfloat16>(args, plan, stream, device);
   }
 }
 
