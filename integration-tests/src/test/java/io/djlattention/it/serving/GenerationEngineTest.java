@@ -275,7 +275,7 @@ class GenerationEngineTest {
      *       arithmetic, the same generators;
      *   <li>a request's batched run leaves its run alone only at a step that is marginal on the
      *       reference logits of their common context (stories260K alone on the stock path).
-     *       Logits within {@code TIE} of these (ServingLoadTest's float32 bound for stories260K,
+     *       Logits within {@code TIE} of these (SoloDivergence's float32 bound for stories260K,
      *       14 times the largest difference measured above) scale every token's share, and every
      *       sum of shares, by a factor within {@code exp(±2 TIE / T)}, so they move any boundary
      *       between shares by at most {@code m = exp(2 TIE / T) - 1}. The step is marginal when
@@ -400,7 +400,7 @@ class GenerationEngineTest {
             sampler.next(logits);
         }
         int samplerChoice = sampler.next(logits);
-        double margin = Math.expm1(2 * ServingLoadTest.TIE / config.getTemperature());
+        double margin = Math.expm1(2 * SoloDivergence.TIE / config.getTemperature());
         boolean marginal = s.cutIsMarginal(margin) || s.drawIsMarginal(margin);
         if (!marginal && samplerChoice != s.token()) {
             return what + ": the test's model of TokenSampler picks " + s.token() + " at step "
@@ -502,7 +502,7 @@ class GenerationEngineTest {
 
         /** Whether logits within TIE of these may cut top-k or top-p elsewhere. */
         boolean cutIsMarginal(double margin) {
-            double tieGap = 2 * ServingLoadTest.TIE;
+            double tieGap = 2 * SoloDivergence.TIE;
             return topKGap <= tieGap
                     || nucleusGap <= tieGap
                     || topP - nucleusBefore <= margin

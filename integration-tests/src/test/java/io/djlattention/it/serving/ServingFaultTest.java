@@ -3,7 +3,6 @@
  */
 package io.djlattention.it.serving;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -29,9 +28,10 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Faults under load: a KV cache far too small for the load (the scheduler preempts and recomputes;
- * every output still equals its solo run and the metrics count the preemptions), and a failure
- * injected into the forward pass of chosen requests (those get 500 with the message, every other
- * request completes with its solo output).
+ * every output still equals its solo run but at float32 ties, {@link SoloDivergence}, and the
+ * metrics count the preemptions), and a failure injected into the forward pass of chosen requests
+ * (those get 500 with the message, every other request completes with its solo output, ties
+ * likewise).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -88,6 +88,36 @@ class ServingFaultTest {
         return out;
     }
 
+    /**
+     * Fails on any failure, and on any completion that left its solo run other than at a float32
+     * tie (a preempted sequence is recomputed by a prefill, in other batches: other last bits), or
+     * at more ties than rounding explains (one in twenty, as ServingLoadTest).
+     */
+    private static void assertOnlyTies(
+            long seed,
+            List<Requests.Spec> specs,
+            Queue<SoloDivergence> divergences,
+            Queue<String> failures,
+            int completions)
+            throws Exception {
+        int ties = 0;
+        for (SoloDivergence d : divergences) {
+            String unexplained = d.explain(specs.get(d.spec()).prompt());
+            if (unexplained == null) {
+                ++ties;
+            } else {
+                failures.add(unexplained);
+            }
+        }
+        assertTrue(
+                failures.isEmpty(),
+                "seed " + seed + ": " + failures.size() + " wrong, first " + failures.peek());
+        assertTrue(
+                ties <= completions / 20,
+                "seed " + seed + ": " + ties + " of " + completions + " completions left the solo"
+                        + " run at a float32 tie: more than rounding explains");
+    }
+
     @Test
     void tinyCachePreemptsAndKeepsOutputs() throws Exception {
         long seed = System.nanoTime();
@@ -96,6 +126,7 @@ class ServingFaultTest {
         List<int[]> solo = solo(specs);
         double preemptionsBefore = client.metrics().get("djl_attn_preemptions_total");
         Queue<String> failures = new ConcurrentLinkedQueue<>();
+        Queue<SoloDivergence> divergences = new ConcurrentLinkedQueue<>();
         ExecutorService pool = Executors.newFixedThreadPool(24);
         try {
             List<Future<?>> fs = new ArrayList<>();
@@ -109,8 +140,10 @@ class ServingFaultTest {
                                             stream
                                                     ? client.stream(specs.get(s).json(true), -1)
                                                     : client.complete(specs.get(s).json(false));
-                                    if (c.status() != 200 || !Arrays.equals(solo.get(s), c.tokenIds())) {
-                                        failures.add("spec " + s + ": " + c.status() + " " + Arrays.toString(c.tokenIds()) + " vs " + Arrays.toString(solo.get(s)) + " " + c.body());
+                                    if (c.status() != 200) {
+                                        failures.add("spec " + s + ": " + c.status() + " " + c.body());
+                                    } else if (!Arrays.equals(solo.get(s), c.tokenIds())) {
+                                        divergences.add(new SoloDivergence(s, stream, solo.get(s), c.tokenIds()));
                                     }
                                     return null;
                                 }));
@@ -121,7 +154,7 @@ class ServingFaultTest {
         } finally {
             pool.shutdownNow();
         }
-        assertTrue(failures.isEmpty(), "seed " + seed + ": " + failures.size() + " differ, first " + failures.peek());
+        assertOnlyTies(seed, specs, divergences, failures, 96);
         Map<String, Double> m = ServingLoadTest.waitForIdle(client);
         assertTrue(
                 m.get("djl_attn_preemptions_total") > preemptionsBefore,
@@ -139,6 +172,7 @@ class ServingFaultTest {
         List<int[]> solo = solo(specs);
         double failedBefore = client.metrics().get("djl_attn_completion_requests_total{outcome=\"failed\"}");
         Queue<String> failures = new ConcurrentLinkedQueue<>();
+        Queue<SoloDivergence> divergences = new ConcurrentLinkedQueue<>();
         ExecutorService pool = Executors.newFixedThreadPool(20);
         int failing = 0;
         try {
@@ -172,8 +206,10 @@ class ServingFaultTest {
                                             stream
                                                     ? client.stream(specs.get(s).json(true), -1)
                                                     : client.complete(specs.get(s).json(false));
-                                    if (c.status() != 200 || !Arrays.equals(solo.get(s), c.tokenIds())) {
+                                    if (c.status() != 200) {
                                         failures.add("spec " + s + ": " + c.status() + " " + c.body());
+                                    } else if (!Arrays.equals(solo.get(s), c.tokenIds())) {
+                                        divergences.add(new SoloDivergence(s, stream, solo.get(s), c.tokenIds()));
                                     }
                                     return null;
                                 }));
@@ -184,7 +220,7 @@ class ServingFaultTest {
         } finally {
             pool.shutdownNow();
         }
-        assertTrue(failures.isEmpty(), "seed " + seed + ": " + failures.size() + " wrong, first " + failures.peek());
+        assertOnlyTies(seed, specs, divergences, failures, 40 - failing);
         Map<String, Double> m = ServingLoadTest.waitForIdle(client);
         assertEquals(
                 failedBefore + failing,
