@@ -8,13 +8,14 @@
 
 namespace djl_attn::flash {
 
-// The most key ranges the combine kernel merges (one weight per range in shared memory): the
-// plan's limit (flash_shapes.h).
+// The most key ranges the combine kernel merges (their logsumexps in registers, kMaxKeySplits /
+// 32 per lane): the plan's limit (flash_shapes.h).
 constexpr int kMaxCombineSplits = kMaxKeySplits;
 
 // Merges args.num_splits partial results per (head, row) from args.o_accum / args.lse_accum
 // (rows b * Sq + i, see fwd::FwdArgs) into args.params.out, and writes args.params.lse unless
-// it is null. float16/bfloat16 outputs.
-void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream);
+// it is null. float16/bfloat16 outputs. Launched on `device` as a programmatic dependent of the
+// split kernel before it on the stream (dependent_launch.cuh), which may let it start early.
+void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream, int device);
 
 }  // namespace djl_attn::flash

@@ -80,7 +80,7 @@ void run_typed(const FlashParams& params, bool folded, const PagedRows* paged,
     combine.o_accum = args.o_accum;
     combine.lse_accum = args.lse_accum;
     combine.accum_rows = args.accum_rows;
-    launch_flash_combine(combine, stream);
+    launch_flash_combine(combine, stream, device);
   }
 }
 

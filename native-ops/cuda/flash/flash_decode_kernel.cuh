@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/dependent_launch.cuh"
 #include "cuda/flash/flash_decode.h"
 #include "cuda/flash/flash_fwd_kernel.cuh"
 
@@ -366,6 +367,9 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
       fwd::mma_16816<T>(acc_o[2 * dp + 1], pa, bv[2], bv[3]);
     }
   }
+  // What is left is the warps' merge and a store: the combine pass (a programmatic dependent)
+  // may be scheduled now, to wait on its side for this grid's writes.
+  cuda::allow_dependent_launch();
   fwd::cp_async_wait<0>();  // nothing in flight into the ring that the merge reuses
   __syncthreads();
 

@@ -230,7 +230,7 @@ void run_tiled(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream,
     Instance::launch(args, stream);
     return 0;
   });
-  if (args.num_splits > 1) launch_flash_combine(args, stream);
+  if (args.num_splits > 1) launch_flash_combine(args, stream, device);
 }
 
 // Runs the plan's kernel on `p` (the caller's tensors, or the staged copies).

@@ -22,8 +22,8 @@ constexpr int padded_head_dim(int64_t dim) {
   return 0;
 }
 
-// The most key ranges a tiled or decode call is split into: the combine pass keeps one weight
-// per range in shared memory (flash_combine.cu).
+// The most key ranges a tiled or decode call is split into: the combine pass keeps their
+// logsumexps in registers, a multiple of 32 (flash_combine.cu).
 constexpr int kMaxKeySplits = 128;
 
 // ---- the sm_80 tile kernel (flash_fwd_kernel.cuh) ----------------------------------------------
