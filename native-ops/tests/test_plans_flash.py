@@ -14,6 +14,7 @@ kernel's 64-row tiles at D = 128 80 KiB, 2 blocks within the SM's 228 KiB, and t
 allow 2 (__launch_bounds__ of the decode kernel asks for 2; the tile kernel uses at most 176)."""
 
 import ctypes
+import re
 
 import pytest
 
@@ -65,7 +66,9 @@ SM80_TILES = {64: "m128n128w4s2for/128x128", 128: "m128n64w4s2for/128x64"}
 def test_prefill_benchmark_plans(dtype, dim, seqlen, causal):
     batch, heads = 16384 // seqlen, 2048 // dim
     shape = (batch, seqlen, seqlen, heads, heads, dim)
-    hopper = "hopper/D%d/grid132/pingpong" % dim
+    # D = 64 runs 3 consumer warpgroups but for causal calls of at most 1024 rows (hopper_consumers).
+    consumers = 3 if dim == 64 and not (causal and seqlen <= 1024) else 2
+    hopper = "hopper/D%d/consumers%d/grid132/pingpong" % (dim, consumers)
     # "ours" (auto): the grid of 128- or 192-row tiles fills the GPU, so the Hopper kernel takes it.
     assert flash_plan(*shape, dtype=dtype, causal=causal) == hopper
     assert flash_plan(*shape, dtype=dtype, causal=causal, hopper="on") == hopper
@@ -120,7 +123,7 @@ def test_what_the_tensor_core_kernels_cannot_read_in_place_is_staged():
         "staged+tiled/D64/m128n128w4s2for/128x128/splits2/scratch671744"
     # Rows that are not 16-byte aligned; the copies are, and take the Hopper kernel.
     assert flash_plan(8, 1024, 1024, 16, 16, 128, unaligned=True) == \
-        "staged+hopper/D128/grid132/pingpong"
+        "staged+hopper/D128/consumers2/grid132/pingpong"
     # A staged decode folds its copies (D = 125 padded to 128). D = 120 needs no copies, and the
     # decode kernel takes exact head dims only: it runs on the tile kernel padded to 128.
     assert flash_plan(1, 1, 4096, 32, 8, 125).startswith("staged+fold+decode/D128/")
@@ -148,25 +151,25 @@ def test_hopper_auto_leaves_small_grids_to_the_split_tile_kernel():
     small = (2, 256, 4096, 8, 8, 128)
     plan = flash_plan(*small)
     assert plan.startswith("tiled/D128/m128n64w4s2for/128x64/splits") and "/splits1" not in plan
-    assert flash_plan(*small, hopper="on") == "hopper/D128/grid32/pingpong"
+    assert flash_plan(*small, hopper="on") == "hopper/D128/consumers2/grid32/pingpong"
     # 106 tiles fill 80% of the SMs: the Hopper kernel, on a persistent grid of one block per SM.
     rows = hopper_rows(64)
-    assert flash_plan(1, rows * 53, 1024, 2, 2, 64) == "hopper/D64/grid106/pingpong"
+    assert flash_plan(1, rows * 53, 1024, 2, 2, 64) == "hopper/D64/consumers3/grid106/pingpong"
     assert flash_plan(1, rows * 52, 1024, 2, 2, 64).startswith("tiled/")
-    assert flash_plan(1, 128 * 53, 1024, 2, 2, 128) == "hopper/D128/grid106/pingpong"
+    assert flash_plan(1, 128 * 53, 1024, 2, 2, 128) == "hopper/D128/consumers2/grid106/pingpong"
     assert flash_plan(1, 128 * 52, 1024, 2, 2, 128).startswith("tiled/")
 
 
 def hopper_rows(dim, seqlen_q=384, causal=False):
-    """Query rows of one Hopper work item (hopper::block_m of the plan's consumer count,
-    flash_shapes.h) at `dim`, read off the plan: one (batch, head) of seqlen_q rows is
-    ceil(seqlen_q / block_m) items, each a block of the grid."""
+    """Query rows of one Hopper work item at `dim`: 64 per consumer warpgroup (hopper::block_m,
+    flash_shapes.h), the count the plan names; its grid agrees: one (batch, head) of seqlen_q
+    rows is ceil(seqlen_q / rows) items, each a block of the grid."""
     plan = flash_plan(1, seqlen_q, 1024, 1, 1, dim, causal=causal, hopper="on")
-    assert plan.startswith("hopper/D%d/grid" % dim), plan
-    items = int(plan.split("/grid")[1].split("/")[0])
-    rows = [r for r in (128, 192) if -(-seqlen_q // r) == items]
-    assert len(rows) == 1, (plan, seqlen_q)
-    return rows[0]
+    match = re.fullmatch(r"hopper/D%d/consumers(\d)/grid(\d+)/pingpong" % dim, plan)
+    assert match, plan
+    rows = 64 * int(match.group(1))
+    assert int(match.group(2)) == -(-seqlen_q // rows), (plan, seqlen_q)
+    return rows
 
 
 def test_hopper_d64_consumers_are_chosen_per_call():
@@ -193,15 +196,16 @@ def test_hopper_tiles_are_64_rows_per_consumer_warpgroup():
             for seqlen_q in (65, rows - 1, rows, rows + 1, 2 * rows + 1, 1000):
                 items = 3 * 5 * -(-seqlen_q // rows)
                 assert (flash_plan(3, seqlen_q, 700, 5, 5, dim, causal=causal, hopper="on")
-                        == "hopper/D%d/grid%d/pingpong" % (dim, min(items, 132))), \
+                        == "hopper/D%d/consumers%d/grid%d/pingpong"
+                        % (dim, rows // 64, min(items, 132))), \
                     (dim, seqlen_q, causal)
 
 
 def test_hopper_takes_only_what_it_covers():
     big = (8, 1024, 1024, 16, 16)
-    assert flash_plan(*big, 64, hopper_free=True) == "hopper/D64/grid132/free"
+    assert flash_plan(*big, 64, hopper_free=True) == "hopper/D64/consumers3/grid132/free"
     # D = 256 on 64-key tiles (hopper::block_n) fits the Hopper kernel's shared memory too.
-    assert flash_plan(*big, 256) == "hopper/D256/grid132/pingpong"
+    assert flash_plan(*big, 256) == "hopper/D256/consumers2/grid132/pingpong"
     assert flash_plan(*big, 256, hopper="off").startswith("tiled/D256/base/64x32/")
     # Head dims other than 64, 128 and 256, bias, varlen, a scale <= 0, 64 rows or fewer.
     assert flash_plan(*big, 96).startswith("tiled/D96/base/128x64/")
@@ -218,7 +222,7 @@ def test_hopper_takes_only_what_it_covers():
     assert (flash_plan(*big, 128, broadcast_kv=True, hopper="on")
             == "tiled/D128/m128n64w4s2for/128x64/splits1")
     # kv_lens and causal masks are the kernel's own business.
-    assert flash_plan(*big, 128, kv_lens=True, causal=True) == "hopper/D128/grid132/pingpong"
+    assert flash_plan(*big, 128, kv_lens=True, causal=True) == "hopper/D128/consumers2/grid132/pingpong"
 
 
 def test_a_named_tile_configuration_is_an_sm80_measurement():
@@ -226,7 +230,7 @@ def test_a_named_tile_configuration_is_an_sm80_measurement():
     # Under "auto" a named configuration keeps the call on the sm_80 kernel; "on" still runs
     # the Hopper kernel.
     assert flash_plan(*big, config="base") == "tiled/D128/base/128x64/splits1"
-    assert flash_plan(*big, config="base", hopper="on") == "hopper/D128/grid132/pingpong"
+    assert flash_plan(*big, config="base", hopper="on") == "hopper/D128/consumers2/grid132/pingpong"
     assert (flash_plan(*big, config="m128n64w8s2", tuning_build=True, hopper="off")
             == "tiled/D128/m128n64w8s2/128x64/splits1")
     # Where it is not compiled (a shipped build, or another head dim) the default tiles run.
@@ -267,7 +271,7 @@ def test_the_fold():
     assert flash_plan(2, 1, 1024, 8, 2, 64, bias=True).startswith("tiled/D64/base/64x64/bias/")
     # 128 query heads of one kv head fold into 128 rows: past the decode kernel, the Hopper
     # kernel's when forced.
-    assert flash_plan(1, 1, 4096, 128, 1, 128, hopper="on") == "fold+hopper/D128/grid1/pingpong"
+    assert flash_plan(1, 1, 4096, 128, 1, 128, hopper="on") == "fold+hopper/D128/consumers2/grid1/pingpong"
 
 
 def test_splits_follow_the_residency():

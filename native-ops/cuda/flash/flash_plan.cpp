@@ -432,8 +432,9 @@ std::string describe(const FlashPlan& plan) {
     case FlashPath::kFp32:
       return out + "fp32/" + fp32::describe(plan.fp32);
     case FlashPath::kHopper:
-      return out + "hopper/D" + std::to_string(plan.hopper.head_dim) + "/grid" +
-             std::to_string(plan.hopper_grid) + "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
+      return out + "hopper/D" + std::to_string(plan.hopper.head_dim) + "/consumers" +
+             std::to_string(plan.hopper.consumers) + "/grid" + std::to_string(plan.hopper_grid) +
+             "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
     case FlashPath::kDecode:
       return out + "decode/D" + std::to_string(plan.decode.head_dim) +
              (plan.decode.features ? "/features" : "") + "/splits" +
