@@ -751,6 +751,64 @@ public final class AttentionOps {
     }
 
     /**
+     * {@link #pagedAttention(NDArray, NDArray, NDArray, NDArray, NDArray, float, int, NDArray,
+     * NDArray, NDArray)} with a sliding window and a logit soft-cap, as the cache-level {@link
+     * #pagedAttention(NDArray, PagedKvCache, int, PagedBatch, float, NDArray, int, float)} has
+     * them, for callers that keep their own block tables: the query at position {@code p =
+     * contextLen - 1} sees key {@code j} iff {@code j <= p} and, when {@code windowLeft >= 0},
+     * {@code j >= p - windowLeft}; the score {@code s = scale·q·k_j} becomes {@code
+     * softcap·tanh(s / softcap)} when {@code softcap > 0}, then gets the ALiBi term.
+     *
+     * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous
+     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]} in the query's dtype, or uint8 (FP8
+     *     e4m3fn), contiguous
+     * @param valueCache likewise
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
+     * @param contextLens int32 {@code [numSeqs]}
+     * @param scale the factor on {@code q·k}
+     * @param maxContextLen an upper bound of {@code contextLens}
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param kScale float32 {@code [1]} or {@code [Hkv]}, or {@code null} for 1; only with a uint8
+     *     cache
+     * @param vScale the value scales, likewise
+     * @param windowLeft the keys before the query's position it sees, {@code >= 0}, or {@code
+     *     -1} for all
+     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
+     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if {@code windowLeft < -1}, {@code softcap} is negative or
+     *     not finite, or an argument breaks a rule of {@code paged_attention}
+     */
+    public static NDArray pagedAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray contextLens,
+            float scale,
+            int maxContextLen,
+            NDArray alibiSlopes,
+            NDArray kScale,
+            NDArray vScale,
+            int windowLeft,
+            float softcap) {
+        checkFeatures(windowLeft, softcap);
+        return pagedAttention(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                contextLens,
+                scale,
+                maxContextLen,
+                alibiSlopes,
+                true,
+                kScale,
+                vScale,
+                windowLeft,
+                softcap);
+    }
+
+    /**
      * {@link #pagedAttention} over one layer of a paged KV cache for a decode batch of that cache:
      * the block tables and context lengths are the batch's, checked once when the batch was built
      * (not copied back and checked again in every layer: on a GPU that copy is a synchronisation
@@ -951,6 +1009,66 @@ public final class AttentionOps {
                 vScale,
                 -1,
                 0f);
+    }
+
+    /**
+     * {@link #pagedPrefillAttention(NDArray, NDArray, NDArray, NDArray, NDArray, NDArray, float,
+     * int, NDArray, NDArray, NDArray)} with a sliding window and a logit soft-cap, for callers
+     * that keep their own block tables: row {@code t} of a chunk of {@code n} sits at {@code p =
+     * contextLen - n + t} and sees keys {@code p - windowLeft <= j <= p} (no left edge when
+     * {@code windowLeft = -1}); scores are soft-capped as in {@link #pagedAttention(NDArray,
+     * NDArray, NDArray, NDArray, NDArray, float, int, NDArray, NDArray, NDArray, int, float)}.
+     *
+     * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
+     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]} in the query's dtype, or uint8 (FP8
+     *     e4m3fn), contiguous
+     * @param valueCache likewise
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
+     * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
+     * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
+     * @param scale the factor on {@code q·k}
+     * @param maxSeqlenQ an upper bound of the chunk lengths
+     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param kScale float32 {@code [1]} or {@code [Hkv]}, or {@code null} for 1; only with a uint8
+     *     cache
+     * @param vScale the value scales, likewise
+     * @param windowLeft the keys before each row's position it sees, {@code >= 0}, or {@code -1}
+     *     for all
+     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
+     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if {@code windowLeft < -1}, {@code softcap} is negative or
+     *     not finite, or an argument breaks a rule of {@code paged_prefill_attention}
+     */
+    public static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            float scale,
+            int maxSeqlenQ,
+            NDArray alibiSlopes,
+            NDArray kScale,
+            NDArray vScale,
+            int windowLeft,
+            float softcap) {
+        checkFeatures(windowLeft, softcap);
+        return pagedPrefillAttention(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                cuSeqlensQ,
+                contextLens,
+                scale,
+                maxSeqlenQ,
+                alibiSlopes,
+                true,
+                kScale,
+                vScale,
+                windowLeft,
+                softcap);
     }
 
     /**

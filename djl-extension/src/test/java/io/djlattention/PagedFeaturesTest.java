@@ -25,9 +25,9 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * The sliding window and logit soft-cap of the paged operators through the cache-level overloads
- * of {@link AttentionOps} ({@code pagedPrefillAttention} / {@code pagedAttention} with {@code
- * windowLeft, softcap}), on the CPU, against a float64 reference computed here from the keys and
+ * The sliding window and logit soft-cap of the paged operators through the cache-level and the
+ * table-level overloads of {@link AttentionOps} ({@code pagedPrefillAttention} / {@code
+ * pagedAttention} with {@code windowLeft, softcap}), on the CPU, against a float64 reference computed here from the keys and
  * values written (the grid mirrors native-ops/tests/test_paged.py's feature tests): a prefill
  * step, a chunked step (chunks of 5, 1 and 9 rows on cached prefixes) and a decode step, GQA 4:2,
  * block size 8, contexts not a multiple of it.
@@ -108,6 +108,23 @@ class PagedFeaturesTest {
                             reference(q.toFloatArray(), lens, keys, values, windowLeft, softcap,
                                     slope);
                     assertClose(expected, out, what + ", prefill step " + step);
+                    // The table-level overload on the batch's own tables (indices checked).
+                    NDArray table =
+                            AttentionOps.pagedPrefillAttention(
+                                    q,
+                                    cache.getKeyCache(0),
+                                    cache.getValueCache(0),
+                                    batch.getBlockTables(),
+                                    batch.getCuSeqlensQ(),
+                                    batch.getContextLens(),
+                                    SCALE,
+                                    batch.getMaxQueryLen(),
+                                    slopes,
+                                    null,
+                                    null,
+                                    windowLeft,
+                                    softcap);
+                    assertClose(expected, table, what + ", prefill step " + step + ", tables");
                 }
             }
             // A decode step: one new token per sequence.
@@ -125,6 +142,21 @@ class PagedFeaturesTest {
                         reference(q.toFloatArray(), ones, keys, values, windowLeft, softcap,
                                 slope);
                 assertClose(expected, out, what + ", decode");
+                NDArray table =
+                        AttentionOps.pagedAttention(
+                                q,
+                                cache.getKeyCache(0),
+                                cache.getValueCache(0),
+                                batch.getBlockTables(),
+                                batch.getContextLens(),
+                                SCALE,
+                                batch.getMaxContextLen(),
+                                slopes,
+                                null,
+                                null,
+                                windowLeft,
+                                softcap);
+                assertClose(expected, table, what + ", decode, tables");
             }
         }
     }
@@ -201,6 +233,39 @@ class PagedFeaturesTest {
                             () ->
                                     AttentionOps.pagedAttention(
                                             one, cache, 0, batch, SCALE, null, left, cap));
+                    assertRejected(
+                            message,
+                            () ->
+                                    AttentionOps.pagedPrefillAttention(
+                                            q,
+                                            cache.getKeyCache(0),
+                                            cache.getValueCache(0),
+                                            batch.getBlockTables(),
+                                            batch.getCuSeqlensQ(),
+                                            batch.getContextLens(),
+                                            SCALE,
+                                            3,
+                                            null,
+                                            null,
+                                            null,
+                                            left,
+                                            cap));
+                    assertRejected(
+                            message,
+                            () ->
+                                    AttentionOps.pagedAttention(
+                                            one,
+                                            cache.getKeyCache(0),
+                                            cache.getValueCache(0),
+                                            batch.getBlockTables(),
+                                            batch.getContextLens(),
+                                            SCALE,
+                                            3,
+                                            null,
+                                            null,
+                                            null,
+                                            left,
+                                            cap));
                 }
             }
         }
