@@ -7,11 +7,14 @@
 // allocator's reuse of the scratch included) would no longer be ordered after the prerequisite.
 // The previous kernel may call allow_dependent_launch() once its remaining work is short.
 //
-// On sm_80 the device calls compile to nothing and the host launches plainly.
+// Code compiled for an architecture before sm_90 has no such calls (they compile to nothing),
+// and launch_after_prerequisite() then launches plainly: it asks the loaded code, not only the
+// device.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <utility>
 
 #include "cuda/common/cuda_check.h"
@@ -34,12 +37,25 @@ __device__ __forceinline__ void allow_dependent_launch() {
 #endif
 }
 
-// Launches `kernel` on `stream` as a programmatic dependent of the stream's previous kernel on
-// devices of compute capability 9.0 and later (plainly before), and checks the launch.
-template <typename... KernelArgs, typename... Args>
-void launch_after_prerequisite(const char* name, void (*kernel)(KernelArgs...), dim3 grid,
-                               dim3 block, size_t smem_bytes, cudaStream_t stream, int device,
-                               Args&&... args) {
+// Launches kKernel on `stream` as a programmatic dependent of the stream's previous kernel where
+// that is safe, plainly otherwise, and checks the launch. Safe means the device runs it (compute
+// capability 9.0 or later) and the code loaded for the device has the wait in it: code JIT-
+// compiled from PTX of an older virtual architecture (a build for `80` only, run on an H100)
+// has the wait compiled out, and such a kernel must not be launched early. The kernel is a
+// template parameter so that each kernel caches its own answer per device.
+template <auto kKernel, typename... Args>
+void launch_after_prerequisite(const char* name, dim3 grid, dim3 block, size_t smem_bytes,
+                               cudaStream_t stream, int device, Args&&... args) {
+  constexpr int kMaxDevices = 64;
+  // 0 = not yet asked, 1 = plain, 2 = dependent. Racing threads store the same answer.
+  static std::atomic<int> mode[kMaxDevices];
+  int m = device >= 0 && device < kMaxDevices ? mode[device].load() : 0;
+  if (m == 0) {
+    cudaFuncAttributes attributes{};
+    DJL_ATTN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kKernel));
+    m = device_facts(device).cc_major >= 9 && attributes.ptxVersion >= 90 ? 2 : 1;
+    if (device >= 0 && device < kMaxDevices) mode[device].store(m);
+  }
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -49,8 +65,8 @@ void launch_after_prerequisite(const char* name, void (*kernel)(KernelArgs...), 
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
   config.attrs = &attribute;
-  config.numAttrs = device_facts(device).cc_major >= 9 ? 1 : 0;
-  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  config.numAttrs = m == 2 ? 1 : 0;
+  const cudaError_t status = cudaLaunchKernelEx(&config, kKernel, std::forward<Args>(args)...);
   if (status != cudaSuccess) {
     cudaGetLastError();
     fail_native("launch of ", name, " failed: ", cudaGetErrorString(status));

@@ -21,18 +21,20 @@ constexpr int kRounds = kMaxCombineSplits / kRangesPerRound;
 static_assert(kMaxCombineSplits % kRangesPerRound == 0, "whole rounds");
 // Output columns per thread: head dims up to 256.
 constexpr int kColumnsPerThread = 2;
-static_assert(kColumnsPerThread * kCombineThreads >= 256, "the largest head dim");
+// padded_head_dim(n) is 0 when no compiled head dim reaches n (flash_shapes.h).
+static_assert(padded_head_dim(kColumnsPerThread * kCombineThreads + 1) == 0,
+              "every head dim the flash kernels are compiled for fits the combine's columns");
 
 // Merges the partial results of the key ranges of each (head, row): with per-range logsumexps
 // l_s and outputs O_s (each normalised by its own sum), the row's logsumexp is
 // L = log(sum_s exp(l_s)) and its output sum_s exp(l_s - L) O_s. One block per row; thread d
-// sums output column d over the ranges.
+// sums output columns d and d + 128 over the ranges.
 //
 // The pass is pure latency (a batch-1 decode merges 32 ranges of 32 rows: nothing to stream),
-// so it is written to wait on memory once: the first round's partial outputs are requested
+// so up to 32 ranges it waits on memory once: those ranges' partial outputs are requested
 // before the logsumexps, the logsumexps are read by all warps at once (lane s reads range s,
 // every warp reduces them in registers: no shared memory, no barrier), and only then do the
-// weights meet the outputs. The earlier form, one warp turning logsumexps into weights in three
+// weights meet the outputs (further rounds of 32 ranges load in the loop). The earlier form, one warp turning logsumexps into weights in three
 // passes through shared memory and the others waiting at a barrier, took 4.4 us at batch 1 · 4k.
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(const fwd::FwdArgs args) {
@@ -74,17 +76,20 @@ __global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(const fw
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) max_lse = fmaxf(max_lse, lse[r]);
   for (int o = 16; o > 0; o /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, o));
-  // No range saw a key: every weight 0, output 0, logsumexp -inf.
+  // No range saw a key (sum 0): every weight 0, output 0, logsumexp -inf. A NaN logsumexp (the
+  // split kernels write -inf for an empty or NaN row sum, so only a broken contract) makes the
+  // sum, the weights and the output NaN rather than a silent 0.
   const float shift = max_lse == -INFINITY ? 0.f : max_lse;
   float sum = 0.f;
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) sum += expf(lse[r] - shift);
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  const float row_lse = sum > 0.f ? shift + logf(sum) : -INFINITY;
+  const bool empty = sum == 0.f;
+  const float row_lse = empty ? -INFINITY : shift + logf(sum);
   // Lane s's weight of its range in each round.
   float weight[kRounds];
 #pragma unroll
-  for (int r = 0; r < kRounds; ++r) weight[r] = sum > 0.f ? expf(lse[r] - row_lse) : 0.f;
+  for (int r = 0; r < kRounds; ++r) weight[r] = empty ? 0.f : expf(lse[r] - row_lse);
 
   float acc[kColumnsPerThread] = {};
 #pragma unroll
@@ -141,9 +146,9 @@ void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream, int dev
   }
   if (rows == 0) return;
   DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
-    cuda::launch_after_prerequisite("flash_combine_kernel", flash_combine_kernel<T>,
-                                    dim3(static_cast<unsigned>(rows)), dim3(kCombineThreads), 0,
-                                    stream, device, args);
+    cuda::launch_after_prerequisite<flash_combine_kernel<T>>(
+        "flash_combine_kernel", dim3(static_cast<unsigned>(rows)), dim3(kCombineThreads), 0,
+        stream, device, args);
   });
 }
 

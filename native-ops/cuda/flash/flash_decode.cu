@@ -61,7 +61,8 @@ void run_typed(const FlashParams& params, bool folded, const PagedRows* paged,
   Tensor o_accum, lse_accum;  // scratch from PyTorch's caching allocator, freed on return
   if (split.num_splits > 1) {
     // Stream order makes the early free safe: the allocator hands the memory to later work on
-    // this stream only.
+    // this stream only, which the combine pass (a programmatic dependent that waits for this
+    // kernel first thing, dependent_launch.cuh) keeps after both kernels.
     args.accum_rows = split.accum_rows;
     const Device dev{DeviceType::kCuda, device};
     o_accum = Tensor::empty({split.num_splits, p.heads_q, args.accum_rows, p.head_dim},

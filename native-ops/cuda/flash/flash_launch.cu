@@ -215,7 +215,8 @@ void run_tiled(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream,
   Tensor o_accum, lse_accum;  // scratch from PyTorch's caching allocator, freed on return
   if (args.num_splits > 1) {
     // Stream order makes the early free safe: the allocator hands the block to later work on
-    // this stream only.
+    // this stream only, which the combine pass (a programmatic dependent that waits for this
+    // kernel first thing, dependent_launch.cuh) keeps after both kernels.
     args.accum_rows = plan.split.accum_rows;
     const Device dev{DeviceType::kCuda, device};
     o_accum = Tensor::empty({args.num_splits, p.heads_q, args.accum_rows, p.head_dim},

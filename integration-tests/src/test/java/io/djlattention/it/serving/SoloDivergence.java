@@ -4,6 +4,10 @@
 package io.djlattention.it.serving;
 
 import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
 
 /**
  * A greedy completion whose tokens differ from the same request run alone. Batched and solo runs
@@ -24,6 +28,45 @@ record SoloDivergence(int spec, boolean stream, int[] want, int[] got) {
      * another order than the solo ones (measured differences up to ~1e-5).
      */
     static final float TIE = 1e-3f;
+
+    /**
+     * The most specs of a test that may leave their solo run at a tie: one in eight. Ties are
+     * counted per spec, not per completion: a spec whose solo run passes a tie may leave it on
+     * every repeat. More than this says the tie bound is too loose to mean anything.
+     *
+     * @param specs the specs the test drew its requests from
+     * @return the bound
+     */
+    static int maxTiedSpecs(List<Requests.Spec> specs) {
+        return specs.size() / 8;
+    }
+
+    /**
+     * Explains each divergence against the solo run's own logits: adds what a tie does not
+     * explain to {@code failures} and returns the specs that left their solo run at a tie.
+     *
+     * @param divergences the completions that differ from their solo runs
+     * @param specs the specs the divergences index
+     * @param failures where unexplained divergences go
+     * @return the indices of the specs that diverged at a tie
+     * @throws Exception if a reference forward pass fails
+     */
+    static Set<Integer> tiedSpecs(
+            Collection<SoloDivergence> divergences,
+            List<Requests.Spec> specs,
+            Collection<String> failures)
+            throws Exception {
+        Set<Integer> tied = new HashSet<>();
+        for (SoloDivergence d : divergences) {
+            String unexplained = d.explain(specs.get(d.spec()).prompt());
+            if (unexplained == null) {
+                tied.add(d.spec());
+            } else {
+                failures.add(unexplained);
+            }
+        }
+        return tied;
+    }
 
     /**
      * Returns null when the first differing token is a float32 tie of the solo run's own logits
