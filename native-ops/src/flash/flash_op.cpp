@@ -203,17 +203,7 @@ FlashParams flash_params(const FlashCall& call) {
   p.scale = call.scale;
   p.causal = call.causal;
   p.dtype = call.dtype;
-  // The window in the form every kernel reads: a side that cuts no key of any row is dropped
-  // (rows see j >= i + o - window_left with i + o <= L - 1 <= Sk - 1, and j <= i + o +
-  // window_right with i + o >= L - Sq), so windows wider than the sequences run the default
-  // code; window_right = 0 is the causal mask, which the kernels already skip tiles for; and
-  // causal makes any window_right >= 0 redundant.
-  p.window_left =
-      call.window_left >= call.seqlen_k - 1 ? -1 : static_cast<int>(call.window_left);
-  p.window_right =
-      call.window_right >= call.seqlen_q - 1 ? -1 : static_cast<int>(call.window_right);
-  if (p.window_right == 0) p.causal = true;
-  if (p.causal) p.window_right = -1;
+  set_window(p, call.window_left, call.window_right);  // normalised (flash_params.h)
   p.softcap = call.softcap;
   p.alibi_slopes = call.alibi_slopes;
   p.alibi_batch_stride = call.alibi_batch_stride;

@@ -116,6 +116,20 @@ DJL_FLASH_HOST_DEVICE inline bool has_flash_features(const FlashParams& p) {
   return has_window(p) || has_score_mods(p);
 }
 
+// Sets p's window from the schema's window_left / window_right (-1: unbounded side) in the form
+// every kernel reads, after seqlen_q, seqlen_k and causal are set: a side that cuts no key of
+// any row is dropped (rows see j >= i + o - window_left with i + o <= L - 1 <= Sk - 1, and
+// j <= i + o + window_right with i + o >= L - Sq), so windows wider than the sequences run the
+// default code; window_right = 0 is the causal mask, which the kernels already skip tiles for;
+// and causal makes any window_right >= 0 redundant. The one place this is decided: the binding
+// (flash_params in flash_op.cpp) and the plan tests' stand-in calls both call it.
+inline void set_window(FlashParams& p, int64_t window_left, int64_t window_right) {
+  p.window_left = window_left >= p.seqlen_k - 1 ? -1 : static_cast<int>(window_left);
+  p.window_right = window_right >= p.seqlen_q - 1 ? -1 : static_cast<int>(window_right);
+  if (p.window_right == 0) p.causal = true;
+  if (p.causal) p.window_right = -1;
+}
+
 // The keys query row i sees, as the closed range [lo, hi] of key indices (lo > hi: none), given
 // its position pos = i + o (o = L - Sq, the bottom-right diagonal) and `kv_len` = L valid keys:
 // the valid keys, the causal limit and the sliding window. In the index type of the caller (int

@@ -29,9 +29,10 @@ constexpr int32_t kHopperBuilt = 32;
 constexpr int32_t kTuningBuild = 64;
 constexpr int32_t kHopperFree = 128;  // DJL_ATTN_FLASH_HOPPER_SCHED=free
 constexpr int32_t kBroadcastKv = 256;  // k and v shared by the batch rows (batch stride 0)
-// FlashAttention-2's features (FlashParams): window_left (the `window_left` argument, as the
-// binding normalises it: -1 at Sk - 1 or more), window_right = 16 (-1 where the binding drops it:
-// Sq <= 17 or causal), softcap = 30, ALiBi slopes.
+// FlashAttention-2's features, given as the schema takes them and normalised by the binding's
+// own set_window (flash_params.h): window_left (the `window_left` argument), a window_right that
+// cuts keys of some row (16, or Sq - 2 for fewer rows; none at Sq = 1), softcap = 30, ALiBi
+// slopes.
 constexpr int32_t kWindowLeft = 512;
 constexpr int32_t kWindowRight = 1024;
 constexpr int32_t kSoftcap = 2048;
@@ -99,11 +100,10 @@ extern "C" const char* djl_attn_test_flash_plan(
     call.bias = (flags & kBias) != 0;
     call.broadcast_kv = (flags & kBroadcastKv) != 0;
     call.q_offset_bytes = (flags & kUnaligned) != 0 ? 2 : 0;
-    if ((flags & kWindowLeft) != 0 && window_left < seqlen_k - 1) call.window_left = window_left;
-    // A right window that cuts keys of some row (16, or Sq - 2 for fewer rows); none at Sq = 1.
-  if ((flags & kWindowRight) != 0 && seqlen_q > 1 && !call.causal) {
-    call.window_right = std::min<int64_t>(16, seqlen_q - 2);
-  }
+    if ((flags & kWindowLeft) != 0) call.window_left = window_left;
+    if ((flags & kWindowRight) != 0 && seqlen_q > 1) {
+      call.window_right = std::min<int64_t>(16, seqlen_q - 2);
+    }
     if ((flags & kSoftcap) != 0) call.softcap = 30.f;
     call.alibi = (flags & kAlibi) != 0;
     const FlashParams p = stand_in_flash_params(call);

@@ -37,8 +37,8 @@ struct FlashCallShape {
   bool bias = false;          // q, k and v bias (the fused BERT path)
   bool broadcast_kv = false;  // k and v shared by the batch rows (batch stride 0)
   int q_offset_bytes = 0;     // q this many bytes past a 16-byte boundary
-  // FlashAttention-2's features as the binding passes them on (already normalised):
-  // window sides (-1 unbounded), soft-cap (0 none), ALiBi slopes given or not.
+  // FlashAttention-2's features as the schema takes them: window sides (-1 unbounded; the
+  // binding's set_window normalises them), soft-cap (0 none), ALiBi slopes given or not.
   int64_t window_left = -1, window_right = -1;
   float softcap = 0.f;
   bool alibi = false;
@@ -86,8 +86,7 @@ inline flash::FlashParams stand_in_flash_params(const FlashCallShape& call) {
   p.scale = call.scale;
   p.causal = call.causal;
   p.dtype = call.dtype;
-  p.window_left = call.window_left;
-  p.window_right = call.window_right;
+  flash::set_window(p, call.window_left, call.window_right);
   p.softcap = call.softcap;
   if (call.alibi) p.alibi_slopes = static_cast<const float*>(address(base * 12));
   return p;
