@@ -691,19 +691,8 @@ public final class AttentionOps {
             int maxContextLen,
             NDArray alibiSlopes) {
         return pagedAttention(
-                query,
-                keyCache,
-                valueCache,
-                blockTables,
-                contextLens,
-                scale,
-                maxContextLen,
-                alibiSlopes,
-                true,
-                null,
-                null,
-                -1,
-                0f);
+                query, keyCache, valueCache, blockTables, contextLens, scale, maxContextLen,
+                alibiSlopes, null, null);
     }
 
     /**
@@ -735,19 +724,8 @@ public final class AttentionOps {
             NDArray kScale,
             NDArray vScale) {
         return pagedAttention(
-                query,
-                keyCache,
-                valueCache,
-                blockTables,
-                contextLens,
-                scale,
-                maxContextLen,
-                alibiSlopes,
-                true,
-                kScale,
-                vScale,
-                -1,
-                0f);
+                query, keyCache, valueCache, blockTables, contextLens, scale, maxContextLen,
+                alibiSlopes, kScale, vScale, -1, 0f);
     }
 
     /**
@@ -947,20 +925,8 @@ public final class AttentionOps {
             int maxSeqlenQ,
             NDArray alibiSlopes) {
         return pagedPrefillAttention(
-                query,
-                keyCache,
-                valueCache,
-                blockTables,
-                cuSeqlensQ,
-                contextLens,
-                scale,
-                maxSeqlenQ,
-                alibiSlopes,
-                true,
-                null,
-                null,
-                -1,
-                0f);
+                query, keyCache, valueCache, blockTables, cuSeqlensQ, contextLens, scale,
+                maxSeqlenQ, alibiSlopes, null, null);
     }
 
     /**
@@ -995,20 +961,8 @@ public final class AttentionOps {
             NDArray kScale,
             NDArray vScale) {
         return pagedPrefillAttention(
-                query,
-                keyCache,
-                valueCache,
-                blockTables,
-                cuSeqlensQ,
-                contextLens,
-                scale,
-                maxSeqlenQ,
-                alibiSlopes,
-                true,
-                kScale,
-                vScale,
-                -1,
-                0f);
+                query, keyCache, valueCache, blockTables, cuSeqlensQ, contextLens, scale,
+                maxSeqlenQ, alibiSlopes, kScale, vScale, -1, 0f);
     }
 
     /**
