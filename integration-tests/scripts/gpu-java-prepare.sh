@@ -49,9 +49,9 @@ mvn -B -ntp -q $mvn_args -Ddjl.attn.cuda=OFF -Djavacpp.cachedir="$cachedir" -Dsk
 # shellcheck disable=SC2086
 mvn -B -ntp -q $mvn_args dependency:copy -DoutputDirectory="$run/lib" \
   -Dartifact=org.junit.platform:junit-platform-console-standalone:1.11.4
-# The modules' own classes, jarred from target/classes (their jar names vary: the integration
-# tests' module packages an application jar).
-for module in native-ops djl-extension model-zoo integration-tests; do
+# The modules' own classes, jarred from target/classes (their jar names vary: the
+# app module packages an application jar).
+for module in native-ops djl-extension model-zoo serving app integration-tests; do
   jar cf "$run/lib/project-$module.jar" -C "$module/target/classes" .
 done
 for module in djl-extension model-zoo integration-tests; do

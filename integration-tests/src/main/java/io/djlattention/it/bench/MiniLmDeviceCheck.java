@@ -10,7 +10,7 @@ import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.inference.Predictor;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
-import io.djlattention.it.ort.OrtMiniLm;
+import io.djlattention.cli.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.MiniLm;
 import java.util.ArrayList;
 import java.util.List;

@@ -8,7 +8,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.cli.ServeCommand;
-import io.djlattention.zoo.serving.OpenAiServer;
+import io.djlattention.serving.OpenAiServer;
 
 import java.io.BufferedReader;
 import java.io.IOException;

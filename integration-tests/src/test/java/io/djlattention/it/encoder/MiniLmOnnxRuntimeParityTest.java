@@ -16,7 +16,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
 
-import io.djlattention.it.ort.OrtMiniLm;
+import io.djlattention.cli.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.BertEncoder;
 import io.djlattention.zoo.encoder.MiniLm;
 

@@ -13,7 +13,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
-import io.djlattention.it.ort.OrtMiniLm;
+import io.djlattention.cli.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.MiniLm;
 
 import org.junit.jupiter.api.Test;

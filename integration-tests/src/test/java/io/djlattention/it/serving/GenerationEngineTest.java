@@ -15,7 +15,7 @@ import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.zoo.generate.GenerationResult;
 import io.djlattention.zoo.generate.GenerationResult.FinishReason;
 import io.djlattention.zoo.generate.TokenSampler;
-import io.djlattention.zoo.serving.OpenAiServer;
+import io.djlattention.serving.OpenAiServer;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;

@@ -20,11 +20,11 @@ import io.djlattention.zoo.decoder.GenerationBlock;
 import io.djlattention.zoo.encoder.EncoderModels;
 import io.djlattention.zoo.encoder.MiniLm;
 import io.djlattention.zoo.generate.GenerationEngine;
-import io.djlattention.zoo.serving.EmbeddingModel;
-import io.djlattention.zoo.serving.EmbeddingService;
-import io.djlattention.zoo.serving.OpenAiServer;
-import io.djlattention.zoo.serving.ServedGenerator;
-import io.djlattention.zoo.serving.ZooEmbeddingModel;
+import io.djlattention.serving.EmbeddingModel;
+import io.djlattention.serving.EmbeddingService;
+import io.djlattention.serving.OpenAiServer;
+import io.djlattention.serving.ServedGenerator;
+import io.djlattention.serving.ZooEmbeddingModel;
 
 import java.time.Duration;
 import java.util.List;

@@ -11,7 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
-import io.djlattention.zoo.serving.OpenAiServer;
+import io.djlattention.serving.OpenAiServer;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;

@@ -6,7 +6,7 @@ package io.djlattention.it.serving;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.djlattention.zoo.serving.OpenAiServer;
+import io.djlattention.serving.OpenAiServer;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;

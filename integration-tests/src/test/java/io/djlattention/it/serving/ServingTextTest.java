@@ -17,8 +17,8 @@ import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
 import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.serving.OpenAiServer;
-import io.djlattention.zoo.serving.ServedGenerator;
+import io.djlattention.serving.OpenAiServer;
+import io.djlattention.serving.ServedGenerator;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;

@@ -18,7 +18,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
-import io.djlattention.it.ort.OrtMiniLm;
+import io.djlattention.cli.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.MiniLm;
 
 import java.nio.charset.StandardCharsets;

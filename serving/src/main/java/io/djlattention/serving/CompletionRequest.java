@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.zoo.serving;
+package io.djlattention.serving;
 
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 

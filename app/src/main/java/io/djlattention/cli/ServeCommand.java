@@ -13,10 +13,10 @@ import ai.djl.repository.zoo.ZooModel;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.encoder.EncoderModels;
 import io.djlattention.zoo.encoder.MiniLm;
-import io.djlattention.zoo.serving.EmbeddingService;
-import io.djlattention.zoo.serving.OpenAiServer;
-import io.djlattention.zoo.serving.ServedGenerator;
-import io.djlattention.zoo.serving.ZooEmbeddingModel;
+import io.djlattention.serving.EmbeddingService;
+import io.djlattention.serving.OpenAiServer;
+import io.djlattention.serving.ServedGenerator;
+import io.djlattention.serving.ZooEmbeddingModel;
 
 import java.io.IOException;
 import java.nio.file.Files;

@@ -21,7 +21,7 @@ import java.util.concurrent.Callable;
  * The djl-attention command line: {@code embed}, {@code generate}, {@code serve}, and {@code all}
  * ({@code embed} then {@code generate}, also what runs without a subcommand). The README's main
  * job ({@code mvn -B -Pdemo -DskipTests verify}, or {@code java -jar
- * integration-tests/target/djl-attention-app.jar}) runs it.
+ * app/target/djl-attention-app.jar}) runs it.
  *
  * <p>Exit codes: 0 success, 1 a parity check failed, 2 bad options or input.
  */

@@ -11,7 +11,7 @@ import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
 import ai.djl.translate.TranslateException;
 
-import io.djlattention.it.ort.OrtMiniLm;
+import io.djlattention.cli.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.MiniLm;
 
 import me.tongfei.progressbar.ProgressBar;
