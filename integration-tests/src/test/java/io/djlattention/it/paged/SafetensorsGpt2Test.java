@@ -17,7 +17,7 @@ import ai.djl.ndarray.types.Shape;
 import io.djlattention.it.TestDevice;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderConfig;
-import io.djlattention.zoo.decoder.SafetensorsReader;
+import io.djlattention.zoo.hf.SafetensorsFile;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -71,7 +71,7 @@ class SafetensorsGpt2Test {
             Path path = dir.resolve("model.safetensors");
             write(path, file);
             Decoder loaded = new Decoder(config);
-            loaded.setWeights(manager, SafetensorsReader.read(path, manager));
+            loaded.setWeights(manager, SafetensorsFile.readAll(path, manager));
             assertArrayEquals(logits(original, manager), logits(loaded, manager));
         }
     }
@@ -85,7 +85,7 @@ class SafetensorsGpt2Test {
         Path path = dir.resolve("half.safetensors");
         write(path, file);
         try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
-            Map<String, NDArray> read = SafetensorsReader.read(path, manager);
+            Map<String, NDArray> read = SafetensorsFile.readAll(path, manager);
             assertEquals(DataType.FLOAT16, read.get("h").getDataType());
             assertArrayEquals(
                     new float[] {1.5f, -2f},
@@ -101,7 +101,7 @@ class SafetensorsGpt2Test {
         Files.write(path, new byte[] {100, 0, 0, 0, 0, 0, 0, 0, '{', '}'});
         try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
             IOException e =
-                    assertThrows(IOException.class, () -> SafetensorsReader.read(path, manager));
+                    assertThrows(IOException.class, () -> SafetensorsFile.readAll(path, manager));
             assertTrue(e.getMessage().contains("bad safetensors header length"), e.getMessage());
         }
     }

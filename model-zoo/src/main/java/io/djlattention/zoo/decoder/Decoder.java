@@ -23,7 +23,9 @@ import io.djlattention.AttentionOps;
 import io.djlattention.AttentionOptions;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.hf.TensorSource;
 
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -282,25 +284,120 @@ public final class Decoder extends AbstractBlock {
             NDScope.unregister(value);
             values.put(name, value);
         }
-        // LLaMA's (and Gemma-2's) projections that read the same input are stored as one matrix
-        // each (q|k|v, gate|up), and their Hugging Face parameters are views of it: one GEMM per
-        // group in a step, with no second copy of the weights.
         Map<String, NDArray> stacked = new LinkedHashMap<>();
-        if (config.getArchitecture() != DecoderConfig.Architecture.GPT2) {
-            for (int l = 0; l < config.getNumLayers(); ++l) {
+        for (Map.Entry<String, List<String>> g : stackedGroups(config).entrySet()) {
+            stacked.put(g.getKey(), stackRows(values, g.getValue()));
+        }
+        install(values, stacked);
+    }
+
+    /**
+     * Sets every parameter by reading it from a source straight into its final array: each is
+     * allocated once on {@code manager}'s device in the configuration's data type (the {@link
+     * #stackedGroups} as one array each, filled row range by row range) and filled with one copy.
+     * Unlike {@link #setWeights(NDManager, Map)}, no weight is ever held twice, so a checkpoint
+     * loads in the memory of its weights (docs/design/checkpoint-loading.md).
+     *
+     * @param manager the manager that owns the parameters
+     * @param source the tensors, named as in {@link #parameterShapes} (names not in the model are
+     *     never read)
+     * @throws IOException if the source lacks a tensor or cannot read it
+     * @throws IllegalArgumentException if a tensor's shape is not the parameter's
+     */
+    public void setWeights(NDManager manager, TensorSource source) throws IOException {
+        Map<String, Shape> shapes = parameterShapes(config);
+        for (Map.Entry<String, Shape> e : shapes.entrySet()) {
+            Shape got = source.shape(e.getKey());
+            if (!got.equals(e.getValue())) {
+                throw new IllegalArgumentException(
+                        e.getKey() + ": expected shape " + e.getValue() + ", got " + got);
+            }
+        }
+        Map<String, List<String>> groups = stackedGroups(config);
+        Map<String, String> groupOf = new LinkedHashMap<>();
+        for (Map.Entry<String, List<String>> g : groups.entrySet()) {
+            for (String member : g.getValue()) {
+                groupOf.put(member, g.getKey());
+            }
+        }
+        DataType type = config.getDataType();
+        Map<String, NDArray> values = new LinkedHashMap<>();
+        Map<String, NDArray> stacked = new LinkedHashMap<>();
+        List<NDArray> made = new ArrayList<>();
+        try {
+            for (Map.Entry<String, Shape> e : shapes.entrySet()) {
+                String group = groupOf.get(e.getKey());
+                if (group == null) {
+                    NDArray value = manager.create(e.getValue(), type);
+                    NDScope.unregister(value);
+                    made.add(value);
+                    source.readInto(e.getKey(), value);
+                    values.put(e.getKey(), value);
+                } else if (!stacked.containsKey(group)) {
+                    long rows = 0;
+                    for (String member : groups.get(group)) {
+                        rows += shapes.get(member).get(0);
+                    }
+                    NDArray stack = manager.create(new Shape(rows, e.getValue().get(1)), type);
+                    NDScope.unregister(stack);
+                    made.add(stack);
+                    stacked.put(group, stack);
+                    long row = 0;
+                    for (String member : groups.get(group)) {
+                        long n = shapes.get(member).get(0);
+                        NDArray view = stack.get(new NDIndex("{}:{}", row, row + n));
+                        NDScope.unregister(view);
+                        made.add(view);
+                        source.readInto(member, view);
+                        values.put(member, view);
+                        row += n;
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            for (NDArray a : made) {
+                a.close();
+            }
+            throw e;
+        }
+        // Model order, as setWeights(Map) installs them.
+        Map<String, NDArray> ordered = new LinkedHashMap<>();
+        for (String name : shapes.keySet()) {
+            ordered.put(name, values.get(name));
+        }
+        install(ordered, stacked);
+    }
+
+    /**
+     * LLaMA's (and Gemma-2's) projections that read the same input, stored as one matrix each:
+     * per layer {@code model.layers.i.qkv} (the q, k, v rows) and {@code model.layers.i.gate_up}
+     * (gate, up); their Hugging Face parameters are views of it, so a step runs one GEMM per group
+     * with no second copy of the weights. Empty for GPT-2.
+     *
+     * @param c the configuration
+     * @return group name to its members' parameter names, in row order
+     */
+    static Map<String, List<String>> stackedGroups(DecoderConfig c) {
+        Map<String, List<String>> groups = new LinkedHashMap<>();
+        if (c.getArchitecture() != DecoderConfig.Architecture.GPT2) {
+            for (int l = 0; l < c.getNumLayers(); ++l) {
                 String p = "model.layers." + l + ".";
-                stacked.put(
+                groups.put(
                         p + "qkv",
-                        stackRows(
-                                values,
+                        List.of(
                                 p + "self_attn.q_proj.weight",
                                 p + "self_attn.k_proj.weight",
                                 p + "self_attn.v_proj.weight"));
-                stacked.put(
+                groups.put(
                         p + "gate_up",
-                        stackRows(values, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"));
+                        List.of(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"));
             }
         }
+        return groups;
+    }
+
+    /** Makes the parameters of {@code values} and the step's weights over them. */
+    private void install(Map<String, NDArray> values, Map<String, NDArray> stacked) {
         for (Map.Entry<String, NDArray> e : values.entrySet()) {
             Parameter old = weights.get(e.getKey());
             Parameter fresh =
@@ -325,8 +422,8 @@ public final class Decoder extends AbstractBlock {
      * Concatenates parameters along their rows into one array (owned by their manager) and
      * replaces each in {@code values} by a view of its rows.
      */
-    private static NDArray stackRows(Map<String, NDArray> values, String... names) {
-        NDList parts = new NDList(names.length);
+    private static NDArray stackRows(Map<String, NDArray> values, List<String> names) {
+        NDList parts = new NDList(names.size());
         for (String name : names) {
             parts.add(values.get(name));
         }

@@ -15,7 +15,10 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
 
+import io.djlattention.zoo.hf.CheckpointWeights;
 import io.djlattention.zoo.hf.HfCheckpoint;
+import io.djlattention.zoo.hf.SafetensorsFile;
+import io.djlattention.zoo.hf.TensorSource;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -72,8 +75,9 @@ import java.util.Map;
  * {@code layer_types} entry other than {@code sliding_attention} / {@code full_attention} or a
  * list of another length, a window below 1, a soft-cap that is not positive, another activation;
  * GPT-2 variants with unscaled or layer-scaled attention or cross-attention. Weights may be
- * float32, float16 or bfloat16; they are converted to the decoder's data type (bfloat16 always
- * through float32: DJL 0.35.1 cannot hold it).
+ * float32, float16 or bfloat16 (F32, F16, BF16); each is converted once, while it is read, to the
+ * decoder's data type, float32 or float16 (DJL 0.35.1's PyTorch engine cannot hold bfloat16
+ * arrays), with libtorch's rounding.
  */
 public final class HfDecoderLoader {
 
@@ -84,6 +88,9 @@ public final class HfDecoderLoader {
                     "MistralForCausalLM",
                     "Gemma2ForCausalLM",
                     "GPT2LMHeadModel");
+
+    /** The safetensors dtypes weights may be stored in. */
+    private static final List<String> FLOAT_DTYPES = List.of("F32", "F16", "BF16");
 
     private HfDecoderLoader() {}
 
@@ -309,14 +316,20 @@ public final class HfDecoderLoader {
     }
 
     /**
-     * Loads the checkpoint's weights into a decoder.
+     * Loads the checkpoint's weights into a decoder. Each tensor the model uses is read once,
+     * straight from the safetensors file into its parameter on {@code manager}'s device and in
+     * {@code dataType} ({@link Decoder#setWeights(NDManager, TensorSource)}): a load holds the
+     * weights once, never a second copy (peak host memory: the weights in {@code dataType} on the
+     * CPU, a few MB of staging on a GPU). Tensors the model does not use (a tied {@code
+     * lm_head.weight}, GPT-2's mask buffers) are never read.
      *
      * @param checkpoint the checkpoint
      * @param manager the manager that owns the parameters (its device is the decoder's)
      * @param dataType float32 or float16
      * @return the decoder
      * @throws MalformedModelException if the configuration is not supported, or a tensor is
-     *     missing or has the wrong shape (naming the weights file and the tensor)
+     *     missing, has the wrong shape or an unsupported dtype (naming the weights file and the
+     *     tensor)
      * @throws IOException if a weights file is missing or cannot be read
      */
     public static Decoder load(HfCheckpoint checkpoint, NDManager manager, DataType dataType)
@@ -324,34 +337,57 @@ public final class HfDecoderLoader {
         DecoderConfig config = readConfig(checkpoint, dataType);
         Decoder decoder = new Decoder(config);
         boolean gpt2 = config.getArchitecture() == DecoderConfig.Architecture.GPT2;
-        try (NDManager temp = manager.newSubManager()) {
-            Map<String, NDArray> tensors = checkpoint.readTensors(temp);
-            Map<String, NDArray> named = new LinkedHashMap<>();
+        try (CheckpointWeights weights = checkpoint.openWeights()) {
+            // Every name and shape is checked against the header before anything is read.
+            Map<String, String> stored = new LinkedHashMap<>();
             for (Map.Entry<String, Shape> e : Decoder.parameterShapes(config).entrySet()) {
                 String name = e.getKey();
-                String stored = name;
-                if (gpt2 && !tensors.containsKey(name) && !name.startsWith("lm_head")) {
-                    stored = "transformer." + name;
+                String file = name;
+                if (gpt2 && !weights.contains(name) && !name.startsWith("lm_head")) {
+                    file = "transformer." + name;
                 }
-                NDArray t;
+                SafetensorsFile.Entry entry;
                 try {
-                    t = checkpoint.require(tensors, stored);
+                    entry = weights.entry(file);
                 } catch (IOException missing) {
                     throw new MalformedModelException(missing.getMessage(), missing);
                 }
-                if (!t.getShape().equals(e.getValue())) {
+                if (!entry.getShape().equals(e.getValue())) {
                     throw new MalformedModelException(
                             checkpoint.getWeightsFile()
                                     + ": tensor "
-                                    + stored
+                                    + file
                                     + " has shape "
-                                    + t.getShape()
+                                    + entry.getShape()
                                     + ", config.json implies "
                                     + e.getValue());
                 }
-                named.put(name, t);
+                if (!FLOAT_DTYPES.contains(entry.getDtype())) {
+                    throw new MalformedModelException(
+                            checkpoint.getWeightsFile()
+                                    + ": tensor "
+                                    + file
+                                    + " has dtype "
+                                    + entry.getDtype()
+                                    + ", expected one of "
+                                    + FLOAT_DTYPES);
+                }
+                stored.put(name, file);
             }
-            decoder.setWeights(manager, named);
+            decoder.setWeights(
+                    manager,
+                    new TensorSource() {
+                        @Override
+                        public Shape shape(String name) throws IOException {
+                            return weights.shape(stored.get(name));
+                        }
+
+                        @Override
+                        public void readInto(String name, NDArray destination)
+                                throws IOException {
+                            weights.readInto(stored.get(name), destination);
+                        }
+                    });
         }
         return decoder;
     }

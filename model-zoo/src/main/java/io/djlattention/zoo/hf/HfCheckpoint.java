@@ -11,16 +11,12 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
 
-import io.djlattention.zoo.decoder.SafetensorsReader;
-
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
-import java.util.TreeSet;
 
 /**
  * A local Hugging Face checkpoint directory, as {@code save_pretrained} writes it: {@code
@@ -136,40 +132,32 @@ public final class HfCheckpoint {
     }
 
     /**
-     * Reads every tensor of the checkpoint (all shards). F32 and F16 keep their type; BF16 becomes
-     * float32 (DJL 0.35.1 cannot hold bfloat16 arrays).
+     * Opens the checkpoint's safetensors files (every shard) for reading one tensor at a time:
+     * only their headers are read here.
+     *
+     * @return the open weights; close them to release the files
+     * @throws IOException if a weights file is missing or its header is malformed
+     */
+    public CheckpointWeights openWeights() throws IOException {
+        Path index = dir.resolve(WEIGHTS_INDEX);
+        return CheckpointWeights.open(
+                dir, index, Files.isRegularFile(index) ? readJson(index) : null);
+    }
+
+    /**
+     * Reads every tensor of the checkpoint (all shards) into arrays of the manager. F32, F16, I32
+     * and I64 keep their type; BF16 becomes float32 (DJL 0.35.1's PyTorch engine cannot hold
+     * bfloat16 arrays). Loaders of large models read through {@link #openWeights} instead, one
+     * tensor at a time into its final array.
      *
      * @param manager the manager the arrays attach to
      * @return the tensors by name
      * @throws IOException if a weights file is missing or malformed
      */
     public Map<String, NDArray> readTensors(NDManager manager) throws IOException {
-        Path index = dir.resolve(WEIGHTS_INDEX);
-        if (!Files.isRegularFile(index)) {
-            Path single = dir.resolve(WEIGHTS);
-            if (!Files.isRegularFile(single)) {
-                throw new IOException(
-                        single + ": missing (and no " + WEIGHTS_INDEX + " for sharded weights)");
-            }
-            return SafetensorsReader.read(single, manager);
+        try (CheckpointWeights weights = openWeights()) {
+            return weights.readAll(manager);
         }
-        JsonElement map = readJson(index).get("weight_map");
-        if (map == null || !map.isJsonObject()) {
-            throw new IOException(index + ": no weight_map object");
-        }
-        TreeSet<String> shards = new TreeSet<>();
-        for (Map.Entry<String, JsonElement> e : map.getAsJsonObject().entrySet()) {
-            shards.add(e.getValue().getAsString());
-        }
-        Map<String, NDArray> tensors = new LinkedHashMap<>();
-        for (String shard : shards) {
-            Path file = dir.resolve(shard).normalize();
-            if (!file.startsWith(dir.normalize()) || !Files.isRegularFile(file)) {
-                throw new IOException(file + ": shard named by " + index + " is missing");
-            }
-            tensors.putAll(SafetensorsReader.read(file, manager));
-        }
-        return tensors;
     }
 
     /**
