@@ -48,6 +48,7 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
     static CheckpointWeights open(Path dir, Path index, JsonObject indexJson) throws IOException {
         List<SafetensorsFile> files = new ArrayList<>();
         Map<String, SafetensorsFile> byTensor = new LinkedHashMap<>();
+        SafetensorsFile.Stage stage = new SafetensorsFile.Stage();
         try {
             if (indexJson == null) {
                 Path single = dir.resolve(HfCheckpoint.WEIGHTS);
@@ -58,7 +59,7 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
                                     + HfCheckpoint.WEIGHTS_INDEX
                                     + " for sharded weights)");
                 }
-                SafetensorsFile f = SafetensorsFile.open(single);
+                SafetensorsFile f = SafetensorsFile.open(single, stage);
                 files.add(f);
                 for (String name : f.getEntries().keySet()) {
                     byTensor.put(name, f);
@@ -79,7 +80,7 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
                 if (!file.startsWith(dir.normalize()) || !Files.isRegularFile(file)) {
                     throw new IOException(file + ": shard named by " + index + " is missing");
                 }
-                SafetensorsFile f = SafetensorsFile.open(file);
+                SafetensorsFile f = SafetensorsFile.open(file, stage);
                 files.add(f);
                 byShard.put(shard, f);
             }

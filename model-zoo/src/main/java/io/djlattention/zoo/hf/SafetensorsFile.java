@@ -34,9 +34,13 @@ import java.util.Map;
  *
  * <p>{@link #open} reads and checks the header only. {@link #readInto} copies a tensor once: from
  * the file into the destination's own memory (a CPU destination: the kernel's read into it; a GPU
- * destination: into a host staging array of at most {@value #STAGING_BYTES} bytes, then one
- * host-to-device copy per staging load), converting F32, F16 and BF16 to float32 or float16 on
- * the way, as libtorch's {@code Tensor.to} would. Nothing of the whole tensor is ever held twice,
+ * destination: into a host staging array of at most {@value #DEVICE_STAGING_BYTES} bytes, then
+ * one host-to-device copy per staging load), converting F32, F16 and BF16 to float32 or float16
+ * on the way (through a {@value #CONVERSION_STAGING_BYTES}-byte buffer), as libtorch's {@code
+ * Tensor.to} would. The conversion buffer is one per {@link CheckpointWeights} (or file opened
+ * alone), allocated once: allocating and freeing a stage per tensor costs ~30 MB of resident
+ * memory (glibc raises its mmap threshold after each free of a large block, and later blocks
+ * fragment its heap; measured in docs/design/checkpoint-loading.md). Nothing of the whole tensor is ever held twice,
  * in the Java heap or elsewhere: loading a checkpoint costs its weights once in the target type.
  *
  * <p>Why positional reads and not a mapped file: on Java 17 a {@code MappedByteBuffer} is
@@ -49,8 +53,14 @@ import java.util.Map;
  */
 public final class SafetensorsFile implements AutoCloseable {
 
-    /** Host bytes staged per chunk: for dtype conversion, and per host-to-device copy. */
-    static final int STAGING_BYTES = 16 << 20;
+    /** Host bytes staged per host-to-device copy of a GPU destination. */
+    static final int DEVICE_STAGING_BYTES = 16 << 20;
+
+    /**
+     * File bytes read per piece of a converted tensor: reads of a few MB cost no more per byte than
+     * one large read, and a larger stage is only more resident memory.
+     */
+    static final int CONVERSION_STAGING_BYTES = 4 << 20;
 
     /** The largest byte count one direct buffer over a destination covers. */
     private static final long MAX_SPAN = 1L << 30;
@@ -58,7 +68,19 @@ public final class SafetensorsFile implements AutoCloseable {
     private final Path file;
     private final FileChannel channel;
     private final Map<String, Entry> entries;
-    private ByteBuffer staging;
+    private final Stage stage;
+
+    /** The conversion buffer, shared by the files of one checkpoint and allocated on first use. */
+    static final class Stage {
+        private ByteBuffer buffer;
+
+        ByteBuffer get() {
+            if (buffer == null) {
+                buffer = ByteBuffer.allocateDirect(CONVERSION_STAGING_BYTES);
+            }
+            return buffer;
+        }
+    }
 
     /** One tensor of the header. */
     public static final class Entry {
@@ -113,10 +135,12 @@ public final class SafetensorsFile implements AutoCloseable {
         }
     }
 
-    private SafetensorsFile(Path file, FileChannel channel, Map<String, Entry> entries) {
+    private SafetensorsFile(
+            Path file, FileChannel channel, Map<String, Entry> entries, Stage stage) {
         this.file = file;
         this.channel = channel;
         this.entries = entries;
+        this.stage = stage;
     }
 
     /**
@@ -128,9 +152,13 @@ public final class SafetensorsFile implements AutoCloseable {
      *     whose data lies outside the file, or whose byte count does not match its shape and dtype
      */
     public static SafetensorsFile open(Path file) throws IOException {
+        return open(file, new Stage());
+    }
+
+    static SafetensorsFile open(Path file, Stage stage) throws IOException {
         FileChannel ch = FileChannel.open(file, StandardOpenOption.READ);
         try {
-            return new SafetensorsFile(file, ch, readHeader(file, ch));
+            return new SafetensorsFile(file, ch, readHeader(file, ch), stage);
         } catch (IOException | RuntimeException e) {
             ch.close();
             throw e;
@@ -316,7 +344,7 @@ public final class SafetensorsFile implements AutoCloseable {
     private void readThroughHost(Entry entry, NDArray destination) throws IOException {
         long count = entry.shape.size();
         int size = destination.getDataType().getNumOfBytes();
-        long chunk = Math.max(1, STAGING_BYTES / size);
+        long chunk = Math.max(1, DEVICE_STAGING_BYTES / size);
         try (NDManager host = NDManager.newBaseManager(Device.cpu(), "PyTorch");
                 NDArray flat = destination.reshape(count)) {
             NDArray stage = host.create(new Shape(Math.min(chunk, count)), destination.getDataType());
@@ -371,18 +399,16 @@ public final class SafetensorsFile implements AutoCloseable {
     private void convertFromFile(
             Entry entry, long position, ByteBuffer target, boolean toHalf, long count, int fileSize)
             throws IOException {
-        if (staging == null) {
-            staging = ByteBuffer.allocateDirect(STAGING_BYTES);
-        }
-        int perChunk = STAGING_BYTES / fileSize;
+        int perChunk = CONVERSION_STAGING_BYTES / fileSize;
         int outSize = toHalf ? 2 : 4;
+        ByteBuffer buffer = stage.get();
         for (long done = 0; done < count; ) {
             int n = (int) Math.min(perChunk, count - done);
-            staging.clear().limit(n * fileSize);
-            readFully(channel, staging, position + done * fileSize, file);
-            staging.flip();
+            buffer.clear().limit(n * fileSize);
+            readFully(channel, buffer, position + done * fileSize, file);
+            buffer.flip();
             target.position(Math.toIntExact(done * outSize));
-            ElementConversion.convert(staging, entry.dtype, target, toHalf, n);
+            ElementConversion.convert(buffer, entry.dtype, target, toHalf, n);
             done += n;
         }
     }
@@ -462,10 +488,9 @@ public final class SafetensorsFile implements AutoCloseable {
         }
     }
 
-    /** Closes the file; the staging buffer goes with this object. Closing twice is harmless. */
+    /** Closes the file. Closing twice is harmless. */
     @Override
     public void close() throws IOException {
-        staging = null;
         channel.close();
     }
 }
