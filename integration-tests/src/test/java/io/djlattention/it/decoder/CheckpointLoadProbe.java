@@ -31,7 +31,8 @@ import java.security.NoSuchAlgorithmException;
  * values' bytes, little-endian). {@link CheckpointLoadMemoryTest} runs it; it is also the
  * benchmark of docs/benchmarks.md ("Checkpoint loading").
  *
- * <pre>java -cp ... io.djlattention.it.decoder.CheckpointLoadProbe DIR float32|float16 cpu|gpu</pre>
+ * <pre>java -cp ... io.djlattention.it.decoder.CheckpointLoadProbe DIR float32|float16 cpu|gpu0
+ * </pre>
  */
 public final class CheckpointLoadProbe {
 
@@ -102,7 +103,8 @@ public final class CheckpointLoadProbe {
     /** Resets VmHWM to the current resident size (Linux 4.0+); false where not allowed. */
     private static boolean resetPeak() {
         try {
-            Files.write(Paths.get("/proc/self/clear_refs"), "5".getBytes(StandardCharsets.US_ASCII));
+            byte[] five = "5".getBytes(StandardCharsets.US_ASCII);
+            Files.write(Paths.get("/proc/self/clear_refs"), five);
             return true;
         } catch (IOException | SecurityException e) {
             return false;

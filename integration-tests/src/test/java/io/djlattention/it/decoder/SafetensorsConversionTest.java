@@ -26,6 +26,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
+import java.util.Locale;
 
 /**
  * Every conversion a checkpoint load makes (F32, F16, BF16 to float32 and float16) gives exactly
@@ -64,7 +65,10 @@ class SafetensorsConversionTest {
             NDArray rows = wide.get(new NDIndex("1:{}", n + 1));
             in.readInto(source, rows);
             assertSameValues(expected, rows, source + " as " + dtype + " into a row range");
-            float[] ends = wide.get(new NDIndex("0:{}:{}", n + 2, n + 1)).toType(DataType.FLOAT32, false).toFloatArray();
+            float[] ends =
+                    wide.get(new NDIndex("0:{}:{}", n + 2, n + 1))
+                            .toType(DataType.FLOAT32, false)
+                            .toFloatArray();
             assertEquals(7f, ends[0]);
             assertEquals(7f, ends[1]);
         }
@@ -75,7 +79,7 @@ class SafetensorsConversionTest {
     void unconvertibleTypesAreRefusedNamingTheTensor(String source, String dtype)
             throws IOException {
         Path dir = HfFixtures.dir("checkpoint_load");
-        DataType type = DataType.valueOf(dtype.toUpperCase(java.util.Locale.ROOT));
+        DataType type = DataType.valueOf(dtype.toUpperCase(Locale.ROOT));
         try (NDManager manager = NDManager.newBaseManager(Device.cpu());
                 SafetensorsFile in = SafetensorsFile.open(dir.resolve("source.safetensors"))) {
             IOException e = assertThrows(IOException.class, () -> in.read(source, manager, type));
@@ -101,7 +105,8 @@ class SafetensorsConversionTest {
             if (want != have && !(isNaN(want, half) && isNaN(have, half))) {
                 fail(
                         String.format(
-                                "%s: element %d: expected bits %08x, got %08x", what, i, want, have));
+                                "%s: element %d: expected bits %08x, got %08x",
+                                what, i, want, have));
             }
         }
     }

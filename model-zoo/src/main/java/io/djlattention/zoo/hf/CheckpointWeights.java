@@ -35,12 +35,17 @@ import java.util.TreeSet;
 public final class CheckpointWeights implements TensorSource, AutoCloseable {
 
     private final Path weightsFile;
+    private final SafetensorsFile.Stage stage;
     private final List<SafetensorsFile> files;
     private final Map<String, SafetensorsFile> byTensor;
 
     private CheckpointWeights(
-            Path weightsFile, List<SafetensorsFile> files, Map<String, SafetensorsFile> byTensor) {
+            Path weightsFile,
+            SafetensorsFile.Stage stage,
+            List<SafetensorsFile> files,
+            Map<String, SafetensorsFile> byTensor) {
         this.weightsFile = weightsFile;
+        this.stage = stage;
         this.files = files;
         this.byTensor = byTensor;
     }
@@ -64,7 +69,7 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
                 for (String name : f.getEntries().keySet()) {
                     byTensor.put(name, f);
                 }
-                return new CheckpointWeights(single, files, byTensor);
+                return new CheckpointWeights(single, stage, files, byTensor);
             }
             JsonElement map = indexJson.get("weight_map");
             if (map == null || !map.isJsonObject()) {
@@ -97,11 +102,12 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
                 }
                 byTensor.put(e.getKey(), f);
             }
-            return new CheckpointWeights(index, files, byTensor);
+            return new CheckpointWeights(index, stage, files, byTensor);
         } catch (IOException | RuntimeException e) {
             for (SafetensorsFile f : files) {
                 f.close();
             }
+            stage.close();
             throw e;
         }
     }
@@ -173,7 +179,8 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
     public Map<String, NDArray> readAll(NDManager manager) throws IOException {
         Map<String, NDArray> tensors = new LinkedHashMap<>();
         for (String name : byTensor.keySet()) {
-            tensors.put(name, read(name, manager, SafetensorsFile.keptType(entry(name).getDtype())));
+            DataType type = SafetensorsFile.keptType(entry(name).getDtype());
+            tensors.put(name, read(name, manager, type));
         }
         return tensors;
     }
@@ -186,9 +193,10 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
         return f;
     }
 
-    /** Closes every file. Closing twice is harmless. */
+    /** Closes every file and frees the staging buffers. Closing twice is harmless. */
     @Override
     public void close() throws IOException {
+        stage.close();
         IOException first = null;
         for (SafetensorsFile f : files) {
             try {

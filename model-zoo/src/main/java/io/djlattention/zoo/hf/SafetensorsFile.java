@@ -23,6 +23,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.Collections;
+import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -34,22 +35,23 @@ import java.util.Map;
  *
  * <p>{@link #open} reads and checks the header only. {@link #readInto} copies a tensor once: from
  * the file into the destination's own memory (a CPU destination: the kernel's read into it; a GPU
- * destination: into a host staging array of at most {@value #DEVICE_STAGING_BYTES} bytes, then
- * one host-to-device copy per staging load), converting F32, F16 and BF16 to float32 or float16
- * on the way (through a {@value #CONVERSION_STAGING_BYTES}-byte buffer), as libtorch's {@code
- * Tensor.to} would. The conversion buffer is one per {@link CheckpointWeights} (or file opened
- * alone), allocated once: allocating and freeing a stage per tensor costs ~30 MB of resident
- * memory (glibc raises its mmap threshold after each free of a large block, and later blocks
- * fragment its heap; measured in docs/design/checkpoint-loading.md). Nothing of the whole tensor is ever held twice,
- * in the Java heap or elsewhere: loading a checkpoint costs its weights once in the target type.
+ * destination: into a host staging array of {@value #DEVICE_STAGING_BYTES} bytes, then one
+ * host-to-device copy per staging load), converting F32, F16 and BF16 to float32 or float16 on
+ * the way (through a {@value #CONVERSION_STAGING_BYTES}-byte buffer), as libtorch's {@code
+ * Tensor.to} would. Nothing of a whole tensor is ever held twice, in the Java heap or elsewhere:
+ * loading a checkpoint costs its weights once, in the target type.
  *
- * <p>Why positional reads and not a mapped file: on Java 17 a {@code MappedByteBuffer} is
- * unmapped only when the garbage collector frees it, and while mapped its touched pages count in
- * the process's resident size, so a mapped load shows the weights twice (file pages and the
- * arrays) until a collection happens to run. See docs/design/checkpoint-loading.md.
+ * <p>The staging buffers are one set per {@link CheckpointWeights} (or per file opened alone),
+ * allocated once: a stage allocated and freed per tensor cost ~30 MB more resident memory (glibc
+ * raises its mmap threshold after each free of a large block, and later blocks fragment its heap).
+ * Why positional reads and not a mapped file: on Java 17 a {@code MappedByteBuffer} is unmapped
+ * only when the garbage collector frees it, and while mapped its touched pages count in the
+ * process's resident size, so a mapped load shows the weights twice (file pages and arrays) until a
+ * collection happens to run. Both measured in docs/design/checkpoint-loading.md.
  *
  * <p>Supported dtypes: F32, F16, BF16 (to float32 or float16), I32 and I64 (kept). A tensor of
- * another dtype may be present; reading it fails naming the file, the tensor and the dtype.
+ * another dtype may be present; reading it fails naming the file, the tensor and the dtype. Not
+ * thread-safe: one reader at a time (the staging buffers are shared).
  */
 public final class SafetensorsFile implements AutoCloseable {
 
@@ -69,16 +71,41 @@ public final class SafetensorsFile implements AutoCloseable {
     private final FileChannel channel;
     private final Map<String, Entry> entries;
     private final Stage stage;
+    private final boolean ownsStage;
 
-    /** The conversion buffer, shared by the files of one checkpoint and allocated on first use. */
-    static final class Stage {
-        private ByteBuffer buffer;
+    /**
+     * The host buffers of one checkpoint's reads, shared by its files, each allocated on first use
+     * and kept until {@link #close}: the conversion buffer, and per destination type the staging
+     * array of GPU destinations (libtorch memory, freed on close).
+     */
+    static final class Stage implements AutoCloseable {
+        private ByteBuffer conversion;
+        private NDManager host;
+        private final Map<DataType, NDArray> device = new EnumMap<>(DataType.class);
 
-        ByteBuffer get() {
-            if (buffer == null) {
-                buffer = ByteBuffer.allocateDirect(CONVERSION_STAGING_BYTES);
+        ByteBuffer conversion() {
+            if (conversion == null) {
+                conversion = ByteBuffer.allocateDirect(CONVERSION_STAGING_BYTES);
             }
-            return buffer;
+            return conversion;
+        }
+
+        NDArray device(DataType type) {
+            if (host == null) {
+                host = NDManager.newBaseManager(Device.cpu(), "PyTorch");
+            }
+            return device.computeIfAbsent(
+                    type,
+                    t -> host.create(new Shape(DEVICE_STAGING_BYTES / t.getNumOfBytes()), t));
+        }
+
+        @Override
+        public void close() {
+            device.clear();
+            if (host != null) {
+                host.close();
+                host = null;
+            }
         }
     }
 
@@ -136,11 +163,12 @@ public final class SafetensorsFile implements AutoCloseable {
     }
 
     private SafetensorsFile(
-            Path file, FileChannel channel, Map<String, Entry> entries, Stage stage) {
+            Path file, FileChannel channel, Map<String, Entry> entries, Stage stage, boolean owns) {
         this.file = file;
         this.channel = channel;
         this.entries = entries;
         this.stage = stage;
+        this.ownsStage = owns;
     }
 
     /**
@@ -152,13 +180,18 @@ public final class SafetensorsFile implements AutoCloseable {
      *     whose data lies outside the file, or whose byte count does not match its shape and dtype
      */
     public static SafetensorsFile open(Path file) throws IOException {
-        return open(file, new Stage());
+        return open(file, new Stage(), true);
     }
 
+    /** Opens a file that reads through a stage shared with others (closed by its owner). */
     static SafetensorsFile open(Path file, Stage stage) throws IOException {
+        return open(file, stage, false);
+    }
+
+    private static SafetensorsFile open(Path file, Stage stage, boolean owns) throws IOException {
         FileChannel ch = FileChannel.open(file, StandardOpenOption.READ);
         try {
-            return new SafetensorsFile(file, ch, readHeader(file, ch), stage);
+            return new SafetensorsFile(file, ch, readHeader(file, ch), stage, owns);
         } catch (IOException | RuntimeException e) {
             ch.close();
             throw e;
@@ -343,16 +376,20 @@ public final class SafetensorsFile implements AutoCloseable {
     /** A GPU destination: staged on the host in chunks of rows, one host-to-device copy each. */
     private void readThroughHost(Entry entry, NDArray destination) throws IOException {
         long count = entry.shape.size();
-        int size = destination.getDataType().getNumOfBytes();
-        long chunk = Math.max(1, DEVICE_STAGING_BYTES / size);
-        try (NDManager host = NDManager.newBaseManager(Device.cpu(), "PyTorch");
-                NDArray flat = destination.reshape(count)) {
-            NDArray stage = host.create(new Shape(Math.min(chunk, count)), destination.getDataType());
+        NDArray stage = this.stage.device(destination.getDataType());
+        long chunk = stage.size();
+        try (NDArray flat = destination.reshape(count)) {
             for (long start = 0; start < count; start += chunk) {
                 long n = Math.min(chunk, count - start);
-                NDArray part = n == stage.size() ? stage : stage.get(new NDIndex("0:{}", n));
-                readToHost(entry, part, start, n);
-                flat.set(new NDIndex("{}:{}", start, start + n), part);
+                NDArray part = n == chunk ? stage : stage.get(new NDIndex("0:{}", n));
+                try {
+                    readToHost(entry, part, start, n);
+                    flat.set(new NDIndex("{}:{}", start, start + n), part);
+                } finally {
+                    if (part != stage) {
+                        part.close();
+                    }
+                }
             }
         }
     }
@@ -401,7 +438,7 @@ public final class SafetensorsFile implements AutoCloseable {
             throws IOException {
         int perChunk = CONVERSION_STAGING_BYTES / fileSize;
         int outSize = toHalf ? 2 : 4;
-        ByteBuffer buffer = stage.get();
+        ByteBuffer buffer = stage.conversion();
         for (long done = 0; done < count; ) {
             int n = (int) Math.min(perChunk, count - done);
             buffer.clear().limit(n * fileSize);
@@ -488,9 +525,14 @@ public final class SafetensorsFile implements AutoCloseable {
         }
     }
 
-    /** Closes the file. Closing twice is harmless. */
+    /**
+     * Closes the file (and the staging buffers of a file opened alone). Closing twice is harmless.
+     */
     @Override
     public void close() throws IOException {
+        if (ownsStage) {
+            stage.close();
+        }
         channel.close();
     }
 }
