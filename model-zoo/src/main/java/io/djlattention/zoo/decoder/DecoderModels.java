@@ -285,7 +285,7 @@ public final class DecoderModels {
             default:
                 throw new MalformedModelException(
                         "argument dtype: expected float32 or float16 (DJL 0.35.1 cannot hold"
-                                + " bfloat16: bfloat16 weights load as float32), got "
+                                + " bfloat16: bfloat16 weights load as either), got "
                                 + v);
         }
     }
