@@ -305,67 +305,9 @@ public final class Decoder extends AbstractBlock {
      * @throws IllegalArgumentException if a tensor's shape is not the parameter's
      */
     public void setWeights(NDManager manager, TensorSource source) throws IOException {
-        Map<String, Shape> shapes = parameterShapes(config);
-        for (Map.Entry<String, Shape> e : shapes.entrySet()) {
-            Shape got = source.shape(e.getKey());
-            if (!got.equals(e.getValue())) {
-                throw new IllegalArgumentException(
-                        e.getKey() + ": expected shape " + e.getValue() + ", got " + got);
-            }
-        }
-        Map<String, List<String>> groups = stackedGroups(config);
-        Map<String, String> groupOf = new LinkedHashMap<>();
-        for (Map.Entry<String, List<String>> g : groups.entrySet()) {
-            for (String member : g.getValue()) {
-                groupOf.put(member, g.getKey());
-            }
-        }
-        DataType type = config.getDataType();
-        Map<String, NDArray> values = new LinkedHashMap<>();
         Map<String, NDArray> stacked = new LinkedHashMap<>();
-        List<NDArray> made = new ArrayList<>();
-        try {
-            for (Map.Entry<String, Shape> e : shapes.entrySet()) {
-                String group = groupOf.get(e.getKey());
-                if (group == null) {
-                    NDArray value = manager.create(e.getValue(), type);
-                    NDScope.unregister(value);
-                    made.add(value);
-                    source.readInto(e.getKey(), value);
-                    values.put(e.getKey(), value);
-                } else if (!stacked.containsKey(group)) {
-                    long rows = 0;
-                    for (String member : groups.get(group)) {
-                        rows += shapes.get(member).get(0);
-                    }
-                    NDArray stack = manager.create(new Shape(rows, e.getValue().get(1)), type);
-                    NDScope.unregister(stack);
-                    made.add(stack);
-                    stacked.put(group, stack);
-                    long row = 0;
-                    for (String member : groups.get(group)) {
-                        long n = shapes.get(member).get(0);
-                        NDArray view = stack.get(new NDIndex("{}:{}", row, row + n));
-                        NDScope.unregister(view);
-                        made.add(view);
-                        source.readInto(member, view);
-                        values.put(member, view);
-                        row += n;
-                    }
-                }
-            }
-        } catch (IOException | RuntimeException e) {
-            for (NDArray a : made) {
-                a.close();
-            }
-            throw e;
-        }
-        // Model order, as setWeights(Map) installs them.
-        Map<String, NDArray> ordered = new LinkedHashMap<>();
-        for (String name : shapes.keySet()) {
-            ordered.put(name, values.get(name));
-        }
-        install(ordered, stacked);
+        Map<String, NDArray> values = ParameterReader.read(config, manager, source, stacked);
+        install(values, stacked);
     }
 
     /**
