@@ -5,7 +5,6 @@ package io.djlattention.cli;
 
 import ai.djl.Device;
 import ai.djl.MalformedModelException;
-import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
@@ -13,6 +12,7 @@ import ai.djl.repository.zoo.ZooModel;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.encoder.EncoderModels;
 import io.djlattention.zoo.encoder.MiniLm;
+import io.djlattention.serving.ApiKeys;
 import io.djlattention.serving.EmbeddingService;
 import io.djlattention.serving.OpenAiServer;
 import io.djlattention.serving.ServedGenerator;
@@ -141,6 +141,48 @@ public final class ServeCommand implements Callable<Integer> {
             description = "Netty I/O threads; 0 = the processors, at least 2 (default: ${DEFAULT-VALUE}).")
     int ioThreads;
 
+    @Option(
+            names = "--idle-timeout",
+            defaultValue = "60",
+            description =
+                    "Seconds a connection may stay open with no request in progress before it is"
+                            + " closed (default: ${DEFAULT-VALUE}).")
+    int idleTimeoutSeconds;
+
+    @Option(
+            names = "--request-timeout",
+            defaultValue = "30",
+            description =
+                    "Seconds a request may take to arrive (headers and body) before 408 and the"
+                            + " connection closes (default: ${DEFAULT-VALUE}).")
+    int requestTimeoutSeconds;
+
+    @Option(
+            names = "--max-connections",
+            defaultValue = "1000",
+            description =
+                    "Open connections at most; more are closed at once. Keep it below ulimit -n"
+                            + " (default: ${DEFAULT-VALUE}).")
+    int maxConnections;
+
+    /** The environment variable that may hold the API key. */
+    public static final String API_KEY_ENV = "DJL_ATTN_API_KEY";
+
+    @Option(
+            names = "--api-key-file",
+            description =
+                    "Require Authorization: Bearer <key> on /v1/ with a key from this file (one per"
+                            + " line). Without it, the environment variable "
+                            + API_KEY_ENV
+                            + " may hold one key. Keys are never taken on the command line.")
+    Path apiKeyFile;
+
+    @Option(names = "--tls-cert", description = "Serve HTTPS with this PEM certificate chain (with --tls-key).")
+    Path tlsCert;
+
+    @Option(names = "--tls-key", description = "The PEM private key (unencrypted PKCS#8) of --tls-cert.")
+    Path tlsKey;
+
     /**
      * Serves until SIGTERM or SIGINT, then shuts down gracefully.
      *
@@ -151,7 +193,14 @@ public final class ServeCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         OpenAiServer server = startServer();
         System.out.println(
-                "serving on http://" + host + ":" + server.getPort() + " (see docs/serving.md)");
+                "serving on "
+                        + (tlsCert != null ? "https" : "http")
+                        + "://"
+                        + host
+                        + ":"
+                        + server.getPort()
+                        + (server.requiresApiKey() ? ", API key required" : "")
+                        + " (see docs/serving.md)");
         try {
             awaitSignal(server);
             System.out.println("shutting down: finishing in-flight requests");
@@ -182,7 +231,17 @@ public final class ServeCommand implements Callable<Integer> {
                         .optPort(port)
                         .optMaxBodyBytes(maxBodyBytes)
                         .optDefaultMaxTokens(defaultMaxTokens)
-                        .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
+                        .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
+                        .optIdleTimeout(Duration.ofSeconds(idleTimeoutSeconds))
+                        .optRequestTimeout(Duration.ofSeconds(requestTimeoutSeconds))
+                        .optMaxConnections(maxConnections)
+                        .optApiKeys(apiKeys());
+        if (tlsCert != null || tlsKey != null) {
+            if (tlsCert == null || tlsKey == null) {
+                throw new IllegalArgumentException("--tls-cert and --tls-key go together");
+            }
+            b.optTls(tlsCert, tlsKey);
+        }
         if (ioThreads > 0) {
             b.optIoThreads(ioThreads);
         }
@@ -223,6 +282,17 @@ public final class ServeCommand implements Callable<Integer> {
         return b.build().start();
     }
 
+    private ApiKeys apiKeys() throws IOException {
+        if (apiKeyFile != null) {
+            return ApiKeys.fromFile(apiKeyFile);
+        }
+        String key = System.getenv(API_KEY_ENV);
+        if (key != null && !key.isBlank()) {
+            return ApiKeys.of(java.util.List.of(key.strip()));
+        }
+        return ApiKeys.none();
+    }
+
     private String embeddingName() {
         return MINILM.equals(embeddingModel)
                 ? MINILM
@@ -240,12 +310,10 @@ public final class ServeCommand implements Callable<Integer> {
         Path dir = builtIn ? null : Paths.get(embeddingModel);
         ZooModel<String, float[]> encoder = EncoderModels.load(dir, cb.build());
         Path tokenizerFile = builtIn ? MiniLm.tokenizerFile() : dir.resolve("tokenizer.json");
-        HuggingFaceTokenizer tokenizer =
-                Files.isRegularFile(tokenizerFile)
-                        ? HuggingFaceTokenizer.newInstance(tokenizerFile)
-                        : null;
         return EmbeddingService.builder()
-                .setModel(new ZooEmbeddingModel(encoder, tokenizer, true))
+                .setModel(
+                        new ZooEmbeddingModel(
+                                encoder, Files.isRegularFile(tokenizerFile) ? tokenizerFile : null, true))
                 .optMaxBatchInputs(embeddingBatch)
                 .optMaxQueue(maxQueue)
                 .build();

@@ -17,14 +17,23 @@ import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
- * A parsed {@code POST /v1/completions} body (OpenAI's legacy completions format).
+ * A parsed {@code POST /v1/completions} or {@code POST /v1/chat/completions} body. Fields the
+ * sampler does not implement ({@code presence_penalty}, {@code frequency_penalty}, {@code
+ * logit_bias}, {@code suffix}) are refused with 400 naming the field unless they ask for nothing
+ * (0, an empty map, an empty string): never silently ignored.
  *
  * @param prompt the prompt's token ids
  * @param config how it generates
  * @param stream whether to answer with server-sent events
  * @param stops stop strings (text layer)
+ * @param includeUsage whether a stream ends with a usage chunk ({@code stream_options})
  */
-record CompletionRequest(int[] prompt, GenerationConfig config, boolean stream, List<String> stops) {
+record CompletionRequest(
+        int[] prompt,
+        GenerationConfig config,
+        boolean stream,
+        List<String> stops,
+        boolean includeUsage) {
 
     /** OpenAI's limit on stop strings. */
     static final int MAX_STOPS = 4;
@@ -35,28 +44,42 @@ record CompletionRequest(int[] prompt, GenerationConfig config, boolean stream, 
      * @param body the JSON body
      * @param model the served model's description
      * @param defaultMaxTokens max_tokens when absent
+     * @param chatPrompt a chat's rendered messages, or null: the body's {@code prompt}
      * @return the request
      * @throws ApiException 400 naming the field at fault
      */
     static CompletionRequest parse(
-            JsonObject body, ServedGenerator model, int defaultMaxTokens) throws ApiException {
+            JsonObject body, ServedGenerator model, int defaultMaxTokens, int[] chatPrompt)
+            throws ApiException {
         DecoderConfig dc = model.engine().getDecoder().getConfig();
         int vocab = dc.getVocabSize();
         int maxPositions = dc.getMaxPositions();
-        int[] prompt = prompt(body, model.tokenizer(), vocab);
+        boolean chat = chatPrompt != null;
+        String promptField = chat ? "messages" : "prompt";
+        int[] prompt = chat ? chatPrompt : prompt(body, model.tokenizer(), vocab);
+        for (int id : prompt) {
+            if (id < 0 || id >= vocab) {
+                throw ApiException.badField(
+                        promptField, "the tokenizer gave id " + id + " outside the vocabulary");
+            }
+        }
         if (prompt.length >= maxPositions) {
             throw ApiException.badField(
-                    "prompt",
+                    promptField,
                     prompt.length
                             + " tokens leave no room to generate under the model's context of "
                             + maxPositions
                             + " tokens");
         }
+        String maxField =
+                chat && JsonFields.get(body, "max_completion_tokens") != null
+                        ? "max_completion_tokens"
+                        : "max_tokens";
         long maxTokens =
-                JsonFields.integer(body, "max_tokens", defaultMaxTokens, 1, Integer.MAX_VALUE);
+                JsonFields.integer(body, maxField, defaultMaxTokens, 1, Integer.MAX_VALUE);
         if (prompt.length + maxTokens > maxPositions) {
             throw ApiException.badField(
-                    "max_tokens",
+                    maxField,
                     maxTokens
                             + " plus the prompt's "
                             + prompt.length
@@ -83,11 +106,34 @@ record CompletionRequest(int[] prompt, GenerationConfig config, boolean stream, 
         if (bestOf != 1) {
             throw ApiException.badField("best_of", "only best_of = 1 is supported, got " + bestOf);
         }
-        if (JsonFields.bool(body, "echo", false)) {
+        if (!chat && JsonFields.bool(body, "echo", false)) {
             throw ApiException.badField("echo", "echo is not supported");
         }
-        if (JsonFields.get(body, "logprobs") != null) {
+        JsonElement logprobs = JsonFields.get(body, "logprobs");
+        if (logprobs != null && !(chat && logprobs.isJsonPrimitive() && !JsonFields.bool(body, "logprobs", false))) {
             throw ApiException.badField("logprobs", "logprobs are not supported");
+        }
+        refuseUnlessZero(body, "presence_penalty");
+        refuseUnlessZero(body, "frequency_penalty");
+        JsonElement bias = JsonFields.get(body, "logit_bias");
+        if (bias != null && !(bias.isJsonObject() && bias.getAsJsonObject().isEmpty())) {
+            throw ApiException.badField(
+                    "logit_bias", "logit_bias is not supported (only an empty map is accepted)");
+        }
+        if (!chat && !JsonFields.string(body, "suffix", "").isEmpty()) {
+            throw ApiException.badField("suffix", "suffix (insertion) is not supported");
+        }
+        boolean includeUsage = false;
+        JsonElement streamOptions = JsonFields.get(body, "stream_options");
+        if (streamOptions != null) {
+            if (!streamOptions.isJsonObject()) {
+                throw ApiException.badField(
+                        "stream_options", "expected an object, got " + JsonFields.describe(streamOptions));
+            }
+            if (!stream) {
+                throw ApiException.badField("stream_options", "only allowed with \"stream\": true");
+            }
+            includeUsage = JsonFields.bool(streamOptions.getAsJsonObject(), "include_usage", false);
         }
         List<String> stops = stops(body, model.tokenizer() != null);
         int[] stopIds = stopTokenIds(body, vocab);
@@ -101,7 +147,14 @@ record CompletionRequest(int[] prompt, GenerationConfig config, boolean stream, 
             config.optSampling((float) temperature, (int) Math.max(0, topK), seed);
             config.optTopP((float) topP);
         }
-        return new CompletionRequest(prompt, config.build(), stream, stops);
+        return new CompletionRequest(prompt, config.build(), stream, stops, includeUsage);
+    }
+
+    private static void refuseUnlessZero(JsonObject body, String name) throws ApiException {
+        double v = JsonFields.number(body, name, 0, -2, 2);
+        if (v != 0) {
+            throw ApiException.badField(name, name + " is not supported (only 0 is accepted), got " + v);
+        }
     }
 
     private static int[] prompt(JsonObject body, HuggingFaceTokenizer tokenizer, int vocab)

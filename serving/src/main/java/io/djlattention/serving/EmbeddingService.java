@@ -5,22 +5,29 @@ package io.djlattention.serving;
 
 import io.djlattention.zoo.generate.LatencyHistogram;
 
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingDeque;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * Embeds texts for many callers on one worker thread, batching the inputs of requests that wait
- * together into one {@link EmbeddingModel#embed} call (up to {@link Builder#optMaxBatchInputs}),
- * with a bounded queue. When a merged batch fails, its requests are run again one by one so that
- * only the request at fault fails.
+ * Embeds texts for many callers on one worker thread. Each model call ({@link EmbeddingModel#embed})
+ * takes at most {@link Builder#optMaxBatchInputs} texts, so the model's working memory is bounded
+ * by the batch whatever a request holds; a request with more texts is embedded over several calls.
+ * The texts of a call are shared out evenly among the requests waiting (round robin, one text
+ * each in turn), so a small request arriving behind a large one finishes within a call or two
+ * instead of after all of the large one. At most {@link Builder#optMaxQueue} requests wait or run.
+ * When a call fails, each request's share is run again alone, so that only the request at fault
+ * fails; a request whose caller cancelled its future is dropped before its next share.
  */
 public final class EmbeddingService implements AutoCloseable {
 
@@ -30,10 +37,12 @@ public final class EmbeddingService implements AutoCloseable {
     private final int maxBatchInputs;
     private final int maxQueue;
     private final LinkedBlockingDeque<Job> queue = new LinkedBlockingDeque<>();
+    private final ArrayDeque<Job> active = new ArrayDeque<>(); // worker thread only
     private final Thread thread;
     private final CountDownLatch terminated = new CountDownLatch(1);
     private final Object admission = new Object();
     private boolean accepting = true; // guarded by admission
+    private final AtomicInteger pending = new AtomicInteger();
     private final AtomicLong requests = new AtomicLong();
     private final AtomicLong inputs = new AtomicLong();
     private final AtomicLong rejected = new AtomicLong();
@@ -73,8 +82,10 @@ public final class EmbeddingService implements AutoCloseable {
      *
      * @param texts non-empty texts
      * @return the future of one embedding per text; it fails with the model's exception (an
-     *     {@link IllegalArgumentException} when the input is at fault)
-     * @throws RejectedExecutionException if {@link Builder#optMaxQueue} requests are queued
+     *     {@link IllegalArgumentException} when the input is at fault); cancelling it drops the
+     *     texts not yet embedded
+     * @throws RejectedExecutionException if {@link Builder#optMaxQueue} requests are waiting or
+     *     running
      * @throws IllegalStateException if the service is shutting down
      */
     public CompletableFuture<List<float[]>> submit(List<String> texts) {
@@ -83,11 +94,12 @@ public final class EmbeddingService implements AutoCloseable {
             if (!accepting) {
                 throw new IllegalStateException("the embedding service is shutting down");
             }
-            if (queue.size() >= maxQueue) {
+            if (pending.get() >= maxQueue) {
                 rejected.incrementAndGet();
                 throw new RejectedExecutionException(
                         "the embedding queue is full (" + maxQueue + " requests waiting)");
             }
+            pending.incrementAndGet();
             queue.addLast(job);
         }
         requests.incrementAndGet();
@@ -96,12 +108,12 @@ public final class EmbeddingService implements AutoCloseable {
     }
 
     /**
-     * Returns the requests waiting.
+     * Returns the requests waiting or partly embedded.
      *
      * @return the queue length
      */
     public int getQueueLength() {
-        return queue.size();
+        return pending.get();
     }
 
     /**
@@ -177,32 +189,30 @@ public final class EmbeddingService implements AutoCloseable {
     private void loop() {
         try {
             while (true) {
-                Job first = queue.pollFirst(50, TimeUnit.MILLISECONDS);
-                if (first == null) {
-                    synchronized (admission) {
-                        if (!accepting && queue.isEmpty()) {
-                            break;
+                if (active.isEmpty()) {
+                    Job first = queue.pollFirst(50, TimeUnit.MILLISECONDS);
+                    if (first == null) {
+                        synchronized (admission) {
+                            if (!accepting && queue.isEmpty()) {
+                                break;
+                            }
                         }
+                        continue;
                     }
-                    continue;
+                    active.addLast(first);
                 }
-                List<Job> jobs = new ArrayList<>();
-                jobs.add(first);
-                int total = first.texts.size();
-                while (true) {
-                    Job next = queue.peekFirst();
-                    if (next == null || total + next.texts.size() > maxBatchInputs) {
-                        break;
-                    }
-                    jobs.add(queue.pollFirst());
-                    total += next.texts.size();
+                queue.drainTo(active);
+                active.removeIf(this::dropCancelled);
+                if (!active.isEmpty()) {
+                    runOneBatch();
                 }
-                run(jobs);
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            for (Job j = queue.pollFirst(); j != null; j = queue.pollFirst()) {
+            List<Job> left = new ArrayList<>(active);
+            queue.drainTo(left);
+            for (Job j : left) {
                 j.future.completeExceptionally(
                         new IllegalStateException("the embedding service was closed"));
             }
@@ -215,10 +225,50 @@ public final class EmbeddingService implements AutoCloseable {
         }
     }
 
-    private void run(List<Job> jobs) {
+    private boolean dropCancelled(Job j) {
+        if (j.future.isDone()) {
+            pending.decrementAndGet();
+            return true;
+        }
+        return false;
+    }
+
+    /** Shares one call's texts out among the active requests, runs it, hands out the results. */
+    private void runOneBatch() {
+        List<Share> shares = new ArrayList<>();
+        for (Job j : active) {
+            shares.add(new Share(j, j.next));
+        }
+        int room = maxBatchInputs;
+        boolean more = true;
+        while (room > 0 && more) {
+            more = false;
+            for (Share s : shares) {
+                if (room > 0 && s.from + s.count < s.job.texts.size()) {
+                    ++s.count;
+                    --room;
+                    more = true;
+                }
+            }
+        }
+        shares.removeIf(s -> s.count == 0);
+        run(shares);
+        // Round robin: the request served first this time goes last.
+        active.addLast(active.pollFirst());
+        active.removeIf(
+                j -> {
+                    if (j.future.isDone()) {
+                        pending.decrementAndGet();
+                        return true;
+                    }
+                    return false;
+                });
+    }
+
+    private void run(List<Share> shares) {
         List<String> texts = new ArrayList<>();
-        for (Job j : jobs) {
-            texts.addAll(j.texts);
+        for (Share s : shares) {
+            texts.addAll(s.job.texts.subList(s.from, s.from + s.count));
         }
         List<float[]> out;
         try {
@@ -229,40 +279,61 @@ public final class EmbeddingService implements AutoCloseable {
                         "the embedding model returned " + out.size() + " for " + texts.size());
             }
         } catch (Exception | StackOverflowError e) {
-            if (jobs.size() > 1) {
-                for (Job j : jobs) {
-                    run(List.of(j));
+            if (shares.size() > 1) {
+                for (Share s : shares) {
+                    run(List.of(s));
                 }
                 return;
             }
             failed.incrementAndGet();
-            complete(jobs.get(0), null, e);
+            complete(shares.get(0).job, e);
             return;
         }
         int at = 0;
-        for (Job j : jobs) {
-            complete(j, out.subList(at, at + j.texts.size()), null);
-            at += j.texts.size();
+        for (Share s : shares) {
+            Job j = s.job;
+            for (int i = 0; i < s.count; ++i) {
+                j.results[s.from + i] = out.get(at++);
+            }
+            j.next = s.from + s.count;
+            if (j.next == j.texts.size()) {
+                complete(j, null);
+            }
         }
     }
 
-    private void complete(Job j, List<float[]> result, Throwable error) {
+    private void complete(Job j, Throwable error) {
         latency.observe((System.nanoTime() - j.submitNanos) / 1e9);
         if (error != null) {
             j.future.completeExceptionally(error);
         } else {
-            j.future.complete(new ArrayList<>(result));
+            j.future.complete(Arrays.asList(j.results));
         }
     }
 
-    /** One request. */
+    /** One request: its texts, the embeddings so far, the first text not yet embedded. */
     private static final class Job {
         final List<String> texts;
+        final float[][] results;
         final CompletableFuture<List<float[]>> future = new CompletableFuture<>();
         final long submitNanos = System.nanoTime();
+        int next;
 
         Job(List<String> texts) {
             this.texts = texts;
+            this.results = new float[texts.size()][];
+        }
+    }
+
+    /** A request's texts {@code [from, from + count)} in one call. */
+    private static final class Share {
+        final Job job;
+        final int from;
+        int count;
+
+        Share(Job job, int from) {
+            this.job = job;
+            this.from = from;
         }
     }
 
@@ -298,7 +369,8 @@ public final class EmbeddingService implements AutoCloseable {
         }
 
         /**
-         * Sets the most requests waiting before {@link #submit} refuses more (default 256).
+         * Sets the most requests waiting or running before {@link #submit} refuses more (default
+         * 256).
          *
          * @param maxQueue at least 1
          * @return this builder

@@ -4,69 +4,46 @@
 package io.djlattention.serving;
 
 import com.google.gson.JsonArray;
-import com.google.gson.JsonElement;
-import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonPrimitive;
 
 import io.djlattention.zoo.generate.GenerationEngine;
-import io.djlattention.zoo.generate.GenerationResult;
 import io.netty.bootstrap.ServerBootstrap;
-import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.SimpleChannelInboundHandler;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.handler.codec.http.DefaultFullHttpResponse;
-import io.netty.handler.codec.http.DefaultHttpContent;
-import io.netty.handler.codec.http.DefaultHttpResponse;
-import io.netty.handler.codec.http.FullHttpRequest;
-import io.netty.handler.codec.http.FullHttpResponse;
-import io.netty.handler.codec.http.HttpHeaderNames;
-import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpMessage;
-import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpObjectAggregator;
-import io.netty.handler.codec.http.HttpResponse;
-import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpObjectDecoder;
 import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.codec.http.HttpUtil;
-import io.netty.handler.codec.http.HttpVersion;
-import io.netty.handler.codec.http.LastHttpContent;
-import io.netty.handler.codec.http.QueryStringDecoder;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslContextBuilder;
+import io.netty.handler.timeout.IdleStateHandler;
 import io.netty.util.concurrent.GlobalEventExecutor;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
+
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Base64;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+
+import javax.net.ssl.SSLException;
 
 /**
  * An OpenAI-compatible HTTP server on Netty: {@code POST /v1/completions} on a {@link
@@ -85,6 +62,12 @@ public final class OpenAiServer implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(OpenAiServer.class.getName());
 
+    /** The longest request line (method, URL, version) before {@code 414}. */
+    static final int MAX_REQUEST_LINE_BYTES = 8192;
+
+    /** The most header bytes before {@code 431}. */
+    static final int MAX_HEADER_BYTES = 16384;
+
     private final ServedGenerator generator;
     private final String embeddingName;
     private final EmbeddingService embeddings;
@@ -98,8 +81,16 @@ public final class OpenAiServer implements AutoCloseable {
     private final Duration shutdownGrace;
     private final List<AutoCloseable> closeAfter;
     private final long created = System.currentTimeMillis() / 1000;
-    private final AtomicLong nextId = new AtomicLong();
+    private final Duration idleTimeout;
+    private final Duration requestTimeout;
+    private final int maxConnections;
+    private final ApiKeys apiKeys;
+    private final SslContext sslContext;
+    private final CompletionRoute completionRoute;
+    private final EmbeddingRoute embeddingRoute;
     private final AtomicInteger inFlight = new AtomicInteger();
+    private final AtomicInteger connections = new AtomicInteger();
+    private final LongAdder connectionsRefused = new LongAdder();
     private final ConcurrentHashMap<Integer, LongAdder> responses = new ConcurrentHashMap<>();
     private final ChannelGroup channels = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
     private final CountDownLatch closed = new CountDownLatch(1);
@@ -123,6 +114,14 @@ public final class OpenAiServer implements AutoCloseable {
         ioThreads = b.ioThreads;
         shutdownGrace = b.shutdownGrace;
         closeAfter = List.copyOf(b.closeAfter);
+        idleTimeout = b.idleTimeout;
+        requestTimeout = b.requestTimeout;
+        maxConnections = b.maxConnections;
+        apiKeys = b.apiKeys;
+        sslContext = b.sslContext;
+        completionRoute = generator == null ? null : new CompletionRoute(generator, defaultMaxTokens);
+        embeddingRoute =
+                new EmbeddingRoute(embeddingName, embeddings, maxEmbeddingInputs, maxEmbeddingChars);
     }
 
     /**
@@ -157,11 +156,7 @@ public final class OpenAiServer implements AutoCloseable {
                                     new ChannelInitializer<SocketChannel>() {
                                         @Override
                                         protected void initChannel(SocketChannel ch) {
-                                            channels.add(ch);
-                                            ch.pipeline()
-                                                    .addLast(new HttpServerCodec())
-                                                    .addLast(new BodyLimit(maxBodyBytes))
-                                                    .addLast(new Handler());
+                                            initConnection(ch);
                                         }
                                     });
             serverChannel = bootstrap.bind(host, requestedPort).sync().channel();
@@ -171,8 +166,37 @@ public final class OpenAiServer implements AutoCloseable {
             throw e;
         }
         port = ((InetSocketAddress) serverChannel.localAddress()).getPort();
-        LOG.info("serving on http://" + host + ":" + port);
+        LOG.info("serving on " + (sslContext == null ? "http" : "https") + "://" + host + ":" + port);
         return this;
+    }
+
+    /**
+     * Sets up a new connection's pipeline, or closes it at once when {@code maxConnections} are
+     * open (a socket per idle client would otherwise exhaust the process's file limit).
+     */
+    private void initConnection(SocketChannel ch) {
+        if (connections.incrementAndGet() > maxConnections) {
+            connections.decrementAndGet();
+            connectionsRefused.increment();
+            ch.close();
+            return;
+        }
+        ch.closeFuture().addListener(f -> connections.decrementAndGet());
+        channels.add(ch);
+        RequestTimeout timeout = new RequestTimeout(requestTimeout.toNanos());
+        HttpConnection connection = new HttpConnection(this, timeout);
+        timeout.setConnection(connection);
+        ch.pipeline().addLast(timeout);
+        if (sslContext != null) {
+            ch.pipeline().addLast(sslContext.newHandler(ch.alloc()));
+        }
+        ch.pipeline()
+                .addLast(new IdleStateHandler(0, 0, idleTimeout.toMillis(), TimeUnit.MILLISECONDS))
+                .addLast(
+                        new HttpServerCodec(
+                                MAX_REQUEST_LINE_BYTES, MAX_HEADER_BYTES, HttpObjectDecoder.DEFAULT_MAX_CHUNK_SIZE))
+                .addLast(new BodyLimit(maxBodyBytes))
+                .addLast(connection);
     }
 
     /**
@@ -182,6 +206,15 @@ public final class OpenAiServer implements AutoCloseable {
      */
     public int getPort() {
         return port;
+    }
+
+    /**
+     * Returns whether the {@code /v1/} routes require an API key.
+     *
+     * @return true if keys were given
+     */
+    public boolean requiresApiKey() {
+        return apiKeys.isEnabled();
     }
 
     /**
@@ -356,6 +389,11 @@ public final class OpenAiServer implements AutoCloseable {
                     embeddings.getLatency());
         }
         p.gauge("djl_attn_http_in_flight", "HTTP exchanges in progress.", inFlight.get());
+        p.gauge("djl_attn_http_connections", "Open HTTP connections.", connections.get());
+        p.counter(
+                "djl_attn_http_connections_refused_total",
+                "Connections closed at once because --max-connections were open.",
+                connectionsRefused.sum());
         p.header("djl_attn_http_responses_total", "HTTP responses by status.", "counter");
         for (var e : new java.util.TreeMap<>(responses).entrySet()) {
             p.sample(
@@ -365,10 +403,10 @@ public final class OpenAiServer implements AutoCloseable {
         return p.toString();
     }
 
-    // ---- the connection handler -----------------------------------------------------------------
+    // ---- what the connections share ---------------------------------------------------------
 
-    /** Answers an oversized body with 413 and a JSON error; the rest of the body is discarded. */
-    private final class BodyLimit extends HttpObjectAggregator {
+    /** Answers an oversized body with 413 (through the connection, in request order). */
+    private static final class BodyLimit extends HttpObjectAggregator {
 
         BodyLimit(int maxBytes) {
             super(maxBytes);
@@ -376,607 +414,65 @@ public final class OpenAiServer implements AutoCloseable {
 
         @Override
         protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
-            ApiException e =
-                    new ApiException(
-                            413,
-                            "invalid_request_error",
-                            "body",
-                            "body: larger than the limit of " + maxBodyBytes + " bytes");
-            FullHttpResponse r = errorResponse(e);
-            count(413);
             // The connection stays open: the aggregator reads and drops the rest of the body, so
             // a client still sending it reads the 413 instead of a reset.
-            ctx.writeAndFlush(r);
+            ctx.fireChannelRead(new HttpConnection.Oversized(HttpUtil.isKeepAlive(oversized)));
         }
     }
 
-    /** One per connection; everything it does runs on the connection's event loop. */
-    private final class Handler extends SimpleChannelInboundHandler<FullHttpRequest> {
-
-        private final Set<Exchange> open = new HashSet<>();
-
-        @Override
-        protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
-            boolean keepAlive = HttpUtil.isKeepAlive(req);
-            Exchange x = new Exchange(ctx, keepAlive);
-            inFlight.incrementAndGet();
-            open.add(x);
-            try {
-                if (req.decoderResult().isFailure()) {
-                    throw new ApiException(
-                            400,
-                            "invalid_request_error",
-                            null,
-                            "malformed HTTP request: " + req.decoderResult().cause());
-                }
-                route(x, req);
-            } catch (ApiException e) {
-                x.fail(e);
-            } catch (RuntimeException | StackOverflowError e) {
-                LOG.log(Level.WARNING, "request failed", e);
-                x.fail(new ApiException(500, "server_error", null, "internal error: " + e));
-            }
-        }
-
-        @Override
-        public void channelInactive(ChannelHandlerContext ctx) throws Exception {
-            // The client went away: cancel what it was waiting for (frees KV blocks at once).
-            for (Exchange x : new ArrayList<>(open)) {
-                x.abandon();
-            }
-            super.channelInactive(ctx);
-        }
-
-        @Override
-        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-            LOG.log(Level.FINE, "connection error", cause);
-            ctx.close();
-        }
-
-        private void route(Exchange x, FullHttpRequest req) throws ApiException {
-            String path = new QueryStringDecoder(req.uri()).path();
-            HttpMethod method = req.method();
-            switch (path) {
-                case "/health":
-                    requireMethod(method, HttpMethod.GET);
-                    if (draining) {
-                        throw new ApiException(
-                                503, "server_shutting_down", null, "the server is shutting down");
-                    }
-                    JsonObject ok = new JsonObject();
-                    ok.addProperty("status", "ok");
-                    x.sendJson(200, ok);
-                    return;
-                case "/metrics":
-                    requireMethod(method, HttpMethod.GET);
-                    x.sendText(200, "text/plain; version=0.0.4; charset=utf-8", metricsText());
-                    return;
-                case "/v1/models":
-                    requireMethod(method, HttpMethod.GET);
-                    x.sendJson(200, models());
-                    return;
-                case "/v1/completions":
-                    requireMethod(method, HttpMethod.POST);
-                    refuseWhileDraining();
-                    completion(x, JsonFields.parseObject(req.content().nioBuffer()));
-                    return;
-                case "/v1/embeddings":
-                    requireMethod(method, HttpMethod.POST);
-                    refuseWhileDraining();
-                    embedding(x, JsonFields.parseObject(req.content().nioBuffer()));
-                    return;
-                default:
-                    throw new ApiException(
-                            404, "not_found_error", null, "no route " + method + " " + path);
-            }
-        }
-
-        private void requireMethod(HttpMethod got, HttpMethod expected) throws ApiException {
-            if (!got.equals(expected)) {
-                throw new ApiException(
-                        405,
-                        "invalid_request_error",
-                        null,
-                        "method " + got + " not allowed here; use " + expected);
-            }
-        }
-
-        private void refuseWhileDraining() throws ApiException {
-            if (draining) {
-                throw new ApiException(
-                        503, "server_shutting_down", null, "the server is shutting down");
-            }
-        }
-
-        private void checkModel(JsonObject body, String served) throws ApiException {
-            String model = JsonFields.string(body, "model", served);
-            if (!model.equals(served)) {
-                throw new ApiException(
-                        404,
-                        "model_not_found",
-                        "model",
-                        "model: '" + model + "' is not served here (serving '" + served + "')");
-            }
-        }
-
-        // ---- /v1/completions ------------------------------------------------------------------
-
-        private void completion(Exchange x, JsonObject body) throws ApiException {
-            if (generator == null) {
-                throw new ApiException(
-                        404, "model_not_found", "model", "model: no generation model is served");
-            }
-            checkModel(body, generator.name());
-            CompletionRequest cr = CompletionRequest.parse(body, generator, defaultMaxTokens);
-            Completion c = new Completion(x, cr);
-            x.completion = c;
-            GenerationEngine.Handle h;
-            try {
-                h =
-                        generator
-                                .engine()
-                                .submit(
-                                        cr.prompt(),
-                                        cr.config(),
-                                        (id, token) -> x.loop().execute(() -> c.onToken(token)));
-            } catch (RejectedExecutionException e) {
-                throw overloaded(e);
-            } catch (IllegalStateException e) {
-                throw new ApiException(503, "server_shutting_down", null, e.getMessage());
-            } catch (IllegalArgumentException e) {
-                throw ApiException.badField("max_tokens", e.getMessage());
-            }
-            c.handle = h;
-            h.getResult().whenComplete((r, t) -> x.loop().execute(() -> c.onDone(r, t)));
-        }
-
-        // ---- /v1/embeddings -------------------------------------------------------------------
-
-        private void embedding(Exchange x, JsonObject body) throws ApiException {
-            if (embeddings == null) {
-                throw new ApiException(
-                        404, "model_not_found", "model", "model: no embedding model is served");
-            }
-            checkModel(body, embeddingName);
-            List<String> texts = embeddingInputs(body);
-            String format = JsonFields.string(body, "encoding_format", "float");
-            if (!format.equals("float") && !format.equals("base64")) {
-                throw ApiException.badField(
-                        "encoding_format", "expected \"float\" or \"base64\", got \"" + format + "\"");
-            }
-            long dims = JsonFields.integer(body, "dimensions", -1, 1, Integer.MAX_VALUE);
-            CompletableFuture<List<float[]>> f;
-            try {
-                f = embeddings.submit(texts);
-            } catch (RejectedExecutionException e) {
-                throw overloaded(e);
-            } catch (IllegalStateException e) {
-                throw new ApiException(503, "server_shutting_down", null, e.getMessage());
-            }
-            x.pending = f;
-            f.whenComplete(
-                    (out, t) ->
-                            x.loop().execute(() -> embeddingDone(x, texts, out, t, format, dims)));
-        }
-
-        private List<String> embeddingInputs(JsonObject body) throws ApiException {
-            JsonElement e = JsonFields.get(body, "input");
-            if (e == null) {
-                throw ApiException.badField("input", "is required");
-            }
-            List<String> texts = new ArrayList<>();
-            if (e.isJsonPrimitive() && e.getAsJsonPrimitive().isString()) {
-                texts.add(e.getAsString());
-            } else if (e.isJsonArray()) {
-                JsonArray a = e.getAsJsonArray();
-                if (a.isEmpty()) {
-                    throw ApiException.badField("input", "must not be an empty array");
-                }
-                if (a.size() > maxEmbeddingInputs) {
-                    throw ApiException.badField(
-                            "input",
-                            "expected at most " + maxEmbeddingInputs + " texts, got " + a.size());
-                }
-                for (JsonElement t : a) {
-                    if (t.isJsonArray() || t.isJsonPrimitive() && t.getAsJsonPrimitive().isNumber()) {
-                        throw ApiException.badField(
-                                "input", "token ids are not supported for embeddings; send text");
-                    }
-                    if (!t.isJsonPrimitive() || !t.getAsJsonPrimitive().isString()) {
-                        throw ApiException.badField(
-                                "input",
-                                "expected a string or an array of strings, got an array holding "
-                                        + JsonFields.describe(t));
-                    }
-                    texts.add(t.getAsString());
-                }
-            } else {
-                throw ApiException.badField(
-                        "input",
-                        "expected a string or an array of strings, got " + JsonFields.describe(e));
-            }
-            for (int i = 0; i < texts.size(); ++i) {
-                String t = texts.get(i);
-                if (t.isEmpty()) {
-                    throw ApiException.badField(
-                            "input", "text " + i + " is empty; every input must be non-empty");
-                }
-                if (t.length() > maxEmbeddingChars) {
-                    throw ApiException.badField(
-                            "input",
-                            "text "
-                                    + i
-                                    + " has "
-                                    + t.length()
-                                    + " characters, more than the limit of "
-                                    + maxEmbeddingChars);
-                }
-            }
-            return texts;
-        }
-
-        private void embeddingDone(
-                Exchange x,
-                List<String> texts,
-                List<float[]> out,
-                Throwable t,
-                String format,
-                long dims) {
-            if (x.done) {
-                return;
-            }
-            if (t != null) {
-                Throwable cause = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
-                if (cause instanceof IllegalArgumentException) {
-                    x.fail(ApiException.badField("input", cause.getMessage()));
-                } else {
-                    LOG.log(Level.WARNING, "embedding failed", cause);
-                    x.fail(new ApiException(500, "server_error", null, "embedding failed: " + cause));
-                }
-                return;
-            }
-            JsonArray data = new JsonArray();
-            int tokens = 0;
-            for (int i = 0; i < out.size(); ++i) {
-                float[] v = out.get(i);
-                if (dims > 0 && dims != v.length) {
-                    x.fail(
-                            ApiException.badField(
-                                    "dimensions",
-                                    "this model's embeddings have " + v.length + " dimensions, got " + dims));
-                    return;
-                }
-                JsonObject item = new JsonObject();
-                item.addProperty("object", "embedding");
-                item.addProperty("index", i);
-                if (format.equals("base64")) {
-                    ByteBuffer b = ByteBuffer.allocate(4 * v.length).order(ByteOrder.LITTLE_ENDIAN);
-                    b.asFloatBuffer().put(v);
-                    item.addProperty("embedding", Base64.getEncoder().encodeToString(b.array()));
-                } else {
-                    JsonArray values = new JsonArray(v.length);
-                    for (float f : v) {
-                        values.add(f);
-                    }
-                    item.add("embedding", values);
-                }
-                data.add(item);
-                tokens += embeddings.getModel().countTokens(texts.get(i));
-            }
-            JsonObject body = new JsonObject();
-            body.addProperty("object", "list");
-            body.add("data", data);
-            body.addProperty("model", embeddingName);
-            JsonObject usage = new JsonObject();
-            usage.addProperty("prompt_tokens", tokens);
-            usage.addProperty("total_tokens", tokens);
-            body.add("usage", usage);
-            x.sendJson(200, body);
-        }
-
-        private ApiException overloaded(RejectedExecutionException e) {
-            return new ApiException(429, "rate_limit_exceeded", null, e.getMessage() + "; retry later");
-        }
-
-        private JsonObject models() {
-            JsonArray data = new JsonArray();
-            if (generator != null) {
-                data.add(model(generator.name()));
-            }
-            if (embeddings != null) {
-                data.add(model(embeddingName));
-            }
-            JsonObject o = new JsonObject();
-            o.addProperty("object", "list");
-            o.add("data", data);
-            return o;
-        }
-
-        private JsonObject model(String name) {
-            JsonObject m = new JsonObject();
-            m.addProperty("id", name);
-            m.addProperty("object", "model");
-            m.addProperty("created", created);
-            m.addProperty("owned_by", "djl-attention");
-            return m;
-        }
-
-        /** One request/response on this connection. */
-        private final class Exchange {
-            final ChannelHandlerContext ctx;
-            final boolean keepAlive;
-            Completion completion;
-            CompletableFuture<?> pending;
-            boolean headersSent;
-            boolean done;
-
-            Exchange(ChannelHandlerContext ctx, boolean keepAlive) {
-                this.ctx = ctx;
-                this.keepAlive = keepAlive;
-            }
-
-            io.netty.channel.EventLoop loop() {
-                return ctx.channel().eventLoop();
-            }
-
-            void abandon() {
-                if (completion != null && completion.handle != null) {
-                    completion.handle.cancel();
-                }
-                if (pending != null) {
-                    pending.cancel(false);
-                }
-                end();
-            }
-
-            void fail(ApiException e) {
-                if (done) {
-                    return;
-                }
-                if (headersSent) {
-                    // Mid-stream: an error event, then the end of the stream.
-                    JsonObject o = new JsonObject();
-                    o.add("error", errorJson(e));
-                    writeEvent(o.toString());
-                    writeEvent("[DONE]");
-                    finishStream();
-                    return;
-                }
-                FullHttpResponse r = errorResponse(e);
-                if (e.getStatus() == 429) {
-                    r.headers().set(HttpHeaderNames.RETRY_AFTER, "1");
-                }
-                send(r);
-            }
-
-            void sendJson(int status, JsonElement body) {
-                sendText(status, "application/json", body.toString());
-            }
-
-            void sendText(int status, String contentType, String text) {
-                ByteBuf buf = Unpooled.copiedBuffer(text, StandardCharsets.UTF_8);
-                FullHttpResponse r =
-                        new DefaultFullHttpResponse(
-                                HttpVersion.HTTP_1_1, HttpResponseStatus.valueOf(status), buf);
-                r.headers().set(HttpHeaderNames.CONTENT_TYPE, contentType);
-                send(r);
-            }
-
-            private void send(FullHttpResponse r) {
-                if (done) {
-                    r.release();
-                    return;
-                }
-                count(r.status().code());
-                HttpUtil.setContentLength(r, r.content().readableBytes());
-                boolean close = !keepAlive || draining;
-                r.headers()
-                        .set(
-                                HttpHeaderNames.CONNECTION,
-                                close ? HttpHeaderValues.CLOSE : HttpHeaderValues.KEEP_ALIVE);
-                var f = ctx.writeAndFlush(r);
-                if (close) {
-                    f.addListener(ChannelFutureListener.CLOSE);
-                }
-                end();
-            }
-
-            void startStream() {
-                if (headersSent || done) {
-                    return;
-                }
-                HttpResponse r = new DefaultHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK);
-                r.headers().set(HttpHeaderNames.CONTENT_TYPE, "text/event-stream; charset=utf-8");
-                r.headers().set(HttpHeaderNames.CACHE_CONTROL, "no-cache");
-                HttpUtil.setTransferEncodingChunked(r, true);
-                count(200);
-                ctx.write(r);
-                headersSent = true;
-            }
-
-            void writeEvent(String data) {
-                if (done) {
-                    return;
-                }
-                ByteBuf buf = Unpooled.copiedBuffer("data: " + data + "\n\n", StandardCharsets.UTF_8);
-                ctx.writeAndFlush(new DefaultHttpContent(buf));
-            }
-
-            void finishStream() {
-                if (done) {
-                    return;
-                }
-                var f = ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
-                if (!keepAlive || draining) {
-                    f.addListener(ChannelFutureListener.CLOSE);
-                }
-                end();
-            }
-
-            private void end() {
-                if (!done) {
-                    done = true;
-                    open.remove(this);
-                    inFlight.decrementAndGet();
-                }
-            }
-        }
-
-        /** The state of one completion (event-loop thread only). */
-        private final class Completion {
-            final Exchange x;
-            final CompletionRequest req;
-            final TextStream text;
-            final String id = "cmpl-" + nextId.incrementAndGet();
-            final long createdAt = System.currentTimeMillis() / 1000;
-            GenerationEngine.Handle handle;
-
-            Completion(Exchange x, CompletionRequest req) {
-                this.x = x;
-                this.req = req;
-                this.text = new TextStream(generator.tokenizer(), req.stops());
-            }
-
-            void onToken(int token) {
-                if (x.done || text.isStopped()) {
-                    return;
-                }
-                String piece = text.add(token);
-                if (text.isStopped() && handle != null) {
-                    handle.cancel(); // a stop string: end the sequence now, free its blocks
-                }
-                if (req.stream()) {
-                    x.startStream();
-                    x.writeEvent(chunk(piece, new int[] {token}, null).toString());
-                }
-            }
-
-            void onDone(GenerationResult r, Throwable t) {
-                if (x.done) {
-                    return;
-                }
-                if (t != null || r.finishReason() == GenerationResult.FinishReason.FAILED) {
-                    String why = t != null ? String.valueOf(t) : r.error();
-                    x.fail(new ApiException(500, "server_error", null, "generation failed: " + why));
-                    return;
-                }
-                String finish = finishReason(r);
-                if (finish == null) {
-                    // Cancelled by the server (shutdown), not by this client or a stop string.
-                    ApiException e =
-                            new ApiException(
-                                    503,
-                                    "server_shutting_down",
-                                    null,
-                                    "the request was cancelled: the server is shutting down");
-                    if (req.stream() && x.headersSent) {
-                        x.writeEvent(chunk(text.flush(), new int[0], "abort").toString());
-                        x.fail(e);
-                    } else {
-                        x.fail(e);
-                    }
-                    return;
-                }
-                String rest = text.flush();
-                int[] ids = text.isStopped() ? text.getTokenIds() : r.generated();
-                if (req.stream()) {
-                    x.startStream();
-                    x.writeEvent(chunk(rest, new int[0], finish).toString());
-                    x.writeEvent("[DONE]");
-                    x.finishStream();
-                    return;
-                }
-                JsonObject choice = new JsonObject();
-                choice.addProperty("index", 0);
-                choice.addProperty("text", text.getText());
-                choice.add("token_ids", ints(ids));
-                choice.add("logprobs", JsonNull.INSTANCE);
-                choice.addProperty("finish_reason", finish);
-                JsonArray choices = new JsonArray();
-                choices.add(choice);
-                JsonObject body = header();
-                body.add("choices", choices);
-                JsonObject usage = new JsonObject();
-                usage.addProperty("prompt_tokens", req.prompt().length);
-                usage.addProperty("completion_tokens", ids.length);
-                usage.addProperty("total_tokens", req.prompt().length + ids.length);
-                body.add("usage", usage);
-                x.sendJson(200, body);
-            }
-
-            /** OpenAI's finish reason, or null for a cancellation by the server. */
-            private String finishReason(GenerationResult r) {
-                if (text.isStopped()) {
-                    return "stop";
-                }
-                switch (r.finishReason()) {
-                    case LENGTH:
-                    case MAX_POSITIONS:
-                        return "length";
-                    case EOS:
-                    case STOP:
-                        return "stop";
-                    default:
-                        return null;
-                }
-            }
-
-            private JsonObject header() {
-                JsonObject o = new JsonObject();
-                o.addProperty("id", id);
-                o.addProperty("object", "text_completion");
-                o.addProperty("created", createdAt);
-                o.addProperty("model", generator.name());
-                return o;
-            }
-
-            private JsonObject chunk(String piece, int[] tokens, String finish) {
-                JsonObject choice = new JsonObject();
-                choice.addProperty("index", 0);
-                choice.addProperty("text", piece);
-                choice.add("token_ids", ints(tokens));
-                choice.add("logprobs", JsonNull.INSTANCE);
-                choice.add("finish_reason", finish == null ? JsonNull.INSTANCE : new JsonPrimitive(finish));
-                JsonArray choices = new JsonArray();
-                choices.add(choice);
-                JsonObject o = header();
-                o.add("choices", choices);
-                return o;
-            }
-        }
+    int maxBodyBytes() {
+        return maxBodyBytes;
     }
 
-    private static JsonArray ints(int[] values) {
-        JsonArray a = new JsonArray(values.length);
-        for (int v : values) {
-            a.add(v);
-        }
-        return a;
+    boolean isDraining() {
+        return draining;
     }
 
-    private static JsonObject errorJson(ApiException e) {
-        JsonObject err = new JsonObject();
-        err.addProperty("message", e.getMessage());
-        err.addProperty("type", e.getType());
-        err.add("param", e.getParam() == null ? JsonNull.INSTANCE : new JsonPrimitive(e.getParam()));
-        err.addProperty("code", e.getStatus());
-        return err;
+    ApiKeys apiKeys() {
+        return apiKeys;
     }
 
-    private static FullHttpResponse errorResponse(ApiException e) {
-        JsonObject o = new JsonObject();
-        o.add("error", errorJson(e));
-        ByteBuf buf = Unpooled.copiedBuffer(o.toString(), StandardCharsets.UTF_8);
-        FullHttpResponse r =
-                new DefaultFullHttpResponse(
-                        HttpVersion.HTTP_1_1, HttpResponseStatus.valueOf(e.getStatus()), buf);
-        r.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json");
-        HttpUtil.setContentLength(r, buf.readableBytes());
-        return r;
+    CompletionRoute completions() {
+        return completionRoute;
     }
 
-    private void count(int status) {
+    EmbeddingRoute embeddingRoute() {
+        return embeddingRoute;
+    }
+
+    void requestStarted() {
+        inFlight.incrementAndGet();
+    }
+
+    void requestEnded() {
+        inFlight.decrementAndGet();
+    }
+
+    void count(int status) {
         responses.computeIfAbsent(status, k -> new LongAdder()).increment();
+    }
+
+    JsonObject modelsJson() {
+        JsonArray data = new JsonArray();
+        if (generator != null) {
+            data.add(model(generator.name()));
+        }
+        if (embeddings != null) {
+            data.add(model(embeddingName));
+        }
+        JsonObject o = new JsonObject();
+        o.addProperty("object", "list");
+        o.add("data", data);
+        return o;
+    }
+
+    private JsonObject model(String name) {
+        JsonObject m = new JsonObject();
+        m.addProperty("id", name);
+        m.addProperty("object", "model");
+        m.addProperty("created", created);
+        m.addProperty("owned_by", "djl-attention");
+        return m;
     }
 
     /** Builds an {@link OpenAiServer}. */
@@ -993,6 +489,13 @@ public final class OpenAiServer implements AutoCloseable {
         private int defaultMaxTokens = 16;
         private int ioThreads = Math.max(2, Runtime.getRuntime().availableProcessors());
         private Duration shutdownGrace = Duration.ofSeconds(30);
+        private Duration idleTimeout = Duration.ofSeconds(60);
+        private Duration requestTimeout = Duration.ofSeconds(30);
+        private int maxConnections = 1000;
+        private ApiKeys apiKeys = ApiKeys.none();
+        private Path tlsCert;
+        private Path tlsKey;
+        private SslContext sslContext;
         private final List<AutoCloseable> closeAfter = new ArrayList<>();
 
         Builder() {}
@@ -1123,6 +626,68 @@ public final class OpenAiServer implements AutoCloseable {
         }
 
         /**
+         * Sets how long a connection may stay open with no request in progress and no bytes moving
+         * (default 60 s); then the server closes it.
+         *
+         * @param idleTimeout the timeout, positive
+         * @return this builder
+         */
+        public Builder optIdleTimeout(Duration idleTimeout) {
+            this.idleTimeout = idleTimeout;
+            return this;
+        }
+
+        /**
+         * Sets how long a request may take to arrive, from its first byte to the end of its body
+         * (default 30 s); a slower one gets {@code 408} and the connection closes.
+         *
+         * @param requestTimeout the timeout, positive
+         * @return this builder
+         */
+        public Builder optRequestTimeout(Duration requestTimeout) {
+            this.requestTimeout = requestTimeout;
+            return this;
+        }
+
+        /**
+         * Sets the most open connections (default 1000); a connection beyond them is closed at
+         * once. Keep it below the process's file limit ({@code ulimit -n}).
+         *
+         * @param maxConnections at least 1
+         * @return this builder
+         */
+        public Builder optMaxConnections(int maxConnections) {
+            this.maxConnections = maxConnections;
+            return this;
+        }
+
+        /**
+         * Requires {@code Authorization: Bearer <key>} on the {@code /v1/} routes ({@code
+         * /health} and {@code /metrics} stay open for probes and scrapers).
+         *
+         * @param apiKeys the accepted keys
+         * @return this builder
+         */
+        public Builder optApiKeys(ApiKeys apiKeys) {
+            this.apiKeys = apiKeys;
+            return this;
+        }
+
+        /**
+         * Serves HTTPS with a PEM certificate chain and its PEM private key (PKCS#8, unencrypted:
+         * {@code openssl pkcs8 -topk8 -nocrypt} converts others), through Netty's JDK TLS.
+         *
+         * @param certChain the certificate chain file
+         * @param privateKey the private key file
+         * @return this builder
+         */
+        public Builder optTls(Path certChain, Path privateKey) {
+            this.tlsCert = certChain;
+            this.tlsKey = privateKey;
+            return this;
+        }
+
+        /**
          * Builds the server (not started: see {@link #start}).
          *
          * @return the server
@@ -1136,6 +701,38 @@ public final class OpenAiServer implements AutoCloseable {
                 throw new IllegalArgumentException(
                         "OpenAiServer: optMaxBodyBytes >= 1024, optIoThreads >= 1 and"
                                 + " optDefaultMaxTokens >= 1 are required");
+            }
+            if (idleTimeout.isNegative() || idleTimeout.isZero()
+                    || requestTimeout.isNegative() || requestTimeout.isZero()) {
+                throw new IllegalArgumentException(
+                        "OpenAiServer: optIdleTimeout and optRequestTimeout: expected positive"
+                                + " durations, got "
+                                + idleTimeout
+                                + " and "
+                                + requestTimeout);
+            }
+            if (maxConnections < 1) {
+                throw new IllegalArgumentException(
+                        "OpenAiServer: optMaxConnections: expected >= 1, got " + maxConnections);
+            }
+            sslContext = null;
+            if (tlsCert != null || tlsKey != null) {
+                if (tlsCert == null || tlsKey == null) {
+                    throw new IllegalArgumentException(
+                            "OpenAiServer: optTls needs both the certificate chain and the key");
+                }
+                try {
+                    sslContext = SslContextBuilder.forServer(tlsCert.toFile(), tlsKey.toFile()).build();
+                } catch (SSLException | IllegalArgumentException e) {
+                    throw new IllegalArgumentException(
+                            "tls: cannot use the certificate "
+                                    + tlsCert
+                                    + " with the key "
+                                    + tlsKey
+                                    + " (PEM, key in unencrypted PKCS#8): "
+                                    + e.getMessage(),
+                            e);
+                }
             }
             return new OpenAiServer(this);
         }

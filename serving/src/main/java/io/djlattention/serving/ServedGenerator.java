@@ -21,14 +21,41 @@ import java.util.function.Consumer;
  * @param tokenizer its tokenizer, or null: then prompts must be token ids and the completions'
  *     {@code text} is empty (the token ids are in {@code token_ids})
  * @param eosTokenId the end-of-sequence token, or -1
+ * @param chatTemplate the chat template that {@code /v1/chat/completions} renders, or null (then
+ *     that route answers 400); it needs the tokenizer
  */
 public record ServedGenerator(
-        String name, GenerationEngine engine, HuggingFaceTokenizer tokenizer, long eosTokenId) {
+        String name,
+        GenerationEngine engine,
+        HuggingFaceTokenizer tokenizer,
+        long eosTokenId,
+        ChatTemplate chatTemplate) {
+
+    /**
+     * Serves a model without a chat template.
+     *
+     * @param name the model's name in the API
+     * @param engine the engine that runs it (the server closes it)
+     * @param tokenizer its tokenizer, or null
+     * @param eosTokenId the end-of-sequence token, or -1
+     */
+    public ServedGenerator(
+            String name, GenerationEngine engine, HuggingFaceTokenizer tokenizer, long eosTokenId) {
+        this(name, engine, tokenizer, eosTokenId, null);
+    }
+
+    /** Checks that a chat template comes with a tokenizer. */
+    public ServedGenerator {
+        if (chatTemplate != null && tokenizer == null) {
+            throw new IllegalArgumentException("chatTemplate: needs the model's tokenizer");
+        }
+    }
 
     /**
      * Serves a model-zoo decoder ({@code DecoderModels}, block {@link GenerationBlock}): an engine
      * on its decoder with its block size, prefill kernel and prefix sharing, its tokenizer (model
-     * property {@code tokenizer}) and its EOS token.
+     * property {@code tokenizer}), the chat template saved beside it (if any: {@link
+     * ChatTemplate#fromDirectory}) and its EOS token.
      *
      * @param name the model's name in the API
      * @param model the model; it must outlive the server
@@ -63,6 +90,10 @@ public record ServedGenerator(
         String tokenizerFile = model.getProperty("tokenizer");
         HuggingFaceTokenizer tokenizer =
                 tokenizerFile == null ? null : HuggingFaceTokenizer.newInstance(Paths.get(tokenizerFile));
-        return new ServedGenerator(name, b.build(), tokenizer, block.getEosTokenId());
+        ChatTemplate chat = null;
+        if (tokenizerFile != null) {
+            chat = ChatTemplate.fromDirectory(Paths.get(tokenizerFile).toAbsolutePath().getParent());
+        }
+        return new ServedGenerator(name, b.build(), tokenizer, block.getEosTokenId(), chat);
     }
 }

@@ -39,6 +39,7 @@ class ServingBadInputTest {
 
     private static final String C = "/v1/completions";
     private static final String E = "/v1/embeddings";
+    private static final String CHAT = "/v1/chat/completions";
     private static final int BODY_LIMIT = 1 << 20;
 
     private OpenAiServer server;
@@ -93,6 +94,16 @@ class ServingBadInputTest {
                 row(C, "{\"prompt\": [1], \"logprobs\": 3}", 400, "logprobs", "not supported"),
                 row(C, "{\"prompt\": [1], \"model\": \"gpt-4\"}", 404, "model", "'gpt-4' is not served"),
                 row(C, "{\"prompt\": [1], \"model\": 7}", 400, "model", "string"),
+                // completions: fields the sampler does not implement are refused, never ignored
+                row(C, "{\"prompt\": [1], \"presence_penalty\": 1}", 400, "presence_penalty", "not supported"),
+                row(C, "{\"prompt\": [1], \"frequency_penalty\": 0.1}", 400, "frequency_penalty", "not supported"),
+                row(C, "{\"prompt\": [1], \"frequency_penalty\": 3}", 400, "frequency_penalty", "[-2.0, 2.0]"),
+                row(C, "{\"prompt\": [1], \"logit_bias\": {\"7\": -100}}", 400, "logit_bias", "not supported"),
+                row(C, "{\"prompt\": [1], \"suffix\": \"end\"}", 400, "suffix", "not supported"),
+                row(C, "{\"prompt\": [1], \"stream_options\": {\"include_usage\": true}}", 400, "stream_options", "stream"),
+                row(C, "{\"prompt\": [1], \"stream\": true, \"stream_options\": 1}", 400, "stream_options", "object"),
+                // chat on a model without a chat template
+                row(CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", 400, "messages", "no chat template"),
                 // embeddings
                 row(E, "{}", 400, "input", "is required"),
                 row(E, "{\"input\": \"\"}", 400, "input", "empty"),

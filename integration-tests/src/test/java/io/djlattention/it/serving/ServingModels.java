@@ -3,7 +3,6 @@
  */
 package io.djlattention.it.serving;
 
-import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -77,8 +76,7 @@ final class ServingModels {
                                     .optDevice(TestDevice.get())
                                     .build());
             embedder =
-                    new ZooEmbeddingModel(
-                            model, HuggingFaceTokenizer.newInstance(MiniLm.tokenizerFile()), true);
+                    new ZooEmbeddingModel(model, MiniLm.tokenizerFile(), true);
         }
         EmbeddingModel shared = embedder;
         return new EmbeddingModel() {

@@ -66,7 +66,11 @@ public final class GenerationEngine implements AutoCloseable {
     private final LinkedBlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
     private final Map<Long, Handle> bySchedulerId = new HashMap<>(); // engine thread only
     private final List<Handle> listenerFailures = new ArrayList<>(); // engine thread only
-    private final ArrayDeque<long[]> rateWindow = new ArrayDeque<>(); // engine thread only
+    // {nanoTime, tokens} per step with tokens over the last RATE_WINDOW_NANOS; guarded by itself
+    // (the engine thread adds, readers of the metrics prune and sum, so the rate decays to 0
+    // when nothing runs instead of freezing at the last step's value).
+    private final ArrayDeque<long[]> rateWindow = new ArrayDeque<>();
+    private final long startNanos = System.nanoTime();
     private final Thread thread;
     private final CountDownLatch terminated = new CountDownLatch(1);
     private final AtomicLong nextId = new AtomicLong();
@@ -79,7 +83,6 @@ public final class GenerationEngine implements AutoCloseable {
 
     private volatile int running;
     private volatile int freeBlocks;
-    private volatile double tokensPerSecond;
     private final AtomicLong submitted = new AtomicLong();
     private final AtomicLong rejected = new AtomicLong();
     private final AtomicLong completed = new AtomicLong();
@@ -242,7 +245,29 @@ public final class GenerationEngine implements AutoCloseable {
                 promptTokens.get(),
                 generatedTokens.get(),
                 steps.get(),
-                tokensPerSecond);
+                tokensPerSecond());
+    }
+
+    /**
+     * Generated tokens per second over the last {@code RATE_WINDOW_NANOS} (or since the start, if
+     * shorter), up to now: 0 once nothing has been generated for that long.
+     */
+    private double tokensPerSecond() {
+        long now = System.nanoTime();
+        long tokens = 0;
+        synchronized (rateWindow) {
+            while (!rateWindow.isEmpty() && now - rateWindow.peekFirst()[0] > RATE_WINDOW_NANOS) {
+                rateWindow.pollFirst();
+            }
+            for (long[] e : rateWindow) {
+                tokens += e[1];
+            }
+        }
+        long span =
+                Math.max(
+                        Math.min(now - startNanos, RATE_WINDOW_NANOS),
+                        TimeUnit.MILLISECONDS.toNanos(100));
+        return tokens * 1e9 / span;
     }
 
     /**
@@ -429,16 +454,12 @@ public final class GenerationEngine implements AutoCloseable {
         }
         listenerFailures.clear();
         long now = System.nanoTime();
-        rateWindow.addLast(new long[] {now, generatedTokens.get() - before});
-        while (now - rateWindow.peekFirst()[0] > RATE_WINDOW_NANOS) {
-            rateWindow.pollFirst();
+        long produced = generatedTokens.get() - before;
+        if (produced > 0) {
+            synchronized (rateWindow) {
+                rateWindow.addLast(new long[] {now, produced});
+            }
         }
-        long tokens = 0;
-        for (long[] e : rateWindow) {
-            tokens += e[1];
-        }
-        long span = Math.max(now - rateWindow.peekFirst()[0], TimeUnit.MILLISECONDS.toNanos(100));
-        tokensPerSecond = tokens * 1e9 / span;
     }
 
     private void onToken(long schedulerId, int token) {
