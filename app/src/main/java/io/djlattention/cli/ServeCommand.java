@@ -110,6 +110,15 @@ public final class ServeCommand implements Callable<Integer> {
     String kvCacheDtype;
 
     @Option(
+            names = "--batch-invariant",
+            description =
+                    "Make every completion independent of the batch and of preemption (bit for bit"
+                            + " equal to its solo run): one forward per sequence, no prefix sharing,"
+                            + " preempted sequences replayed by decode steps. Costs the batching"
+                            + " (docs/serving.md).")
+    boolean batchInvariant;
+
+    @Option(
             names = "--embedding-batch",
             defaultValue = "32",
             description = "Texts embedded together at most (default: ${DEFAULT-VALUE}).")
@@ -266,6 +275,7 @@ public final class ServeCommand implements Callable<Integer> {
                             e -> {
                                 e.optMaxBatchSize(maxBatch)
                                         .optMaxQueue(maxQueue)
+                                        .optBatchInvariant(batchInvariant)
                                         .optShutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
                                 if (kvBlocks > 0) {
                                     e.optNumBlocks(kvBlocks);

@@ -46,17 +46,22 @@ import java.util.logging.Logger;
 import javax.net.ssl.SSLException;
 
 /**
- * An OpenAI-compatible HTTP server on Netty: {@code POST /v1/completions} on a {@link
- * GenerationEngine} (continuous batching over the paged KV cache; server-sent events with {@code
- * "stream": true}), {@code POST /v1/embeddings} on an {@link EmbeddingService}, {@code GET
- * /v1/models}, {@code GET /health} and {@code GET /metrics} (Prometheus text). See
- * docs/serving.md for the API, its limits and its behaviour under overload and faults.
+ * An OpenAI-compatible HTTP server on Netty: {@code POST /v1/completions} and {@code POST
+ * /v1/chat/completions} on a {@link GenerationEngine} (continuous batching over the paged KV
+ * cache; server-sent events with {@code "stream": true}; chats rendered by the model's {@link
+ * ChatTemplate}), {@code POST /v1/embeddings} on an {@link EmbeddingService}, {@code GET
+ * /v1/models}, {@code GET /health} and {@code GET /metrics} (Prometheus text). See docs/serving.md
+ * for the API, its limits and its behaviour under overload and faults.
  *
- * <p>Netty's event loops only parse, validate and write; generation runs on the engine's thread and
- * embedding on the service's thread, whose results come back to the connection's event loop. A
- * connection that closes cancels its requests (their KV blocks are freed at once). A full queue
- * answers {@code 429} with {@code Retry-After}; bad input {@code 400} naming the field; bodies over
- * the limit {@code 413}; unknown routes {@code 404}. {@link #close} is graceful.
+ * <p>This class holds the lifecycle, the shared state and the metrics; {@link HttpConnection}
+ * handles one connection (routing, request order, timeouts), {@link CompletionRoute} and {@link
+ * EmbeddingRoute} the endpoints. Netty's event loops only parse, validate and write; generation
+ * runs on the engine's thread and embedding on the service's thread, whose results come back to
+ * the connection's event loop. A connection that closes cancels its requests (their KV blocks are
+ * freed at once). A full queue answers {@code 429} with {@code Retry-After}; bad input {@code 400}
+ * naming the field; bodies over the limit {@code 413}; unknown routes {@code 404}; a missing API
+ * key {@code 401}; a slow request {@code 408}. Connections are capped, idle ones closed, and TLS
+ * is optional. {@link #close} is graceful.
  */
 public final class OpenAiServer implements AutoCloseable {
 

@@ -44,7 +44,8 @@ import picocli.CommandLine;
  *
  * Options: {@code --requests N} per concurrency level and kind (default 256), {@code --concurrency
  * 1,8,64}, {@code --max-tokens 32}, {@code --prompt 16..64} token ids, {@code --no-unbatched},
- * {@code --no-embeddings}.
+ * {@code --no-embeddings}, {@code --batch-invariant} (adds a batch-invariant server, max batch 64,
+ * to measure that mode's cost).
  */
 public final class ServingBenchmark {
 
@@ -64,6 +65,7 @@ public final class ServingBenchmark {
         int maxPrompt = 64;
         boolean unbatched = true;
         boolean embed = true;
+        boolean invariant = false;
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--requests":
@@ -90,6 +92,9 @@ public final class ServingBenchmark {
                     break;
                 case "--no-embeddings":
                     embed = false;
+                    break;
+                case "--batch-invariant":
+                    invariant = true;
                     break;
                 default:
                     throw new IllegalArgumentException("unknown option " + args[i]);
@@ -144,16 +149,29 @@ public final class ServingBenchmark {
                         + " per output token p50 / p99 (ms) | embeddings/s | embedding p50 / p99"
                         + " (ms) |\n");
         table.append("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-        for (boolean batched : unbatched ? new boolean[] {true, false} : new boolean[] {true}) {
+        List<String> servers = new ArrayList<>(List.of("continuous batching"));
+        if (invariant) {
+            servers.add("batch-invariant");
+        }
+        if (unbatched) {
+            servers.add("one at a time");
+        }
+        for (String label : servers) {
+            boolean batched = !label.equals("one at a time");
             int maxBatch = batched ? 64 : 1;
             ServeCommand command = new ServeCommand();
-            new CommandLine(command)
-                    .parseArgs(
-                            "--port", "0",
-                            "--max-batch", Integer.toString(maxBatch),
-                            "--embedding-batch", batched ? "32" : "1",
-                            "--max-queue", "4096",
-                            "--embedding-model", embed ? ServeCommand.MINILM : "none");
+            List<String> options =
+                    new ArrayList<>(
+                            List.of(
+                                    "--port", "0",
+                                    "--max-batch", Integer.toString(maxBatch),
+                                    "--embedding-batch", batched ? "32" : "1",
+                                    "--max-queue", "4096",
+                                    "--embedding-model", embed ? ServeCommand.MINILM : "none"));
+            if (label.equals("batch-invariant")) {
+                options.add("--batch-invariant");
+            }
+            new CommandLine(command).parseArgs(options.toArray(new String[0]));
             try (OpenAiServer server = command.startServer()) {
                 String base = "http://127.0.0.1:" + server.getPort();
                 // Warm-up: the first calls pay for lazy initialisation.
@@ -168,7 +186,7 @@ public final class ServingBenchmark {
                     table.append(
                             String.format(
                                     "| %s | %d | %.1f | %.0f | %.1f / %.1f | %.2f / %.2f | %.1f | %.1f / %.1f |%n",
-                                    batched ? "continuous batching" : "one at a time",
+                                    label,
                                     c,
                                     gen.perSecond(),
                                     gen.tokens / gen.seconds,

@@ -72,6 +72,7 @@ public final class ContinuousBatchingScheduler {
     private final PrefillAttention prefill;
     private final int maxPrefillChunk;
     private final boolean prefixSharing;
+    private final boolean batchInvariant;
     private final TokenListener tokenListener;
     private final ForwardHook forwardHook;
     private final Deque<Sequence> waiting = new ArrayDeque<>();
@@ -89,7 +90,8 @@ public final class ContinuousBatchingScheduler {
         maxBatchSize = b.maxBatchSize;
         prefill = b.prefill;
         maxPrefillChunk = b.maxPrefillChunk;
-        prefixSharing = b.prefixSharing;
+        batchInvariant = b.batchInvariant;
+        prefixSharing = b.prefixSharing && !b.batchInvariant;
         tokenListener = b.tokenListener;
         forwardHook = b.forwardHook;
     }
@@ -412,7 +414,9 @@ public final class ContinuousBatchingScheduler {
         List<Integer> chunks = new ArrayList<>();
         for (int i = 0; i < prefilling.size(); ++i) {
             Sequence s = prefilling.get(i);
-            int left = s.tokens.length - s.cached;
+            // Batch-invariant: a recomputed sequence prefills only its prompt, in the chunks it
+            // first had, and replays its generated tokens by decode steps (see optBatchInvariant).
+            int left = (batchInvariant ? s.promptLength : s.tokens.length) - s.cached;
             int n = maxPrefillChunk == 0 ? left : Math.min(maxPrefillChunk, left);
             if (reserve(s, n, decoding, prefilling)) {
                 chunks.add(n);
@@ -434,14 +438,25 @@ public final class ContinuousBatchingScheduler {
                 n[i] = chunks.get(i);
                 prefilledTokens += n[i];
             }
-            run(prefilling, n, finished);
+            runAll(prefilling, n, finished);
         }
         if (!decoding.isEmpty()) {
             int[] ones = new int[decoding.size()];
             Arrays.fill(ones, 1);
-            run(decoding, ones, finished);
+            runAll(decoding, ones, finished);
         }
         return finished;
+    }
+
+    /** One forward over the batch, or, batch-invariant, one per sequence. */
+    private void runAll(List<Sequence> seqs, int[] queryLens, List<GenerationResult> finished) {
+        if (!batchInvariant) {
+            run(seqs, queryLens, finished);
+            return;
+        }
+        for (int i = 0; i < seqs.size(); ++i) {
+            run(List.of(seqs.get(i)), new int[] {queryLens[i]}, finished);
+        }
     }
 
     /**
@@ -617,7 +632,10 @@ public final class ContinuousBatchingScheduler {
                 cache.registerWritten(seq.id, seq.tokens, seq.cached);
             }
             if (seq.cached < seq.tokens.length) {
-                continue; // a chunk of a longer prefill: no token yet
+                if (batchInvariant && seq.cached >= seq.promptLength) {
+                    seq.prefilled = true; // recomputed: its generated tokens replay as decode steps
+                }
+                continue; // a chunk of a longer prefill, or a replayed token: no new token yet
             }
             seq.prefilled = true;
             // A greedy step read back the argmax of each row, not the row.
@@ -678,45 +696,6 @@ public final class ContinuousBatchingScheduler {
         waiting.addFirst(victim);
     }
 
-    /** A request's state: its tokens so far (prompt then generated) and its sampler. */
-    private static final class Sequence {
-        final long id;
-        final GenerationConfig config;
-        final TokenSampler sampler;
-        final int promptLength;
-        int[] tokens;
-        int generated;
-        int preemptions;
-        int cached; // tokens whose K/V are in the cache
-        boolean prefilled; // all tokens but the last sampled one are cached
-
-        final List<Sequence> pendingForks = new ArrayList<>();
-
-        Sequence(long id, int[] prompt, GenerationConfig config, long seed) {
-            this.id = id;
-            this.config = config;
-            this.sampler = new TokenSampler(config, seed);
-            this.promptLength = prompt.length;
-            this.tokens = prompt.clone();
-        }
-
-        GenerationResult result(GenerationResult.FinishReason reason, String error) {
-            return new GenerationResult(
-                    id,
-                    Arrays.copyOf(tokens, promptLength),
-                    Arrays.copyOfRange(tokens, promptLength, tokens.length),
-                    reason,
-                    preemptions,
-                    error);
-        }
-
-        void append(int token) {
-            tokens = Arrays.copyOf(tokens, tokens.length + 1);
-            tokens[tokens.length - 1] = token;
-            ++generated;
-        }
-    }
-
     /** A test hook called before every forward pass (fault injection). */
     @FunctionalInterface
     public interface ForwardHook {
@@ -739,6 +718,7 @@ public final class ContinuousBatchingScheduler {
         private PrefillAttention prefill = PrefillAttention.FLASH;
         private int maxPrefillChunk;
         private boolean prefixSharing = true;
+        private boolean batchInvariant;
         private TokenListener tokenListener;
         private ForwardHook forwardHook;
 
@@ -780,6 +760,26 @@ public final class ContinuousBatchingScheduler {
          */
         public Builder optPrefixSharing(boolean prefixSharing) {
             this.prefixSharing = prefixSharing;
+            return this;
+        }
+
+        /**
+         * Makes every output independent of the batch it ran in and of preemption (default false):
+         * each sequence gets its own forward pass (batch of 1, so no GEMM or attention kernel sees
+         * another sequence's rows and every reduction has the same shape and order as when it runs
+         * alone); prompts are prefilled in the same chunks whatever runs beside them; prefix
+         * sharing is off (a shared prefix would come from another request's prefill); and a
+         * preempted sequence is recomputed by prefilling its prompt only and replaying its
+         * generated tokens by decode steps, so its cache is rebuilt by the very computations that
+         * first wrote it. Greedy and seeded outputs then equal the request's solo run bit for bit
+         * on the same device and build. The cost is the batching: one forward per sequence per
+         * step (docs/benchmarks.md).
+         *
+         * @param batchInvariant whether to run batch-invariant
+         * @return this builder
+         */
+        public Builder optBatchInvariant(boolean batchInvariant) {
+            this.batchInvariant = batchInvariant;
             return this;
         }
 

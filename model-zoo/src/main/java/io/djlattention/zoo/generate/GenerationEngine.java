@@ -135,6 +135,7 @@ public final class GenerationEngine implements AutoCloseable {
                             .optPrefillAttention(b.prefill)
                             .optMaxPrefillChunk(b.maxPrefillChunk)
                             .optPrefixSharing(b.prefixSharing)
+                            .optBatchInvariant(b.batchInvariant)
                             .optForwardHook(b.forwardHook)
                             .optTokenListener(this::onToken)
                             .build();
@@ -600,6 +601,7 @@ public final class GenerationEngine implements AutoCloseable {
         private PrefillAttention prefill = PrefillAttention.FLASH;
         private int maxPrefillChunk;
         private boolean prefixSharing = true;
+        private boolean batchInvariant;
         private KvCacheDtype kvCacheDtype = KvCacheDtype.AUTO;
         private KvCacheScales kvCacheScales;
         private ContinuousBatchingScheduler.ForwardHook forwardHook;
@@ -730,6 +732,17 @@ public final class GenerationEngine implements AutoCloseable {
          */
         public Builder optMaxPrefillChunk(int maxPrefillChunk) {
             this.maxPrefillChunk = maxPrefillChunk;
+            return this;
+        }
+
+        /**
+         * Runs batch-invariant; see {@link ContinuousBatchingScheduler.Builder#optBatchInvariant}.
+         *
+         * @param batchInvariant whether outputs must not depend on the batch or on preemption
+         * @return this builder
+         */
+        public Builder optBatchInvariant(boolean batchInvariant) {
+            this.batchInvariant = batchInvariant;
             return this;
         }
 
