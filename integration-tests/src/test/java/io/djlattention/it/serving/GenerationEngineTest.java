@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
+import io.djlattention.zoo.generate.ForwardHook;
 import io.djlattention.zoo.generate.EngineMetrics;
 import io.djlattention.zoo.generate.GenerationConfig;
 import io.djlattention.zoo.generate.GenerationEngine;
@@ -66,7 +66,7 @@ class GenerationEngineTest {
      * sampled or finished, so what the test submits meanwhile meets a state that cannot change
      * under it, on a device of any speed.
      */
-    private static final class StepGate implements ContinuousBatchingScheduler.ForwardHook {
+    private static final class StepGate implements ForwardHook {
 
         private final AtomicInteger passes = new AtomicInteger();
         private final AtomicReference<Hold> hold = new AtomicReference<>();

@@ -75,6 +75,7 @@ public final class ContinuousBatchingScheduler {
     private final boolean batchInvariant;
     private final TokenListener tokenListener;
     private final ForwardHook forwardHook;
+    private final LogitsHook logitsHook;
     private final Deque<Sequence> waiting = new ArrayDeque<>();
     private final List<Sequence> running = new ArrayList<>();
     private long nextId;
@@ -91,6 +92,7 @@ public final class ContinuousBatchingScheduler {
         prefill = b.prefill;
         maxPrefillChunk = b.maxPrefillChunk;
         batchInvariant = b.batchInvariant;
+        logitsHook = b.logitsHook;
         prefixSharing = b.prefixSharing && !b.batchInvariant;
         tokenListener = b.tokenListener;
         forwardHook = b.forwardHook;
@@ -542,22 +544,6 @@ public final class ContinuousBatchingScheduler {
         seq.pendingForks.clear();
     }
 
-    /**
-     * What a forward step reads back: every sequence's logits row, or, when no sequence of the
-     * step samples, only each row's argmax (computed where the logits are, so a GPU step copies
-     * {@code numSeqs} ids to the host instead of {@code numSeqs × V} floats).
-     */
-    private static final class StepOutput {
-        /** {@code [numSeqs * V]}, or null when {@link #argMax} holds the tokens. */
-        final float[] logits;
-        /** The first maximum of each row, or null. */
-        final long[] argMax;
-
-        StepOutput(float[] logits, long[] argMax) {
-            this.logits = logits;
-            this.argMax = argMax;
-        }
-    }
 
     /** Whether any sequence of the step, or a fork waiting on it, samples its next token. */
     private static boolean anySampling(List<Sequence> seqs) {
@@ -604,7 +590,7 @@ public final class ContinuousBatchingScheduler {
             NDArray out =
                     decoder.forwardPaged(
                             cache, batch, step.create(tokens), step.create(positions), prefill);
-            if (anySampling(seqs)) {
+            if (logitsHook != null || anySampling(seqs)) {
                 return new StepOutput(out.toFloatArray(), null);
             }
             // Greedy: the same first maximum TokenSampler.argMax finds (argmax returns the first
@@ -662,6 +648,9 @@ public final class ContinuousBatchingScheduler {
         }
         for (int s = 0; s < sampled.size(); ++s) {
             Sequence seq = sampled.get(s);
+            if (logitsHook != null) {
+                logitsHook.onLogits(seq.id, rows.get(s));
+            }
             int next =
                     rows.get(s) == null ? greedyTokens.get(s) : seq.sampler.next(rows.get(s));
             seq.append(next);
@@ -696,18 +685,7 @@ public final class ContinuousBatchingScheduler {
         waiting.addFirst(victim);
     }
 
-    /** A test hook called before every forward pass (fault injection). */
-    @FunctionalInterface
-    public interface ForwardHook {
 
-        /**
-         * Called before a forward pass; throwing makes that pass fail (the scheduler then isolates
-         * the failing sequences, see the class Javadoc).
-         *
-         * @param requestIds the requests in the pass
-         */
-        void beforeForward(long[] requestIds);
-    }
 
     /** Builds a {@link ContinuousBatchingScheduler}. */
     public static final class Builder {
@@ -721,8 +699,21 @@ public final class ContinuousBatchingScheduler {
         private boolean batchInvariant;
         private TokenListener tokenListener;
         private ForwardHook forwardHook;
+        private LogitsHook logitsHook;
 
         Builder() {}
+
+        /**
+         * Sets a hook that sees every logits row a token is chosen from (default none); with it,
+         * greedy steps read back the whole row instead of the argmax.
+         *
+         * @param logitsHook the hook, called on the thread that runs {@link #step}
+         * @return this builder
+         */
+        public Builder optLogitsHook(LogitsHook logitsHook) {
+            this.logitsHook = logitsHook;
+            return this;
+        }
 
         /**
          * Sets a listener that receives every sampled token as it is produced (default none).

@@ -604,7 +604,7 @@ public final class GenerationEngine implements AutoCloseable {
         private boolean batchInvariant;
         private KvCacheDtype kvCacheDtype = KvCacheDtype.AUTO;
         private KvCacheScales kvCacheScales;
-        private ContinuousBatchingScheduler.ForwardHook forwardHook;
+        private ForwardHook forwardHook;
         private Duration shutdownGrace = Duration.ofSeconds(30);
         private String threadName = "generation-engine";
 
@@ -766,7 +766,7 @@ public final class GenerationEngine implements AutoCloseable {
          * @param forwardHook the hook
          * @return this builder
          */
-        public Builder optForwardHook(ContinuousBatchingScheduler.ForwardHook forwardHook) {
+        public Builder optForwardHook(ForwardHook forwardHook) {
             this.forwardHook = forwardHook;
             return this;
         }
@@ -839,7 +839,7 @@ public final class GenerationEngine implements AutoCloseable {
     }
 
     /** The hook of {@link Builder#optFailingPrompt}: maps scheduler ids to prompts. */
-    private static final class FailingPrompts implements ContinuousBatchingScheduler.ForwardHook {
+    private static final class FailingPrompts implements ForwardHook {
 
         private final Predicate<int[]> failing;
         private GenerationEngine engine;
