@@ -30,7 +30,6 @@ import io.netty.handler.timeout.IdleStateHandler;
 import io.netty.util.concurrent.GlobalEventExecutor;
 
 import java.net.InetSocketAddress;
-
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
