@@ -202,7 +202,7 @@ public final class EmbeddingService implements AutoCloseable {
                     active.addLast(first);
                 }
                 queue.drainTo(active);
-                active.removeIf(this::dropCancelled);
+                active.removeIf(this::dropFinished);
                 if (!active.isEmpty()) {
                     runOneBatch();
                 }
@@ -225,12 +225,21 @@ public final class EmbeddingService implements AutoCloseable {
         }
     }
 
-    private boolean dropCancelled(Job j) {
+    /** Drops a request that is answered or whose caller cancelled it. */
+    private boolean dropFinished(Job j) {
         if (j.future.isDone()) {
-            pending.decrementAndGet();
+            release(j);
             return true;
         }
         return false;
+    }
+
+    /** The job leaves the count of waiting and running requests (once). */
+    private void release(Job j) {
+        if (!j.released) {
+            j.released = true;
+            pending.decrementAndGet();
+        }
     }
 
     /** Shares one call's texts out among the active requests, runs it, hands out the results. */
@@ -255,14 +264,7 @@ public final class EmbeddingService implements AutoCloseable {
         run(shares);
         // Round robin: the request served first this time goes last.
         active.addLast(active.pollFirst());
-        active.removeIf(
-                j -> {
-                    if (j.future.isDone()) {
-                        pending.decrementAndGet();
-                        return true;
-                    }
-                    return false;
-                });
+        active.removeIf(this::dropFinished);
     }
 
     private void run(List<Share> shares) {
@@ -304,6 +306,7 @@ public final class EmbeddingService implements AutoCloseable {
 
     private void complete(Job j, Throwable error) {
         latency.observe((System.nanoTime() - j.submitNanos) / 1e9);
+        release(j); // before the caller sees the result, so the queue length is already right
         if (error != null) {
             j.future.completeExceptionally(error);
         } else {
@@ -318,6 +321,7 @@ public final class EmbeddingService implements AutoCloseable {
         final CompletableFuture<List<float[]>> future = new CompletableFuture<>();
         final long submitNanos = System.nanoTime();
         int next;
+        boolean released; // worker thread only
 
         Job(List<String> texts) {
             this.texts = texts;
