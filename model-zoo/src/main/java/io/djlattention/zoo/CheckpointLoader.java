@@ -15,6 +15,7 @@ import io.djlattention.zoo.decoder.Llama2cLoader;
 import io.djlattention.zoo.encoder.EncoderModels;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -59,6 +60,11 @@ public final class CheckpointLoader {
     /** Files that mark a directory as some other engine's model, which this zoo leaves to DJL. */
     private static final List<String> FOREIGN_SUFFIXES =
             List.of(".pt", ".onnx", ".params", ".pb", ".tflite", ".zip", ".tar.gz", ".engine");
+
+    /** What a local model path must be, as the error messages say it. */
+    static final String EXPECTED =
+            "a Hugging Face checkpoint directory (config.json, model.safetensors, and"
+                    + " tokenizer.json for text input) or a llama2.c .bin file";
 
     private CheckpointLoader() {}
 
@@ -128,10 +134,19 @@ public final class CheckpointLoader {
      * @param checkpoint a Hugging Face checkpoint directory or a llama2.c checkpoint file
      * @return the family
      * @throws MalformedModelException if {@code config.json} names an unsupported architecture
-     * @throws IOException if the path does not exist, {@code config.json} is missing or
-     *     malformed, or a file is not a llama2.c checkpoint
+     * @throws IOException if the path does not exist, is an empty directory or a file of a
+     *     Hugging Face checkpoint directory ({@link FileNotFoundException}, naming the path), {@code
+     *     config.json} is missing or malformed, or a file is not a llama2.c checkpoint
      */
     public static Family familyOf(Path checkpoint) throws IOException, MalformedModelException {
+        String wrong = whyNotAModel(checkpoint);
+        if (wrong != null) {
+            throw new FileNotFoundException(wrong);
+        }
+        if (isEmptyDirectory(checkpoint)) {
+            throw new FileNotFoundException(
+                    checkpoint.toAbsolutePath() + ": empty directory (expected " + EXPECTED + ")");
+        }
         if (Files.isRegularFile(checkpoint)) {
             // Reads and checks the header: a file that is no llama2.c checkpoint fails here.
             Llama2cLoader.readConfig(checkpoint, DataType.FLOAT32);
@@ -156,6 +171,54 @@ public final class CheckpointLoader {
                         + " (encoders) and "
                         + DECODER_ARCHITECTURES
                         + " (decoders), and llama2.c .bin files");
+    }
+
+    /**
+     * Says why a local path cannot be a model for any loader, DJL's or this zoo's: it does not
+     * exist, or it is a file of a Hugging Face checkpoint directory (such as its {@code
+     * config.json}) where the directory was meant.
+     *
+     * @param path the path given to {@code Criteria.optModelPath} (or as a {@code file:} URL)
+     * @return a message naming the path and what to give instead, or null when neither holds
+     */
+    public static String whyNotAModel(Path path) {
+        Path absolute = path.toAbsolutePath();
+        if (!Files.exists(absolute)) {
+            return absolute
+                    + ": no such file or directory (expected "
+                    + EXPECTED
+                    + ", or another DJL engine's model)";
+        }
+        Path parent = absolute.getParent();
+        if (Files.isRegularFile(absolute)
+                && parent != null
+                && !isCheckpoint(absolute)
+                && isCheckpoint(parent)) {
+            return absolute
+                    + ": a file of the Hugging Face checkpoint directory "
+                    + parent
+                    + "; give the directory instead (optModelPath(Paths.get(\""
+                    + parent
+                    + "\")))";
+        }
+        return null;
+    }
+
+    /**
+     * Whether a path is a directory with nothing in it.
+     *
+     * @param path the path
+     * @return whether it is an empty directory (false when it cannot be listed)
+     */
+    static boolean isEmptyDirectory(Path path) {
+        if (!Files.isDirectory(path)) {
+            return false;
+        }
+        try (Stream<Path> files = Files.list(path)) {
+            return files.findAny().isEmpty();
+        } catch (IOException e) {
+            return false;
+        }
     }
 
     /**

@@ -9,7 +9,6 @@ import ai.djl.repository.Metadata;
 import ai.djl.repository.RemoteRepository;
 import ai.djl.repository.Repository;
 import ai.djl.repository.RepositoryFactory;
-import ai.djl.repository.SimpleRepository;
 import ai.djl.repository.zoo.ModelLoader;
 import ai.djl.repository.zoo.ModelZoo;
 import ai.djl.util.JsonUtils;
@@ -34,7 +33,7 @@ import java.util.stream.Stream;
  * Makes {@code Criteria.optModelUrls("djl://io.djlattention/...")} and {@code
  * Criteria.optModelPath(checkpoint)} load through this zoo, offline.
  *
- * <p>Why a repository factory: DJL 0.35.1 turns every model URL and path into a {@code
+ * <p>Why a repository factory: DJL 0.36.0 turns every model URL and path into a {@code
  * DefaultModelZoo} of its own whose loader reads the model from a {@link Repository}, chosen by
  * the URL's scheme; a zoo registered by a {@code ZooProvider} is never asked. Its built-in {@code
  * djl} scheme would fetch {@code djl://io.djlattention/...} from mlrepo.djl.ai, and its {@code file}
@@ -45,11 +44,15 @@ import java.util.stream.Stream;
  * <ul>
  *   <li>{@code djl://io.djlattention/<artifact>} (the built-in models);
  *   <li>{@code file:} paths that {@link CheckpointLoader#isCheckpoint} claims (Hugging Face
- *       directories and llama2.c files without another engine's model files).
+ *       directories and llama2.c files without another engine's model files), and empty
+ *       directories (the zoo's loader names them and what they lack; criteria with their own
+ *       translator and block load them as DJL does).
  * </ul>
  *
  * Every other {@code djl} and {@code file} URI gets the repository DJL's own factory would create
- * (the same classes, built the same way).
+ * (the same classes, built the same way), except that a {@code file:} path that does not exist,
+ * or a file of a Hugging Face checkpoint directory, is named when a model is looked up in it
+ * ({@link PlainPathRepository}) instead of matching nothing.
  */
 public final class DjlAttentionRepositoryFactory implements RepositoryFactory {
 
@@ -118,14 +121,17 @@ public final class DjlAttentionRepositoryFactory implements RepositoryFactory {
 
     private static Repository file(String name, URI uri) {
         Path path = Paths.get(filePath(uri));
-        if (CheckpointLoader.isCheckpoint(path)) {
+        // An empty directory goes to the zoo's loader too, which names it and what it lacks (DJL
+        // would end in a generic ModelNotFoundException); criteria with their own translator and
+        // block still load it as DJL does.
+        if (CheckpointLoader.isCheckpoint(path) || CheckpointLoader.isEmptyDirectory(path)) {
             return new CheckpointRepository(
                     name,
                     uri,
                     path,
                     Map.of(CheckpointRepository.ARG_PATH, path.toAbsolutePath().toString()));
         }
-        // What DJL 0.35.1's LocalRepositoryFactory does.
+        // What DJL 0.36.0's LocalRepositoryFactory does.
         if (Files.isDirectory(path)) {
             try (Stream<Path> files = Files.walk(path)) {
                 if (files.anyMatch(f -> isLocalRepository(path, f))) {
@@ -135,10 +141,12 @@ public final class DjlAttentionRepositoryFactory implements RepositoryFactory {
                 // DJL falls back to a simple repository too
             }
         }
-        return new SimpleRepository(name, uri, path) {};
+        // DJL's SimpleRepository, but a missing path or a file of a checkpoint directory is
+        // named when a model is looked up in it.
+        return new PlainPathRepository(name, uri, path);
     }
 
-    /** What DJL 0.35.1's DjlRepositoryFactory does for groups other than this zoo's. */
+    /** What DJL 0.36.0's DjlRepositoryFactory does for groups other than this zoo's. */
     private static Repository djlRemote(String name, URI uri) {
         String query = uri.getQuery();
         URI base =

@@ -15,6 +15,7 @@ import ai.djl.translate.ArgumentsUtil;
 import ai.djl.translate.Translator;
 
 import io.djlattention.zoo.DelegatingTranslator;
+import io.djlattention.zoo.args.KnownArguments;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.KvCacheScales;
@@ -26,6 +27,7 @@ import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
@@ -68,6 +70,9 @@ import java.util.UUID;
  *   <li>{@code tokenizer}: a {@code tokenizer.json} to use instead of the checkpoint's.
  * </ul>
  *
+ * Any other argument is refused with an {@link IllegalArgumentException} listing these ({@link
+ * #ARGUMENTS}).
+ *
  * <p>The device is the criteria's ({@code optDevice}), else the engine's default (the GPU when
  * PyTorch sees one).
  *
@@ -82,6 +87,27 @@ public final class DecoderModels {
 
     /** The class path resource of the built-in stories260K checkpoint (llama2.c format). */
     public static final String STORIES260K = "/io/djlattention/zoo/models/stories260K/stories260K.bin";
+
+    /** Every argument {@link #load} reads; any other is refused, naming these. */
+    public static final KnownArguments ARGUMENTS =
+            new KnownArguments(
+                    "decoder models (DecoderModels)",
+                    List.of(
+                            "attention",
+                            "blockSize",
+                            "dtype",
+                            "eosTokenId",
+                            "kvCacheDtype",
+                            "kvCacheScale",
+                            "maxBatchSize",
+                            "maxNewTokens",
+                            "numBlocks",
+                            "prefill",
+                            "prefixSharing",
+                            "seed",
+                            "temperature",
+                            "tokenizer",
+                            "topK"));
 
     private DecoderModels() {}
 
@@ -99,6 +125,8 @@ public final class DecoderModels {
      * @throws MalformedModelException if the checkpoint is not a supported decoder, a tensor is
      *     missing, an argument is invalid, or text input has no tokenizer
      * @throws IOException if a file cannot be read
+     * @throws IllegalArgumentException if an argument is unknown (the message lists the known
+     *     ones)
      */
     @SuppressWarnings("unchecked")
     public static <I, O> ZooModel<I, O> load(Path checkpoint, Criteria<I, O> criteria)
@@ -117,6 +145,7 @@ public final class DecoderModels {
         }
         Map<String, Object> args =
                 criteria.getArguments() == null ? Map.of() : criteria.getArguments();
+        ARGUMENTS.check(args);
         DataType dataType = dataType(args);
         GenerationBlock.Attention attention =
                 choice(args, "attention", GenerationBlock.Attention.class, "paged");

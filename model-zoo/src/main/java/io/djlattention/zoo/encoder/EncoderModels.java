@@ -22,6 +22,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
 
+import io.djlattention.zoo.args.KnownArguments;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
 import org.slf4j.Logger;
@@ -31,6 +32,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
@@ -66,6 +68,9 @@ import java.util.Map;
  *       tokenizer's special token containing "mask", else {@code [MASK]}).
  * </ul>
  *
+ * Any other argument is refused with an {@link IllegalArgumentException} listing these ({@link
+ * #ARGUMENTS}).
+ *
  * <p>The device is {@code criteria.getDevice()}, else the PyTorch engine's default device (a GPU
  * when DJL sees one). The model's properties carry {@code maxLength}, {@code hiddenSize}, {@code
  * maxPositions}, {@code vocabSize}, {@code numLayers}, {@code numHeads}, {@code architecture},
@@ -77,6 +82,19 @@ public final class EncoderModels {
 
     /** The name of the built-in model. */
     public static final String MINILM_NAME = "all-MiniLM-L6-v2";
+
+    /** Every argument {@link #load} reads; any other is refused, naming these. */
+    public static final KnownArguments ARGUMENTS =
+            new KnownArguments(
+                    "encoder models (EncoderModels)",
+                    List.of(
+                            "attention",
+                            "dtype",
+                            "maskToken",
+                            "maxLength",
+                            "normalize",
+                            "pooling",
+                            "topK"));
 
     private EncoderModels() {}
 
@@ -100,13 +118,15 @@ public final class EncoderModels {
      *     architecture or configuration, a missing tensor, no masked-LM head for fill-mask)
      * @throws IOException if a file cannot be read ({@code config.json}, weights, {@code
      *     tokenizer.json}; the message names the file)
-     * @throws IllegalArgumentException if an argument is invalid (the message names it)
+     * @throws IllegalArgumentException if an argument is invalid (the message names it) or
+     *     unknown (the message lists the known ones)
      */
     public static <I, O> ZooModel<I, O> load(Path checkpoint, Criteria<I, O> criteria)
             throws ModelNotFoundException, MalformedModelException, IOException {
         Task task = task(criteria);
         Map<String, Object> args =
                 criteria.getArguments() == null ? Map.of() : criteria.getArguments();
+        ARGUMENTS.check(args);
         boolean normalize = booleanArgument(args, "normalize", true);
         BertEncoder.Pooling pooling =
                 choice(args, "pooling", BertEncoder.Pooling.MEAN, BertEncoder.Pooling.values());
