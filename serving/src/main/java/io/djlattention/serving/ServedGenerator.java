@@ -6,6 +6,7 @@ package io.djlattention.serving;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.repository.zoo.ZooModel;
 
+import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationEngine;
 
@@ -89,7 +90,9 @@ public record ServedGenerator(
         options.accept(b);
         String tokenizerFile = model.getProperty("tokenizer");
         HuggingFaceTokenizer tokenizer =
-                tokenizerFile == null ? null : HuggingFaceTokenizer.newInstance(Paths.get(tokenizerFile));
+                tokenizerFile == null
+                        ? null
+                        : DecoderModels.openTokenizer(Paths.get(tokenizerFile));
         ChatTemplate chat = null;
         if (tokenizerFile != null) {
             chat = ChatTemplate.fromDirectory(Paths.get(tokenizerFile).toAbsolutePath().getParent());

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.MalformedModelException;
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.inference.Predictor;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ModelNotFoundException;
@@ -270,6 +271,21 @@ class DecoderModelsBadInputTest {
                     assertThrows(TranslateException.class, () -> predictor.predict(story));
             assertMessage(rootCause(tooLong), "max positions 96", "refused, not truncated");
             assertEquals(List.of(), predictor.batchPredict(List.of()));
+            // Past DJL's tokenizer default of 512 tokens the whole prompt still reaches the model
+            // (the message counts all of its tokens): nothing truncates it on the way.
+            String longer = story.repeat(4);
+            int tokens;
+            try (HuggingFaceTokenizer reference =
+                    HuggingFaceTokenizer.builder()
+                            .optTokenizerPath(dir.resolve("tokenizer.json"))
+                            .optTruncation(false)
+                            .build()) {
+                tokens = reference.encode(longer).getIds().length;
+            }
+            assertTrue(tokens > 512, "the prompt must be longer than 512 tokens: " + tokens);
+            TranslateException longerThan512 =
+                    assertThrows(TranslateException.class, () -> predictor.predict(longer));
+            assertMessage(rootCause(longerThan512), ": " + tokens + " tokens leave no room");
         }
     }
 

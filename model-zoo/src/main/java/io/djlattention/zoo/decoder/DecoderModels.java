@@ -207,7 +207,7 @@ public final class DecoderModels {
                                     + ": String input needs one; load the model with int[] → int[]"
                                     + " or name a tokenizer.json with the argument tokenizer");
                 }
-                tokenizer = HuggingFaceTokenizer.newInstance(tokenizerFile);
+                tokenizer = openTokenizer(tokenizerFile);
                 model.getNDManager().attachInternal(UUID.randomUUID().toString(), tokenizer);
             }
             eos = longArg(args, "eosTokenId", eos);
@@ -262,6 +262,21 @@ public final class DecoderModels {
             model.close();
             throw e;
         }
+    }
+
+    /**
+     * Opens a decoder's {@code tokenizer.json} as generation needs it: no truncation, no padding.
+     * DJL's tokenizer otherwise truncates every text to 512 tokens (with a warning that {@code
+     * maxLength} is not specified), which would cut a long prompt silently where the model would
+     * generate from all of it, or refuse it by name at its max positions.
+     *
+     * @param file the {@code tokenizer.json}
+     * @return the tokenizer (the caller closes it)
+     * @throws IOException if the file cannot be read
+     */
+    public static HuggingFaceTokenizer openTokenizer(Path file) throws IOException {
+        return HuggingFaceTokenizer.newInstance(
+                file, Map.of("truncation", "false", "padding", "false"));
     }
 
     /**
