@@ -100,7 +100,7 @@ fi
 
 # 2b. The jar route of the README's "GPU" section: no DJL_ATTN_LIBRARY_PATH; libdjl_attn.so from
 # the djl-attention-native jar, libdjl_attn_cuda.so from a linux-x86_64-cu classifier jar (made
-# here from the CMake build, as the Maven build makes it where nvcc is found). The loader must
+# here from the CMake build, as the Maven build makes it with the CUDA library). The loader must
 # find libtorch_cuda in the process and load the CUDA library from the class path.
 status_jar="not run"
 if [ "$status_build" = OK ]; then

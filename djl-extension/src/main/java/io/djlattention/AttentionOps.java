@@ -28,7 +28,7 @@ import java.util.Objects;
  * {@link IllegalArgumentException}; any other native failure as an {@link EngineException}.
  * Results are attached to the manager of the first input, so closing that manager frees them.
  *
- * <p>Supported dtypes from Java are float32 and float16: DJL 0.35.1's PyTorch engine cannot hold
+ * <p>Supported dtypes from Java are float32 and float16: DJL 0.36.0's PyTorch engine cannot hold
  * bfloat16 arrays, so bfloat16 is rejected before any native call (it remains supported for
  * Python and TorchScript callers of the same operators).
  */
@@ -1153,7 +1153,7 @@ public final class AttentionOps {
         if (array.getDataType() == DataType.BFLOAT16) {
             throw new IllegalArgumentException(
                     name
-                            + ": bfloat16 is not supported from Java (DJL 0.35.1's PyTorch engine"
+                            + ": bfloat16 is not supported from Java (DJL 0.36.0's PyTorch engine"
                             + " cannot hold bfloat16 arrays); use float16 or float32");
         }
         if (!(array instanceof PtNDArray)) {

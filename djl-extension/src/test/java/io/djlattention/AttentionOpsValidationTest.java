@@ -96,7 +96,7 @@ class AttentionOpsValidationTest {
 
     @Test
     void bfloat16IsRejectedInJava() {
-        // DJL 0.35.1 aborts the JVM when it creates a bfloat16 array, so a stand-in array that
+        // DJL 0.36.0 aborts the JVM when it creates a bfloat16 array, so a stand-in array that
         // reports bfloat16 checks that the rejection happens before any native call.
         NDArray bf16 = standIn(DataType.BFLOAT16, new Shape(2, 7, 2, 32), manager);
         assertRejected(

@@ -27,7 +27,7 @@ final class JavaChecks {
     }
 
     /**
-     * An NDArray of no engine that reports the given dtype and shape. DJL 0.35.1 aborts the JVM
+     * An NDArray of no engine that reports the given dtype and shape. DJL 0.36.0 aborts the JVM
      * when it creates a bfloat16 array, so this stand-in is how tests reach the bfloat16 and
      * foreign-engine checks; any call beyond dtype, shape and manager fails the test.
      */

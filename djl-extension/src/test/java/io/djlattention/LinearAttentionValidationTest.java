@@ -86,7 +86,7 @@ class LinearAttentionValidationTest {
     @ParameterizedTest(name = "{0}")
     @MethodSource("operators")
     void bfloat16IsRejectedBeforeAnyNativeCall(String name, LinearOp op) {
-        // DJL 0.35.1 aborts the JVM when it creates a bfloat16 array: a stand-in that reports
+        // DJL 0.36.0 aborts the JVM when it creates a bfloat16 array: a stand-in that reports
         // bfloat16, and fails the test on any other call, shows the rejection comes first.
         assertRejected(
                 "k: bfloat16 is not supported from Java",

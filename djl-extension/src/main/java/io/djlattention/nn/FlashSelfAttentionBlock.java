@@ -73,7 +73,7 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
         super(VERSION);
         this.stock = stock;
         // The projections' output width is the embedding size (Linear's public shape inference;
-        // DJL 0.35.1 has no getter for either option of the stock block).
+        // DJL 0.36.0 has no getter for either option of the stock block).
         this.embeddingSize =
                 Math.toIntExact(
                         stock.getQueryProjection().getOutputShapes(new Shape[] {new Shape(1, 1)})[
@@ -100,7 +100,7 @@ public final class FlashSelfAttentionBlock extends AbstractBlock {
      * block are the same.
      *
      * @param stock the stock block, initialised or not
-     * @param headCount the head count the stock block was built with (DJL 0.35.1 does not expose
+     * @param headCount the head count the stock block was built with (DJL 0.36.0 does not expose
      *     it); must divide the embedding size
      * @return a fused block over the same parameters
      * @throws IllegalArgumentException if {@code headCount} does not divide the embedding size

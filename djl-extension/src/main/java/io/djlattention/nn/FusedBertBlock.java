@@ -36,7 +36,7 @@ import java.util.List;
  * <p>Same builder options, child names and order ({@code tokenEmbedding}, {@code typeEmbedding},
  * {@code embeddingNorm}, {@code embeddingDropout}, {@code transformer_0..n-1}, {@code
  * poolingProjection}), direct parameter ({@code positionEmbedding}), block version, metadata and
- * parameter names and shapes as the stock block of DJL 0.35.1, so parameters saved from a stock
+ * parameter names and shapes as the stock block of DJL 0.36.0, so parameters saved from a stock
  * {@code BertBlock} ({@code saveParameters}) load into this block and the other way round. Each
  * {@code transformer_i} is a {@link FusedTransformerEncoderBlock}. {@link #from(BertBlock, int)}
  * wraps an existing stock block, sharing its parameters.
@@ -118,7 +118,7 @@ public final class FusedBertBlock extends AbstractBlock {
      * #setComputeDataType}.
      *
      * @param stock the stock block, initialised (or loaded) or not
-     * @param headCount the attention head count the stock block was built with (DJL 0.35.1 does
+     * @param headCount the attention head count the stock block was built with (DJL 0.36.0 does
      *     not expose it); must divide the embedding size
      * @return a fused block over the same parameters
      * @throws IllegalArgumentException if {@code headCount} does not divide the embedding size
@@ -482,7 +482,7 @@ public final class FusedBertBlock extends AbstractBlock {
     public static final class Builder {
 
         private final BertBlock.Builder stock = BertBlock.builder();
-        // DJL 0.35.1's BertBlock.Builder has no getter for it: kept here, with its default and
+        // DJL 0.36.0's BertBlock.Builder has no getter for it: kept here, with its default and
         // the values of its presets (nano 4, micro 8, base 12, large 16).
         private int attentionHeadCount = 12;
         private boolean paddingFree = true;

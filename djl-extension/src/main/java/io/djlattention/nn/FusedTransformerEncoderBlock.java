@@ -140,7 +140,7 @@ public final class FusedTransformerEncoderBlock extends AbstractBlock {
      * and gives the stock layer's outputs with the fused kernels.
      *
      * @param stock the stock layer, initialised or not
-     * @param headCount the head count the stock layer was built with (DJL 0.35.1 does not expose
+     * @param headCount the head count the stock layer was built with (DJL 0.36.0 does not expose
      *     it); must divide the embedding size
      * @return a fused layer over the same parameters
      * @throws IllegalArgumentException if {@code headCount} does not divide the embedding size

@@ -265,7 +265,7 @@ class FusedTransformerEncoderBlockParityTest {
 
     /**
      * The fused builder's presets keep the head count DJL's presets give the stock block, read
-     * here (test only) from DJL 0.35.1's private field: the fused library itself never reads it.
+     * here (test only) from DJL 0.36.0's private field: the fused library itself never reads it.
      */
     @Test
     void builderPresetsKeepTheStockHeadCount() throws ReflectiveOperationException {

@@ -13,9 +13,12 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.repository.zoo.Criteria;
+import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
 import ai.djl.translate.NoopTranslator;
 
+import io.djlattention.it.HfFixtures;
+import io.djlattention.zoo.CheckpointLoader;
 import io.djlattention.zoo.DjlAttentionModelZoo;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.encoder.EncoderModels;
@@ -174,6 +177,84 @@ class CriteriaErrorsTest {
                 "known arguments: " + String.join(", ", EncoderModels.ARGUMENTS.names()));
         // Far from every known name: no suggestion.
         assertTrue(!e.getMessage().contains("did you mean"), e.getMessage());
+    }
+
+    @Test
+    void missingWeightsFileIsNamed() throws IOException {
+        Path dir = Files.createDirectory(tmp.resolve("no-weights"));
+        Files.copy(
+                HfFixtures.dir("decoders").resolve("gpt2").resolve("config.json"),
+                dir.resolve("config.json"));
+        UncheckedIOException e =
+                assertThrows(
+                        UncheckedIOException.class,
+                        () -> tokens().optModelPath(dir).build().loadModel());
+        assertMessage(e, dir.resolve("model.safetensors").toString());
+    }
+
+    @Test
+    void unloadableTokenizerIsNamed() throws IOException {
+        Path dir = Files.createDirectory(tmp.resolve("bad-tokenizer"));
+        Path gpt2 = HfFixtures.dir("decoders").resolve("gpt2");
+        for (String file : new String[] {"config.json", "model.safetensors"}) {
+            Files.copy(gpt2.resolve(file), dir.resolve(file));
+        }
+        Files.writeString(dir.resolve("tokenizer.json"), "{\"model\": 7}", StandardCharsets.UTF_8);
+        UncheckedIOException e =
+                assertThrows(
+                        UncheckedIOException.class,
+                        () ->
+                                Criteria.builder()
+                                        .setTypes(String.class, String.class)
+                                        .optModelPath(dir)
+                                        .build()
+                                        .loadModel());
+        assertMessage(e, dir.resolve("tokenizer.json").toString(), "cannot load the tokenizer");
+    }
+
+    @Test
+    void tokenizerArgumentNamingNoFileIsNamed() {
+        Path absent = tmp.resolve("absent").resolve("tokenizer.json");
+        UncheckedIOException e =
+                assertThrows(
+                        UncheckedIOException.class,
+                        () ->
+                                tokens().optModelUrls("djl://io.djlattention/stories260K")
+                                        .optArgument("tokenizer", absent.toString())
+                                        .build()
+                                        .loadModel());
+        assertMessage(e, absent.toString(), "named by the argument tokenizer");
+    }
+
+    @Test
+    void typesWithoutATaskKeepTheLoadersMessageInTheCauses() {
+        ModelNotFoundException e =
+                assertThrows(
+                        ModelNotFoundException.class,
+                        () ->
+                                embeddings()
+                                        .optModelUrls("djl://io.djlattention/stories260K")
+                                        .build()
+                                        .loadModel());
+        StringBuilder chain = new StringBuilder();
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            chain.append(t.getMessage()).append('\n');
+        }
+        assertTrue(
+                chain.toString().contains("decoder models take String → String"),
+                chain.toString());
+        assertTrue(chain.toString().contains("got String → float[]"), chain.toString());
+    }
+
+    @Test
+    void fileThatIsNoLlama2cCheckpointIsNamedByTheLoader() throws IOException {
+        Path bin = tmp.resolve("weights.bin");
+        Files.write(bin, new byte[] {1, 2, 3});
+        IOException e =
+                assertThrows(
+                        IOException.class,
+                        () -> CheckpointLoader.load(bin, tokens().build()));
+        assertMessage(e, bin.toString(), "llama2.c header");
     }
 
     @Test

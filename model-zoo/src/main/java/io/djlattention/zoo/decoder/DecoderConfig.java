@@ -619,7 +619,7 @@ public final class DecoderConfig {
             }
             if (dataType != DataType.FLOAT32 && dataType != DataType.FLOAT16) {
                 throw new IllegalArgumentException(
-                        "DecoderConfig: optDataType: expected float32 or float16 (DJL 0.35.1"
+                        "DecoderConfig: optDataType: expected float32 or float16 (DJL 0.36.0"
                                 + " cannot hold bfloat16), got "
                                 + dataType);
             }

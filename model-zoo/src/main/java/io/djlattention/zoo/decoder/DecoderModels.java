@@ -328,7 +328,7 @@ public final class DecoderModels {
                 return DataType.FLOAT16;
             default:
                 throw new MalformedModelException(
-                        "argument dtype: expected float32 or float16 (DJL 0.35.1 cannot hold"
+                        "argument dtype: expected float32 or float16 (DJL 0.36.0 cannot hold"
                                 + " bfloat16: bfloat16 weights load as either), got "
                                 + v);
         }

@@ -76,7 +76,7 @@ import java.util.Map;
  * list of another length, a window below 1, a soft-cap that is not positive, another activation;
  * GPT-2 variants with unscaled or layer-scaled attention or cross-attention. Weights may be
  * float32, float16 or bfloat16 (F32, F16, BF16); each is converted once, while it is read, to the
- * decoder's data type, float32 or float16 (DJL 0.35.1's PyTorch engine cannot hold bfloat16
+ * decoder's data type, float32 or float16 (DJL 0.36.0's PyTorch engine cannot hold bfloat16
  * arrays), with libtorch's rounding.
  */
 public final class HfDecoderLoader {

@@ -146,7 +146,7 @@ public final class HfCheckpoint {
 
     /**
      * Reads every tensor of the checkpoint (all shards) into arrays of the manager. F32, F16, I32
-     * and I64 keep their type; BF16 becomes float32 (DJL 0.35.1's PyTorch engine cannot hold
+     * and I64 keep their type; BF16 becomes float32 (DJL 0.36.0's PyTorch engine cannot hold
      * bfloat16 arrays). Loaders of large models read through {@link #openWeights} instead, one
      * tensor at a time into its final array.
      *
