@@ -193,6 +193,27 @@ class CriteriaErrorsTest {
     }
 
     @Test
+    void missingShardIsNamedWithItsIndex() throws IOException {
+        Path dir = Files.createDirectory(tmp.resolve("sharded"));
+        Files.copy(
+                HfFixtures.dir("decoders").resolve("gpt2").resolve("config.json"),
+                dir.resolve("config.json"));
+        Files.writeString(
+                dir.resolve("model.safetensors.index.json"),
+                "{\"weight_map\": {\"wte.weight\": \"model-00001-of-00002.safetensors\"}}",
+                StandardCharsets.UTF_8);
+        UncheckedIOException e =
+                assertThrows(
+                        UncheckedIOException.class,
+                        () -> tokens().optModelPath(dir).build().loadModel());
+        assertMessage(
+                e,
+                dir.resolve("model-00001-of-00002.safetensors").toString(),
+                "model.safetensors.index.json",
+                "missing");
+    }
+
+    @Test
     void unloadableTokenizerIsNamed() throws IOException {
         Path dir = Files.createDirectory(tmp.resolve("bad-tokenizer"));
         Path gpt2 = HfFixtures.dir("decoders").resolve("gpt2");
