@@ -29,15 +29,20 @@ import java.util.UUID;
  * criteria's arguments) and returns a {@link DelegatingTranslator} that predicts with it. The
  * delegate closes with the model DJL returns.
  *
- * <p>Errors: a checkpoint that does not load (missing {@code config.json} or {@code
- * tokenizer.json}, unsupported architecture, missing tensor) throws {@link UncheckedIOException} or
- * {@link IllegalArgumentException} with the loader's message straight out of {@code
- * Criteria.loadModel()}; types the checkpoint has no task for end in DJL's usual {@code
- * ModelNotFoundException} with the loader's message as its cause.
+ * <p>Errors: a checkpoint that does not load (an empty directory, missing {@code config.json} or
+ * {@code tokenizer.json}, unsupported architecture, missing tensor, unknown argument) throws
+ * {@link UncheckedIOException} or {@link IllegalArgumentException} with the loader's message
+ * straight out of {@code Criteria.loadModel()}; types the checkpoint has no task for end in DJL's
+ * usual {@code ModelNotFoundException} with the loader's message as its cause (docs/model-zoo.md,
+ * "Every error a load can raise").
  */
 public final class DelegatingTranslatorFactory implements TranslatorFactory {
 
-    /** Arguments the repository adds for DJL's loader, not passed on to the delegate. */
+    /**
+     * Arguments the repository adds for DJL's loader, and DJL's own repository arguments of a
+     * URL's query ({@code model_name}, {@code artifact_id}), not passed on to the delegate: the
+     * loaders refuse arguments they do not read.
+     */
     private static final Set<String> INTERNAL =
             Set.of(
                     CheckpointRepository.ARG_PATH,
@@ -45,7 +50,9 @@ public final class DelegatingTranslatorFactory implements TranslatorFactory {
                     "translatorFactory",
                     "blockFactory",
                     "engine",
-                    "application");
+                    "application",
+                    "model_name",
+                    "artifact_id");
 
     /** {@inheritDoc} */
     @Override

@@ -160,6 +160,32 @@ class CriteriaErrorsTest {
     }
 
     @Test
+    void urlQueryArgumentsAreCheckedAndDjlsOwnAreLeftAlone() throws Exception {
+        // DJL puts a URL's query into the artifact's arguments: the zoo's are checked like
+        // optArgument's, DJL's repository arguments (model_name) are not refused.
+        IllegalArgumentException e =
+                assertThrows(
+                        IllegalArgumentException.class,
+                        () ->
+                                tokens().optModelUrls(
+                                                "djl://io.djlattention/stories260K?maxNewTokenz=2")
+                                        .build()
+                                        .loadModel());
+        assertMessage(e, "argument maxNewTokenz", "did you mean maxNewTokens?");
+        int newTokens = 2 + new Random().nextInt(4);
+        Criteria<int[], int[]> criteria =
+                tokens().optModelUrls(
+                                "djl://io.djlattention/stories260K?model_name=tiny&maxNewTokens="
+                                        + newTokens)
+                        .build();
+        try (ZooModel<int[], int[]> model = criteria.loadModel();
+                Predictor<int[], int[]> predictor = model.newPredictor()) {
+            // stories260K's EOS is id 1; a greedy continuation of this prompt runs past it.
+            assertEquals(newTokens, predictor.predict(new int[] {1, 403, 407}).length);
+        }
+    }
+
+    @Test
     void unknownEncoderArgumentIsRefusedWithTheKnownOnes() {
         IllegalArgumentException e =
                 assertThrows(
