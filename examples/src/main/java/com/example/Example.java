@@ -106,7 +106,7 @@ public final class Example {
         try (ZooModel<String, String> model = criteria.loadModel();
                 Predictor<String, String> predictor = model.newPredictor()) {
             String continuation = predictor.predict(prompt);
-            System.out.println(dir.getFileName() + ": \"" + prompt + "\" -> \"" + continuation + "\"");
+            System.out.printf("%s: \"%s\" -> \"%s\"%n", dir.getFileName(), prompt, continuation);
         }
     }
 

@@ -135,8 +135,8 @@ public final class CheckpointLoader {
      * @return the family
      * @throws MalformedModelException if {@code config.json} names an unsupported architecture
      * @throws IOException if the path does not exist, is an empty directory or a file of a
-     *     Hugging Face checkpoint directory ({@link FileNotFoundException}, naming the path), {@code
-     *     config.json} is missing or malformed, or a file is not a llama2.c checkpoint
+     *     Hugging Face checkpoint directory ({@link FileNotFoundException}, naming the path),
+     *     {@code config.json} is missing or malformed, or a file is not a llama2.c checkpoint
      */
     public static Family familyOf(Path checkpoint) throws IOException, MalformedModelException {
         String wrong = whyNotAModel(checkpoint);

@@ -91,7 +91,8 @@ class CriteriaErrorsTest {
                     assertThrows(
                             UncheckedIOException.class,
                             () -> builder.optModelPath(empty).build().loadModel());
-            assertMessage(e, empty.toString(), "empty directory", "config.json", "model.safetensors");
+            assertMessage(
+                    e, empty.toString(), "empty directory", "config.json", "model.safetensors");
         }
     }
 
