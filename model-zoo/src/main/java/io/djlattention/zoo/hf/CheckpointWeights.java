@@ -169,7 +169,7 @@ public final class CheckpointWeights implements TensorSource, AutoCloseable {
     }
 
     /**
-     * Reads every tensor: F32, F16, I32 and I64 keep their type, BF16 becomes float32 (DJL 0.35.1's
+     * Reads every tensor: F32, F16, I32 and I64 keep their type, BF16 becomes float32 (DJL 0.36.0's
      * PyTorch engine cannot hold bfloat16 arrays).
      *
      * @param manager the manager the arrays attach to

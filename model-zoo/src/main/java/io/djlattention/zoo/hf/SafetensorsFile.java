@@ -278,7 +278,7 @@ public final class SafetensorsFile implements AutoCloseable {
 
     /**
      * Reads every tensor of a file: F32, F16, I32 and I64 keep their type, BF16 becomes float32
-     * (DJL 0.35.1's PyTorch engine cannot hold bfloat16 arrays).
+     * (DJL 0.36.0's PyTorch engine cannot hold bfloat16 arrays).
      *
      * @param file the file
      * @param manager the manager the arrays attach to
