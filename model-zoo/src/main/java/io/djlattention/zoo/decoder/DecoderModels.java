@@ -272,11 +272,15 @@ public final class DecoderModels {
      *
      * @param file the {@code tokenizer.json}
      * @return the tokenizer (the caller closes it)
-     * @throws IOException if the file cannot be read
+     * @throws IOException if the file cannot be read or is not a tokenizer (the message names it)
      */
     public static HuggingFaceTokenizer openTokenizer(Path file) throws IOException {
-        return HuggingFaceTokenizer.newInstance(
-                file, Map.of("truncation", "false", "padding", "false"));
+        try {
+            return HuggingFaceTokenizer.newInstance(
+                    file, Map.of("truncation", "false", "padding", "false"));
+        } catch (RuntimeException e) {
+            throw new IOException(file + ": cannot load the tokenizer: " + e.getMessage(), e);
+        }
     }
 
     /**
