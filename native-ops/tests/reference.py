@@ -289,3 +289,124 @@ def fp8_dequantise(cache, scale):
     float64 (exact: an e4m3fn value times a float32 scale has at most 28 significant bits)."""
     values = cache.view(torch.float8_e4m3fn).double()
     return values * _head_scale(scale, cache.shape[-2], cache.device).double()
+
+
+# ---- decoder_layer --------------------------------------------------------------------------------
+
+# The schema's enums.
+NORM_RMS, NORM_LAYER = 0, 1
+ACT_SWIGLU, ACT_GEGLU_TANH, ACT_GELU_TANH = 0, 1, 2
+
+
+def llama3_inv_freq(head_dim, theta, factor, low_freq_factor, high_freq_factor, original_max):
+    """Llama-3's scaled RoPE frequencies (transformers' _compute_llama3_parameters), float64."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    low_wavelen = original_max / low_freq_factor
+    high_wavelen = original_max / high_freq_factor
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (original_max / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope_cos_sin(num_positions, inv_freq):
+    """decoder_layer's rotary table: float32 [P, R], the cos of the R/2 frequencies then their
+    sin, per position (computed in float64)."""
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * inv_freq.double()[None]
+    return torch.cat([angles.cos(), angles.sin()], dim=-1).float()
+
+
+def _norm(x, weight, bias, norm_type, eps):
+    if norm_type == NORM_LAYER:
+        x = x - x.mean(-1, keepdim=True)
+    y = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * weight.to(x.dtype)
+    return y if bias is None else y + bias.to(x.dtype)
+
+
+def _rotate(x, positions, table, interleaved):
+    """x [T, H, D] turned by each position's angles on its first R dims."""
+    rope_dim = table.shape[1]
+    half = rope_dim // 2
+    cos = table[positions.long(), :half].to(x.dtype)[:, None]
+    sin = table[positions.long(), half:].to(x.dtype)[:, None]
+    x = x.clone()
+    if interleaved:
+        a, b = x[..., 0:rope_dim:2].clone(), x[..., 1:rope_dim:2].clone()
+        x[..., 0:rope_dim:2] = a * cos - b * sin
+        x[..., 1:rope_dim:2] = b * cos + a * sin
+    else:
+        a, b = x[..., :half].clone(), x[..., half:rope_dim].clone()
+        x[..., :half] = a * cos - b * sin
+        x[..., half:rope_dim] = b * cos + a * sin
+    return x
+
+
+def _gelu_tanh(x):
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def decoder_layer_qkv(hidden, positions, w, num_heads, heads_kv, norm_type, eps,
+                      rope_interleaved, dtype=torch.float64):
+    """The first half of decoder_layer, computed in `dtype`: q [T, Hq, D], k and v [T, Hkv, D]
+    after the input norm, the qkv projection and RoPE."""
+    x = hidden.to(dtype)
+    h = _norm(x, w["attn_norm_weight"], w.get("attn_norm_bias"), norm_type, eps)
+    qkv = h @ w["qkv_weight"].to(dtype).T
+    if w.get("qkv_bias") is not None:
+        qkv = qkv + w["qkv_bias"].to(dtype)
+    tokens = x.shape[0]
+    dim = qkv.shape[1] // (num_heads + 2 * heads_kv)
+    qkv = qkv.reshape(tokens, num_heads + 2 * heads_kv, dim)
+    q, k, v = qkv[:, :num_heads], qkv[:, num_heads:num_heads + heads_kv], qkv[:, num_heads + heads_kv:]
+    if w.get("rope_cos_sin") is not None:
+        q = _rotate(q, positions, w["rope_cos_sin"], rope_interleaved)
+        k = _rotate(k, positions, w["rope_cos_sin"], rope_interleaved)
+    return q, k, v
+
+
+def write_cache(cache, rows, slot_mapping, scale=None):
+    """A copy of `cache` [num_blocks, block_size, Hkv, D] with rows [T, Hkv, D] in their slots
+    (negative: skipped): as reshape_and_cache writes them (fp8 caches: fp8_quantise)."""
+    out = cache.clone()
+    flat = out.view(-1, cache.shape[2], cache.shape[3])
+    keep = slot_mapping >= 0
+    values = fp8_quantise(rows, scale) if cache.dtype == torch.uint8 else rows.to(cache.dtype)
+    flat[slot_mapping[keep].long()] = values[keep]
+    return out
+
+
+def decoder_layer_rest(hidden, q, key_cache, value_cache, block_tables, cu_seqlens_q,
+                       context_lens, w, norm_type, activation, eps, scale, window_left, softcap,
+                       k_scale=None, v_scale=None, dtype=torch.float64):
+    """The second half of decoder_layer, computed in `dtype` from q and the caches written with
+    the step's keys and values: the new hidden [T, C]."""
+    if key_cache.dtype == torch.uint8:
+        kc, vc = fp8_dequantise(key_cache, k_scale), fp8_dequantise(value_cache, v_scale)
+    else:
+        kc, vc = key_cache, value_cache
+    attn = paged_prefill_attention(q, kc, vc, block_tables, cu_seqlens_q, context_lens, scale,
+                                   window_left=window_left, softcap=softcap).to(dtype)
+    x = hidden.to(dtype)
+    o = attn.reshape(x.shape[0], -1) @ w["out_weight"].to(dtype).T
+    if w.get("out_bias") is not None:
+        o = o + w["out_bias"].to(dtype)
+    if w.get("attn_out_norm_weight") is not None:
+        o = _norm(o, w["attn_out_norm_weight"], None, NORM_RMS, eps)
+    x = x + o
+    h = _norm(x, w["mlp_norm_weight"], w.get("mlp_norm_bias"), norm_type, eps)
+    u = h @ w["up_weight"].to(dtype).T
+    if w.get("up_bias") is not None:
+        u = u + w["up_bias"].to(dtype)
+    if activation == ACT_GELU_TANH:
+        a = _gelu_tanh(u)
+    else:
+        gate, up = u.chunk(2, dim=-1)
+        a = (torch.nn.functional.silu(gate) if activation == ACT_SWIGLU else _gelu_tanh(gate)) * up
+    d = a @ w["down_weight"].to(dtype).T
+    if w.get("down_bias") is not None:
+        d = d + w["down_bias"].to(dtype)
+    if w.get("mlp_out_norm_weight") is not None:
+        d = _norm(d, w["mlp_out_norm_weight"], None, NORM_RMS, eps)
+    return x + d

@@ -9,6 +9,8 @@ void check_shim(shim::AOTITorchError code, const char* what) {
   if (code != 0) fail_native("PyTorch shim call ", what, " failed (error ", code, ")");
 }
 
+}  // namespace
+
 int32_t torch_dtype_code(DType dtype) {
   const auto& api = shim::torch();
   switch (dtype) {
@@ -24,7 +26,6 @@ int32_t torch_dtype_code(DType dtype) {
   fail_native("no PyTorch dtype for ", dtype_name(dtype));
 }
 
-}  // namespace
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
@@ -157,6 +158,20 @@ Tensor Tensor::empty(const std::vector<int64_t>& sizes, DType dtype, Device devi
     fail_native("allocating a ", dtype_name(dtype), " tensor of shape ", shape_str(sizes), " on ",
                 device.str(), " failed (out of memory?)");
   }
+  return Tensor(handle);
+}
+
+Tensor Tensor::from_blob(void* data, const std::vector<int64_t>& sizes,
+                         const std::vector<int64_t>& strides, DType dtype, Device device) {
+  const auto& api = shim::torch();
+  const int32_t device_type =
+      device.type == DeviceType::kCuda ? api.device_type_cuda() : api.device_type_cpu();
+  shim::AtenTensorHandle handle = nullptr;
+  check_shim(shim::torch_matmul().create_tensor_from_blob(
+                 data, static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(), 0,
+                 torch_dtype_code(dtype), device_type,
+                 device.type == DeviceType::kCuda ? device.index : 0, &handle),
+             "create_tensor_from_blob");
   return Tensor(handle);
 }
 

@@ -13,6 +13,8 @@ namespace djl_attn {
 // kUInt8 and kFloat8E4M3FN: the storage of an FP8 KV cache (paged operators only).
 enum class DType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kFloat8E4M3FN, kOther };
 const char* dtype_name(DType dtype);
+// The libtorch dtype code of a DType (not kOther).
+int32_t torch_dtype_code(DType dtype);
 
 enum class DeviceType { kCpu, kCuda, kOther };
 
@@ -60,6 +62,9 @@ class Tensor {
 
   // A contiguous tensor from PyTorch's allocator (its caching allocator on CUDA).
   static Tensor empty(const std::vector<int64_t>& sizes, DType dtype, Device device);
+  // A tensor over memory this library owns (strides in elements); the memory must outlive it.
+  static Tensor from_blob(void* data, const std::vector<int64_t>& sizes,
+                          const std::vector<int64_t>& strides, DType dtype, Device device);
 
  private:
   shim::AtenTensorHandle handle_ = nullptr;

@@ -11,6 +11,7 @@
 #include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
+#include "paged/paged_checks.h"
 
 namespace djl_attn::paged {
 namespace {
@@ -19,114 +20,6 @@ constexpr const char* kCacheOp = "reshape_and_cache";
 constexpr const char* kDecodeOp = "paged_attention";
 constexpr const char* kPrefillOp = "paged_prefill_attention";
 
-
-// A buffer for a small index tensor's values on the host, and the copy that fills it.
-template <typename I>
-std::vector<I> host_buffer(const Tensor& t) {
-  return std::vector<I>(static_cast<size_t>(t.numel()));
-}
-
-template <typename I>
-HostCopy copy_into(std::vector<I>& dst, const Tensor& src) {
-  return {dst.data(), src.data(), dst.size() * sizeof(I)};
-}
-
-// Fills the host buffers: from the device in one batch (a single wait for the stream) when the
-// backend has device memory.
-void copy_to_host(const PagedBackend& backend, std::initializer_list<HostCopy> copies) {
-  if (backend.copy_to_host != nullptr) {
-    backend.copy_to_host(copies.begin(), copies.size());
-    return;
-  }
-  for (const HostCopy& c : copies) {
-    if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
-  }
-}
-
-// The dtypes that hold an fp8 (e4m3fn) cache: DJL has no fp8 dtype and passes uint8, as vLLM
-// stores its fp8 caches; torch.float8_e4m3fn names the same bytes.
-bool is_fp8_dtype(DType dtype) { return dtype == DType::kUInt8 || dtype == DType::kFloat8E4M3FN; }
-
-// The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, on the device of
-// `ref` (the query or the new keys), of its dtype or both fp8 of one dtype, supported sizes when
-// `attention`. Returns what they store.
-CacheType check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
-                       const Tensor& ref, ArgName ref_name, bool attention) {
-  const ArgName kc{op, "key_cache"}, vc{op, "value_cache"};
-  check_dim(key_cache, kc, 4, "[num_blocks, block_size, Hkv, D]");
-  check_dim(value_cache, vc, 4, "[num_blocks, block_size, Hkv, D]");
-  check_size(value_cache, vc, 0, "num_blocks", key_cache.size(0), "the blocks of key_cache");
-  check_size(value_cache, vc, 1, "block_size", key_cache.size(1), "the block size of key_cache");
-  check_size(value_cache, vc, 2, "Hkv", key_cache.size(2), "the heads of key_cache");
-  check_size(value_cache, vc, 3, "D", key_cache.size(3), "the head dim of key_cache");
-  const bool fp8 = is_fp8_dtype(key_cache.dtype());
-  if (fp8) {
-    check_same_dtype(value_cache, vc, key_cache, kc);
-  } else {
-    check_same_dtype(key_cache, kc, ref, ref_name);
-    check_same_dtype(value_cache, vc, ref, ref_name);
-  }
-  check_same_device(key_cache, kc, ref, ref_name);
-  check_same_device(value_cache, vc, ref, ref_name);
-  check_contiguous(key_cache, kc);
-  check_contiguous(value_cache, vc);
-  const int64_t block_size = key_cache.size(1);
-  if (attention) {
-    if (!is_supported_block_size(block_size)) {
-      fail_invalid(kc.prefix(), ": expected a block size in ", list_str(kBlockSizes), ", got ",
-                   block_size);
-    }
-  } else if (block_size < 1) {
-    fail_invalid(kc.prefix(), ": expected a block size >= 1, got ", block_size);
-  }
-  if (key_cache.size(2) < 1) {
-    fail_invalid(kc.prefix(), ": expected Hkv >= 1, got ", key_cache.size(2));
-  }
-  return fp8 ? CacheType::kFp8E4M3 : CacheType::kQuery;
-}
-
-// k_scale / v_scale: only with an fp8 cache; float32 [1] (per tensor) or [Hkv] (per head),
-// contiguous, on the cache's device. Absent: 1.
-CacheScale check_scale(const char* op, const char* arg, const std::optional<Tensor>& scale,
-                       const Tensor& key_cache, CacheType cache_type) {
-  if (!scale) return {nullptr, 0};
-  const ArgName name{op, arg};
-  if (cache_type != CacheType::kFp8E4M3) {
-    fail_invalid(name.prefix(), ": expected no scale for a ", key_cache.dtype_str(),
-                 " cache (scales apply to fp8 caches: uint8 or float8_e4m3fn), got a tensor");
-  }
-  check_dim(*scale, name, 1, "[1] or [Hkv]");
-  const int64_t heads_kv = key_cache.size(2), n = scale->size(0);
-  if (n != 1 && n != heads_kv) {
-    fail_invalid(name.prefix(), ": expected size 1 (per tensor) or Hkv = ", heads_kv,
-                 " (per head) at dim 0, got ", n);
-  }
-  check_dtype(*scale, name, DType::kFloat32);
-  check_same_device(*scale, name, key_cache, {op, "key_cache"});
-  check_contiguous(*scale, name);
-  return {scale->data_as<float>(), n == 1 ? 0 : 1};
-}
-
-// The host buffer of an optional scale's values (empty when absent), filled by the same batched
-// copy as the index tensors.
-std::vector<float> scale_buffer(const std::optional<Tensor>& scale) {
-  return scale ? host_buffer<float>(*scale) : std::vector<float>{};
-}
-
-HostCopy copy_scale(std::vector<float>& dst, const std::optional<Tensor>& scale) {
-  return scale ? copy_into(dst, *scale) : HostCopy{nullptr, nullptr, 0};
-}
-
-// k_scale / v_scale values: finite and > 0. A scale of 0 would quantise to NaN bytes (0 / 0) or
-// saturate every value, a negative one flip signs: refused, like the indices, before any kernel.
-void check_scale_values(const char* op, const char* arg, const std::vector<float>& values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i]) || values[i] <= 0.f) {
-      fail_invalid(op, ": ", arg, ": expected finite values > 0, got ", values[i], " at index ",
-                   i);
-    }
-  }
-}
 
 // Query [rows, Hq, D]: rank, dtype, device, last dim.
 void check_query(const char* op, const Tensor& query, const char* layout) {
@@ -151,15 +44,6 @@ void check_query_heads(const char* op, const Tensor& query, const Tensor& key_ca
   }
 }
 
-void check_index_tensor(const char* op, const Tensor& t, const char* arg, int64_t dims,
-                        const char* layout, DType dtype, const Tensor& ref) {
-  const ArgName name{op, arg};
-  check_dim(t, name, dims, layout);
-  check_dtype(t, name, dtype);
-  check_same_device(t, name, ref, {op, "query"});
-  check_contiguous(t, name);
-}
-
 void check_alibi(const char* op, const Tensor& slopes, const Tensor& query) {
   const ArgName name{op, "alibi_slopes"};
   check_dim(slopes, name, 1, "[Hq]");
@@ -174,29 +58,6 @@ void check_alibi(const char* op, const Tensor& slopes, const Tensor& query) {
 void check_features(const char* op, int64_t window_left, double softcap) {
   check_window_size({op, "window_left"}, window_left);
   checked_softcap(op, softcap);
-}
-
-// Context lengths within [0, max_blocks * block_size] and the blocks each sequence uses within
-// [0, num_blocks): the kernels then never read outside the caches or the table.
-void check_block_tables(const char* op, const std::vector<int32_t>& context_lens,
-                        const std::vector<int32_t>& tables, int64_t max_blocks,
-                        int64_t block_size, int64_t num_blocks) {
-  for (size_t s = 0; s < context_lens.size(); ++s) {
-    const int64_t len = context_lens[s];
-    if (len < 0 || len > max_blocks * block_size) {
-      fail_invalid(op, ": context_lens: expected values in [0, max_blocks * block_size = ",
-                   max_blocks * block_size, "], got ", len, " at index ", s);
-    }
-    const int64_t used = (len + block_size - 1) / block_size;
-    for (int64_t i = 0; i < used; ++i) {
-      const int64_t id = tables[s * max_blocks + i];
-      if (id < 0 || id >= num_blocks) {
-        fail_invalid(op, ": block_tables: expected block ids in [0, num_blocks = ", num_blocks,
-                     ") for the ", used, " blocks sequence ", s, " uses, got ", id, " at [", s,
-                     ", ", i, "]");
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -241,8 +102,9 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   if (check_slots && check_values()) {
     std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
     std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
-    copy_to_host(backend, {copy_into(slot_values, slot_mapping), copy_scale(k_scales, k_scale),
-                           copy_scale(v_scales, v_scale)});
+    copy_to_host(backend.copy_to_host,
+                 {copy_into(slot_values, slot_mapping), copy_scale(k_scales, k_scale),
+                  copy_scale(v_scales, v_scale)});
     check_scale_values(kCacheOp, "k_scale", k_scales);
     check_scale_values(kCacheOp, "v_scale", v_scales);
     for (size_t t = 0; t < slot_values.size(); ++t) {
@@ -323,8 +185,9 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
     std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
-    copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
-                           copy_scale(k_scales, k_scale), copy_scale(v_scales, v_scale)});
+    copy_to_host(backend.copy_to_host,
+                 {copy_into(lens, context_lens), copy_into(tables, block_tables),
+                  copy_scale(k_scales, k_scale), copy_scale(v_scales, v_scale)});
     check_scale_values(kDecodeOp, "k_scale", k_scales);
     check_scale_values(kDecodeOp, "v_scale", v_scales);
     check_block_tables(kDecodeOp, lens, tables, max_blocks, block_size, num_blocks);
@@ -417,35 +280,14 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
     std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
     std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
-    copy_to_host(backend, {copy_into(lens, context_lens), copy_into(tables, block_tables),
-                           copy_into(cu, cu_seqlens_q), copy_scale(k_scales, k_scale),
-                           copy_scale(v_scales, v_scale)});
+    copy_to_host(backend.copy_to_host,
+                 {copy_into(lens, context_lens), copy_into(tables, block_tables),
+                  copy_into(cu, cu_seqlens_q), copy_scale(k_scales, k_scale),
+                  copy_scale(v_scales, v_scale)});
     check_scale_values(kPrefillOp, "k_scale", k_scales);
     check_scale_values(kPrefillOp, "v_scale", v_scales);
     check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
-    const ArgName cn{kPrefillOp, "cu_seqlens_q"};
-    if (cu[0] != 0) fail_invalid(cn.prefix(), ": expected 0 at index 0, got ", cu[0]);
-    if (cu[num_seqs] != tokens) {
-      fail_invalid(cn.prefix(), ": expected the last value to be T = ", tokens,
-                   " (the rows of query), got ", cu[num_seqs]);
-    }
-    for (int64_t s = 0; s < num_seqs; ++s) {
-      if (cu[s + 1] < cu[s]) {
-        fail_invalid(cn.prefix(), ": expected non-decreasing values, got ", cu[s], " then ",
-                     cu[s + 1], " at index ", s);
-      }
-    }
-    for (int64_t s = 0; s < num_seqs; ++s) {
-      const int64_t n = int64_t{cu[s + 1]} - cu[s];
-      if (n > max_seqlen_q) {
-        fail_invalid(kPrefillOp, ": max_seqlen_q: expected >= every chunk length, got ",
-                     max_seqlen_q, " < ", n, " for sequence ", s);
-      }
-      if (n > lens[s]) {
-        fail_invalid(kPrefillOp, ": context_lens: expected each context to hold its chunk of new "
-                     "tokens (cache them first), got ", lens[s], " < ", n, " for sequence ", s);
-      }
-    }
+    check_chunks(kPrefillOp, cu, lens, tokens, max_seqlen_q);
   }
   if (validation_only()) return;
 

@@ -7,6 +7,7 @@
 
 #include "bert/bert_attention_op.h"
 #include "bert/bert_ops.h"
+#include "decoder/decoder_layer_op.h"
 #include "flash/flash_op.h"
 #include "linear/causal_dot_product_op.h"
 #include "paged/paged_op.h"
@@ -20,6 +21,7 @@ struct OperatorBackends {
   linear::CausalDotProductBackend linear;
   bert::BertBackend bert;
   paged::PagedBackend paged;
+  decoder::DecoderBackend decoder;  // decoder_layer
 };
 
 // The boxed kernel that runs `binding` with the family backend `member` of `backends`.
@@ -50,6 +52,8 @@ constexpr KernelEntry operator_kernels[] = {
     {"paged_attention", boxed_kernel<b, &OperatorBackends::paged, paged::paged_attention_boxed>},
     {"paged_prefill_attention",
      boxed_kernel<b, &OperatorBackends::paged, paged::paged_prefill_attention_boxed>},
+    {"decoder_layer",
+     boxed_kernel<b, &OperatorBackends::decoder, decoder::decoder_layer_boxed>},
 };
 
 // Registers every operator's kernel for `dispatch_key` with the functions of `backends`.

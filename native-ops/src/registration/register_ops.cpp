@@ -11,6 +11,7 @@
 
 #include "bert/bert_cpu.h"
 #include "common/error.h"
+#include "decoder/decoder_layer_cpu.h"
 #include "djl_attn/c_api.h"
 #include "flash/flash_cpu.h"
 #include "linear/causal_dot_product_cpu.h"
@@ -51,6 +52,16 @@ constexpr const char* kSchemas[] = {
     " Tensor shift) -> Tensor",
     "remove_padding(Tensor x, Tensor lens) -> (Tensor, Tensor)",
     "restore_padding(Tensor packed, Tensor cu_seqlens, int seqlen) -> Tensor",
+    // One whole pre-norm decoder layer over a paged KV cache (docs/design/fused-decoder-layer.md).
+    "decoder_layer(Tensor(a!) hidden, Tensor positions, Tensor(b!) key_cache,"
+    " Tensor(c!) value_cache, Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens,"
+    " Tensor slot_mapping, Tensor? k_scale, Tensor? v_scale, Tensor attn_norm_weight,"
+    " Tensor? attn_norm_bias, Tensor qkv_weight, Tensor? qkv_bias, Tensor? rope_cos_sin,"
+    " Tensor out_weight, Tensor? out_bias, Tensor? attn_out_norm_weight,"
+    " Tensor mlp_norm_weight, Tensor? mlp_norm_bias, Tensor up_weight, Tensor? up_bias,"
+    " Tensor down_weight, Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads,"
+    " int norm_type, int activation, float norm_eps, float scale, int window_left,"
+    " float softcap, bool rope_interleaved, bool check_indices=True) -> ()",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
@@ -61,6 +72,7 @@ const OperatorBackends kCpuBackends{
      bert::run_restore_padding_cpu, nullptr, nullptr},
     {paged::run_reshape_and_cache_cpu, paged::run_paged_attention_cpu,
      paged::run_paged_prefill_cpu, nullptr},
+    {decoder::run_decoder_layer_cpu, nullptr},
 };
 
 // Each schema has its kernel in the one list.

@@ -81,6 +81,23 @@ GetCurrentCudaStream current_cuda_stream_fn() {
   return fn;
 }
 
+const TorchMatmulApi& torch_matmul() {
+  static const TorchMatmulApi api = [] {
+    void* library = open_loaded("libtorch_cpu.so");
+    if (library == nullptr) fail_native("libtorch_cpu.so is not loaded in this process");
+    TorchMatmulApi out{};
+    resolve_symbol(library, "aoti_torch_create_tensor_from_blob", out.create_tensor_from_blob);
+    resolve_symbol(library, "aoti_torch_mm_out", out.mm_out);
+    return out;
+  }();
+  return api;
+}
+
+void* libtorch_cpu_symbol(const char* name) {
+  void* library = open_loaded("libtorch_cpu.so");
+  return library != nullptr ? dlsym(library, name) : nullptr;
+}
+
 const char* dtype_code_name(int32_t code) {
   // Each getter is looked up on its own and skipped when this libtorch lacks it: the names only
   // make messages clearer, they never decide anything.

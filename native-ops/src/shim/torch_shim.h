@@ -66,6 +66,23 @@ const TorchApi& torch();
 using GetCurrentCudaStream = AOTITorchError (*)(int32_t device_index, void** ret_stream);
 GetCurrentCudaStream current_cuda_stream_fn();
 
+// The shim functions the GEMM layer (src/gemm) calls, resolved on first use rather than at load:
+// the library loads without them, and only a GEMM that needs one reports its absence.
+struct TorchMatmulApi {
+  AOTITorchError (*create_tensor_from_blob)(void* data, int64_t ndim, const int64_t* sizes,
+                                            const int64_t* strides, int64_t storage_offset,
+                                            int32_t dtype, int32_t device_type,
+                                            int32_t device_index, AtenTensorHandle* ret);
+  AOTITorchError (*mm_out)(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2);
+};
+
+// Throws NativeError naming a missing symbol. Thread-safe; resolves once.
+const TorchMatmulApi& torch_matmul();
+
+// A symbol of the loaded libtorch_cpu.so outside the shim (the BLAS it carries, e.g. MKL's
+// sgemm_), or null when it does not export one by that name.
+void* libtorch_cpu_symbol(const char* name);
+
 // The name of a dtype code of this libtorch ("float64", "bool", ...), for error messages about
 // dtypes the kernels do not take; null for a code none of the shim's dtype getters returns.
 const char* dtype_code_name(int32_t code);
