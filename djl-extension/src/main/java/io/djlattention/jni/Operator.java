@@ -80,7 +80,23 @@ public enum Operator {
     /** {@code remove_padding(x, lens) -> (packed, cu_seqlens)}. */
     REMOVE_PADDING("remove_padding", 2, ARG_TENSOR, ARG_TENSOR),
     /** {@code restore_padding(packed, cu_seqlens, seqlen) -> out}. */
-    RESTORE_PADDING("restore_padding", 1, ARG_TENSOR, ARG_TENSOR, ARG_INT);
+    RESTORE_PADDING("restore_padding", 1, ARG_TENSOR, ARG_TENSOR, ARG_INT),
+    /**
+     * {@code decoder_layer(hidden!, positions, key_cache!, value_cache!, block_tables,
+     * cu_seqlens_q, context_lens, slot_mapping, k_scale?, v_scale?, attn_norm_weight,
+     * attn_norm_bias?, qkv_weight, qkv_bias?, rope_cos_sin?, out_weight, out_bias?,
+     * attn_out_norm_weight?, mlp_norm_weight, mlp_norm_bias?, up_weight, up_bias?, down_weight,
+     * down_bias?, mlp_out_norm_weight?, num_heads, norm_type, activation, norm_eps, scale,
+     * window_left, softcap, rope_interleaved, check_indices) -> ()}.
+     */
+    DECODER_LAYER(
+            "decoder_layer", 0, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_INT, ARG_INT, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_INT, ARG_FLOAT, ARG_BOOL,
+            ARG_BOOL);
 
     private final String schemaName;
     private final int numOutputs;

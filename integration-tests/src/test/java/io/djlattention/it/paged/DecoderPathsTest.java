@@ -24,6 +24,7 @@ import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.CausalLmTranslator;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
+import io.djlattention.zoo.decoder.Decoder.LayerPath;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.decoder.DecoderConfig;
 import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
@@ -35,7 +36,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 import java.util.Arrays;
 import java.util.Map;
@@ -116,17 +119,23 @@ class DecoderPathsTest {
      * norm 1, c_attn 1, reshape 1, split 3, paged_attention 1, reshape 1, c_proj 1, norm 1, c_fc
      * 1, add_bias_gelu 1, c_proj 1 = 13; LLaMA RMSNorm 6, qkv 1, reshape 1, split 2, rotation 1,
      * split 2, paged_attention 1, reshape 1, o_proj 1, RMSNorm 6, gate|up 1, split 2, sigmoid 1,
-     * two muls 2, down 1 = 29; reshape_and_cache creates none.
+     * two muls 2, down 1 = 29; reshape_and_cache creates none. The fused layer ({@link
+     * LayerPath#FUSED}, the default on the CPU) creates none: one {@code decoder_layer} call per
+     * layer updates the stream in place.
      */
-    @ParameterizedTest(name = "{0}")
-    @EnumSource(DecoderConfig.Architecture.class)
-    void decodeStepCreatesTheLayersArraysOnly(DecoderConfig.Architecture architecture) {
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("architecturesAndPaths")
+    void decodeStepCreatesTheLayersArraysOnly(
+            DecoderConfig.Architecture architecture, LayerPath path) {
         Decoder decoder = model(architecture);
         boolean gpt2Model = architecture == DecoderConfig.Architecture.GPT2;
-        int perLayer = gpt2Model ? 13 : 29;
+        boolean fused = path == LayerPath.FUSED;
+        int perLayer = fused ? 0 : gpt2Model ? 13 : 29;
         // GPT-2: 2 embeddings, their sum, the norm's zeros, final norm, head = 6; LLaMA:
-        // embedding, rotation (gather, reshape, split 2, 2 muls, add = 7), RMSNorm 6, head = 15.
-        int perStep = gpt2Model ? 6 : 15;
+        // embedding, rotation (gather, reshape, split 2, 2 muls, add = 7), RMSNorm 6, head = 15;
+        // the fused LLaMA step has no rotation matrices: 8.
+        int perStep = gpt2Model ? 6 : fused ? 8 : 15;
+        decoder.setLayerPath(path);
         int layers = decoder.getConfig().getNumLayers();
         try (NDManager m = manager.newSubManager();
                 PagedKvCache cache = decoder.newCacheBuilder(m).optNumBlocks(8).build()) {
@@ -146,7 +155,19 @@ class DecoderPathsTest {
                 assertEquals(new Shape(2, decoder.getConfig().getVocabSize()), logits.getShape());
                 assertEquals(perLayer * layers + perStep, created, architecture + " arrays");
             }
+        } finally {
+            decoder.setLayerPath(LayerPath.FUSED);
         }
+    }
+
+    static java.util.stream.Stream<Arguments> architecturesAndPaths() {
+        return Arrays.stream(DecoderConfig.Architecture.values())
+                .flatMap(a -> Arrays.stream(LayerPath.values()).map(p -> Arguments.of(a, p)));
+    }
+
+    @Test
+    void layersDefaultToTheFusedOperator() {
+        assertEquals(LayerPath.FUSED, new Decoder(gpt2.getConfig()).getLayerPath());
     }
 
     @Test
@@ -212,13 +233,23 @@ class DecoderPathsTest {
                     stock,
                     textGenerator(decoder, ContiguousAttention.FLASH, prompt, maxNew),
                     "flash (contiguous) vs stock, prompt " + c);
-            for (PrefillAttention prefill : PrefillAttention.values()) {
-                GenerationResult alone =
-                        runAlone(decoder, prompt, GenerationConfig.greedy(maxNew), prefill, 16);
-                assertArrayEquals(
-                        stock,
-                        alone.generated(),
-                        "paged with " + prefill + " prefill vs stock, prompt " + c);
+            for (LayerPath path : LayerPath.values()) {
+                decoder.setLayerPath(path);
+                try {
+                    for (PrefillAttention prefill : PrefillAttention.values()) {
+                        GenerationResult alone =
+                                runAlone(
+                                        decoder, prompt, GenerationConfig.greedy(maxNew), prefill,
+                                        16);
+                        assertArrayEquals(
+                                stock,
+                                alone.generated(),
+                                "paged " + path + " with " + prefill + " prefill vs stock, prompt "
+                                        + c);
+                    }
+                } finally {
+                    decoder.setLayerPath(LayerPath.FUSED);
+                }
             }
         }
     }

@@ -21,6 +21,7 @@ import ai.djl.util.PairList;
 
 import io.djlattention.AttentionOps;
 import io.djlattention.AttentionOptions;
+import io.djlattention.DecoderLayerOps;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.hf.TensorSource;
@@ -95,6 +96,22 @@ public final class Decoder extends AbstractBlock {
         FLASH
     }
 
+    /**
+     * How {@link #forwardPaged} runs the layers: one fused {@code decoder_layer} call per layer
+     * ({@link io.djlattention.DecoderLayerOps}), or the op-by-op layers, the reference it is
+     * tested against.
+     */
+    public enum LayerPath {
+        /**
+         * One {@code decoder_layer} call per layer where the step can take it: the cache on the
+         * CPU, storing the model's head dim. The CUDA kernel does not exist yet: on a GPU, and
+         * for a zero-padded cache, the step runs {@link #OP_BY_OP}.
+         */
+        FUSED,
+        /** The op-by-op layers: 15-25 operator calls per layer. */
+        OP_BY_OP
+    }
+
     /** The attention of a paged prefill step (decode steps always use paged_attention). */
     public enum PrefillAttention {
         /** {@code flash_attention} per sequence when nothing is cached before the chunk. */
@@ -108,6 +125,7 @@ public final class Decoder extends AbstractBlock {
     private final DecoderConfig config;
     private final Map<String, Parameter> weights = new LinkedHashMap<>();
     private ContiguousAttention contiguousAttention = ContiguousAttention.FLASH;
+    private volatile LayerPath layerPath = LayerPath.FUSED;
     private StepWeights stepWeights;
     /** Per layer: causal flash attention with the layer's window, the scale and the soft-cap. */
     private final AttentionOptions[] flashOptions;
@@ -241,6 +259,38 @@ public final class Decoder extends AbstractBlock {
      */
     public void setContiguousAttention(ContiguousAttention attention) {
         this.contiguousAttention = attention;
+    }
+
+    /**
+     * Returns how {@link #forwardPaged} runs the layers.
+     *
+     * @return FUSED (the default) or OP_BY_OP
+     */
+    public LayerPath getLayerPath() {
+        return layerPath;
+    }
+
+    /**
+     * Chooses how {@link #forwardPaged} runs the layers.
+     *
+     * @param path FUSED (default: one operator call per layer where the step can take it) or
+     *     OP_BY_OP (the reference)
+     */
+    public void setLayerPath(LayerPath path) {
+        this.layerPath = java.util.Objects.requireNonNull(path, "path");
+    }
+
+    /**
+     * Whether {@link #forwardPaged} runs this cache's steps through the fused layer: the path is
+     * FUSED, the cache is on the CPU and stores the model's head dim (no zero padding).
+     *
+     * @param cache the cache
+     * @return true for the fused layer
+     */
+    public boolean isFused(PagedKvCache cache) {
+        return layerPath == LayerPath.FUSED
+                && !cache.getDevice().isGpu()
+                && cache.getHeadDim() == config.getHeadDim();
     }
 
     /**
@@ -650,6 +700,9 @@ public final class Decoder extends AbstractBlock {
                             + ", "
                             + cache.getDataType());
         }
+        if (isFused(cache)) {
+            return forwardFused(cache, batch, tokenIds, positions);
+        }
         int[] queryLens = batch.getQueryLens();
         int[] contexts = batch.getContextLensHost();
         boolean decode = batch.isDecode();
@@ -740,6 +793,37 @@ public final class Decoder extends AbstractBlock {
         return logits(step, x, m.create(last));
     }
 
+    /**
+     * {@link #forwardPaged} with one {@code decoder_layer} call per layer: embed, the fused layers
+     * (each writes its keys and values and attends over the cache, decode and prefill rows alike),
+     * the final norm and the head.
+     */
+    private NDArray forwardFused(
+            PagedKvCache cache, PagedBatch batch, NDArray tokenIds, NDArray positions) {
+        Step step = new Step(positions, false);
+        FusedDecoderWeights fused = step.w.fused();
+        NDArray x = embed(step, tokenIds, positions); // [T, C], a fresh array updated in place
+        for (int l = 0; l < config.getNumLayers(); ++l) {
+            DecoderLayerOps.decoderLayer(
+                    x, positions, cache, l, batch, fused.layer(l), fused.options(l));
+        }
+        // The fused layers add every bias to the stream: GPT-2's final norm has nothing pending.
+        NormWeights finalNorm = new NormWeights();
+        finalNorm.gain = step.w.finalNorm.gain;
+        finalNorm.bias = step.w.finalNorm.bias;
+        if (batch.isDecode()) {
+            return logits(step, x, null, finalNorm);
+        }
+        int[] queryLens = batch.getQueryLens();
+        long[] last = new long[queryLens.length];
+        int end = 0;
+        for (int s = 0; s < queryLens.length; ++s) {
+            end += queryLens[s];
+            last[s] = end - 1;
+        }
+        return logits(step, x, x.getManager().create(last), finalNorm);
+    }
+
     /** Causal flash attention per sequence (nothing cached before the chunk). */
     private static NDArray flashPrefill(
             NDArray[] qkv, int[] queryLens, AttentionOptions causal) {
@@ -799,8 +883,13 @@ public final class Decoder extends AbstractBlock {
         NDArray zeros;
 
         Step(NDArray positions) {
+            this(positions, true);
+        }
+
+        /** {@code rotate}: make the rotation matrices (the fused layer rotates by itself). */
+        Step(NDArray positions, boolean rotate) {
             w = stepWeights();
-            if (w.rotaryTable != null) {
+            if (rotate && w.rotaryTable != null) {
                 NDArray rows =
                         positions
                                 .getNDArrayInternal()
@@ -951,7 +1040,11 @@ public final class Decoder extends AbstractBlock {
      * {@code [rows, V]}.
      */
     private NDArray logits(Step step, NDArray x, NDArray rows) {
-        NDArray h = norm(step, x, step.w.finalNorm);
+        return logits(step, x, rows, step.w.finalNorm);
+    }
+
+    private NDArray logits(Step step, NDArray x, NDArray rows, NormWeights finalNorm) {
+        NDArray h = norm(step, x, finalNorm);
         if (rows != null) {
             h = h.get(rows);
         }
@@ -1006,6 +1099,9 @@ public final class Decoder extends AbstractBlock {
          * GPT-2.
          */
         final NDArray rotaryTable;
+        /** The fused layer's arrays, made on first use ({@link #fused}). */
+        private FusedDecoderWeights fused;
+
         /** LLaMA: float32 identity {@code [D, D]}; null for GPT-2. */
         final NDArray rotaryIdentity;
         /**
@@ -1174,6 +1270,26 @@ public final class Decoder extends AbstractBlock {
             return array;
         }
 
+        /** The fused layer's arrays, made once from these. */
+        synchronized FusedDecoderWeights fused() {
+            if (fused == null) {
+                boolean gpt2 = config.getArchitecture() == DecoderConfig.Architecture.GPT2;
+                NDArray[] qkv = new NDArray[layers.length];
+                NDArray[] gateUp = new NDArray[layers.length];
+                for (int l = 0; l < layers.length; ++l) {
+                    qkv[l] = layers[l].qkvWeight;
+                    gateUp[l] = layers[l].upWeight;
+                }
+                fused =
+                        new FusedDecoderWeights(
+                                config,
+                                Decoder.this::weight,
+                                gpt2 ? null : qkv,
+                                gpt2 ? null : gateUp);
+            }
+            return fused;
+        }
+
         /** Whether every parameter still holds the array these were made from. */
         boolean isCurrent() {
             int i = 0;
@@ -1186,7 +1302,11 @@ public final class Decoder extends AbstractBlock {
         }
 
         @Override
-        public void close() {
+        public synchronized void close() {
+            if (fused != null) {
+                fused.close();
+                fused = null;
+            }
             for (NDArray a : owned) {
                 a.close();
             }

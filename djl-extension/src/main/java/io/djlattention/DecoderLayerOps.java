@@ -1,0 +1,97 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.pytorch.engine.PtNDArray;
+
+import io.djlattention.jni.Operator;
+import io.djlattention.jni.OperatorCall;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
+
+/**
+ * The fused decoder-layer operator on DJL NDArrays: one {@code djl_attn::decoder_layer} call runs
+ * a whole pre-norm transformer decoder layer over a paged KV cache — norm, q|k|v projection,
+ * RoPE, the cache write (FP8 caches included), paged attention over the batch's decode and
+ * chunked-prefill rows (GQA, sliding window, soft-cap), output projection, residual, norm, MLP
+ * (SwiGLU, GeGLU or GELU), residual, and Gemma-2's extra norms (docs/design/fused-decoder-
+ * layer.md). One JNI round trip per layer instead of 15-25.
+ *
+ * <p>CPU only for now: the CUDA kernel is not implemented, and a CUDA call fails with an {@link
+ * IllegalArgumentException} naming the device. Like {@link AttentionOps}, float32 and float16 from
+ * Java; the operator validates every argument and names the one it refuses.
+ */
+public final class DecoderLayerOps {
+
+    private DecoderLayerOps() {}
+
+    /**
+     * Runs one decoder layer on the step's stream, in place: writes the new tokens' keys and
+     * values to the layer's cache and adds both sub-layers to {@code hidden}.
+     *
+     * @param hidden the residual stream {@code [T, C]} of the batch's new tokens in batch order,
+     *     contiguous, the cache's dtype; updated in place
+     * @param positions int64 {@code [T]}: each token's position, below the rotary table's rows
+     * @param cache the cache, in {@code hidden}'s dtype or FP8 (its scales are passed)
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed; checked once when
+     *     it was built, not again here
+     * @param weights the layer's arrays
+     * @param options heads, norm, activation, scale, window, soft-cap, RoPE pairing
+     * @throws IllegalArgumentException if the batch is not one of this cache's, or an argument
+     *     breaks a rule of {@code decoder_layer} (the message names it)
+     */
+    public static void decoderLayer(
+            NDArray hidden,
+            NDArray positions,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            DecoderLayerWeights weights,
+            DecoderLayerOptions options) {
+        cache.checkBatch(batch);
+        PtNDArray ptHidden = AttentionOps.pytorchArray(hidden, "hidden");
+        OperatorCall.of(Operator.DECODER_LAYER)
+                .tensor(ptHidden)
+                .tensor(AttentionOps.pytorchArray(positions, "positions"))
+                .tensor(AttentionOps.pytorchArray(cache.getKeyCache(layer), "keyCache"))
+                .tensor(AttentionOps.pytorchArray(cache.getValueCache(layer), "valueCache"))
+                .tensor(AttentionOps.pytorchArray(batch.getBlockTables(), "blockTables"))
+                .tensor(AttentionOps.pytorchArray(batch.getCuSeqlensQ(), "cuSeqlensQ"))
+                .tensor(AttentionOps.pytorchArray(batch.getContextLens(), "contextLens"))
+                .tensor(AttentionOps.pytorchArray(batch.getSlotMapping(), "slotMapping"))
+                .optionalTensor(optional(cache.getKeyScale(layer), "kScale"))
+                .optionalTensor(optional(cache.getValueScale(layer), "vScale"))
+                .tensor(AttentionOps.pytorchArray(weights.attnNormWeight, "attnNormWeight"))
+                .optionalTensor(optional(weights.attnNormBias, "attnNormBias"))
+                .tensor(AttentionOps.pytorchArray(weights.qkvWeight, "qkvWeight"))
+                .optionalTensor(optional(weights.qkvBias, "qkvBias"))
+                .optionalTensor(optional(weights.ropeCosSin, "ropeCosSin"))
+                .tensor(AttentionOps.pytorchArray(weights.outWeight, "outWeight"))
+                .optionalTensor(optional(weights.outBias, "outBias"))
+                .optionalTensor(optional(weights.attnOutNormWeight, "attnOutNormWeight"))
+                .tensor(AttentionOps.pytorchArray(weights.mlpNormWeight, "mlpNormWeight"))
+                .optionalTensor(optional(weights.mlpNormBias, "mlpNormBias"))
+                .tensor(AttentionOps.pytorchArray(weights.upWeight, "upWeight"))
+                .optionalTensor(optional(weights.upBias, "upBias"))
+                .tensor(AttentionOps.pytorchArray(weights.downWeight, "downWeight"))
+                .optionalTensor(optional(weights.downBias, "downBias"))
+                .optionalTensor(optional(weights.mlpOutNormWeight, "mlpOutNormWeight"))
+                .intArg(options.getNumHeads())
+                .intArg(options.getNorm().ordinal())
+                .intArg(options.getActivation().ordinal())
+                .floatArg(options.getNormEps())
+                .floatArg(options.getScale())
+                .intArg(options.getWindowLeft())
+                .floatArg(options.getSoftcap())
+                .boolArg(options.isRopeInterleaved())
+                .boolArg(false)
+                .invoke(ptHidden.getManager());
+    }
+
+    private static PtNDArray optional(NDArray array, String name) {
+        return array == null ? null : AttentionOps.pytorchArray(array, name);
+    }
+}
