@@ -402,3 +402,13 @@ def test_cuda_refused():
     with pytest.raises(ValueError, match=r"decoder_layer: hidden: expected a tensor on a device "
                                            r"with a decoder_layer kernel"):
         run_op(torch.randn(3, 64, device="cuda"), b, w, SHAPES[0], "llama")
+
+
+def test_position_checked_without_check_indices():
+    # The batch's once-per-step check does not cover positions: they are checked on every call.
+    w = make_weights("llama", SHAPES[0], torch.float32)
+    b = make_batch(BATCHES["decode"], SHAPES[0], torch.float32, 16)
+    b["positions"][1] = -1
+    hidden = torch.randn(3, SHAPES[0][0])
+    with pytest.raises(ValueError, match=r"decoder_layer: positions: expected values in \[0, P"):
+        run_op(hidden, b, w, SHAPES[0], "llama", check_indices=False)

@@ -1,5 +1,6 @@
 #include "decoder/decoder_layer_op.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -208,37 +209,54 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
   int64_t max_seqlen_q = tokens;  // an upper bound when the caller vouches for the batch
-  if (check_indices && check_values()) {
-    // One batched copy (one wait on a device) for every value checked.
-    std::vector<int32_t> lens = paged::host_buffer<int32_t>(context_lens);
-    std::vector<int32_t> tables = paged::host_buffer<int32_t>(block_tables);
-    std::vector<int32_t> cu = paged::host_buffer<int32_t>(cu_seqlens_q);
-    std::vector<int64_t> slots = paged::host_buffer<int64_t>(slot_mapping);
+  // The positions are checked on every call, check_indices or not: the batch's once-per-step
+  // check (Java's PagedBatch) does not cover them, and a position beyond the rotary table would
+  // read outside it.
+  if (check_values()) {
+    const bool batch = check_indices;
     std::vector<int64_t> pos = paged::host_buffer<int64_t>(positions);
-    std::vector<float> k_scales = paged::scale_buffer(k_scale);
-    std::vector<float> v_scales = paged::scale_buffer(v_scale);
-    paged::copy_to_host(backend.copy_to_host,
-                        {paged::copy_into(lens, context_lens), paged::copy_into(tables, block_tables),
-                         paged::copy_into(cu, cu_seqlens_q), paged::copy_into(slots, slot_mapping),
-                         paged::copy_into(pos, positions), paged::copy_scale(k_scales, k_scale),
-                         paged::copy_scale(v_scales, v_scale)});
-    paged::check_scale_values(kOp, "k_scale", k_scales);
-    paged::check_scale_values(kOp, "v_scale", v_scales);
-    paged::check_block_tables(kOp, lens, tables, max_blocks, block_size, num_blocks);
-    paged::check_chunks(kOp, cu, lens, tokens, tokens);
-    max_seqlen_q = 0;
-    for (int64_t s = 0; s < num_seqs; ++s) {
-      max_seqlen_q = std::max<int64_t>(max_seqlen_q, cu[s + 1] - cu[s]);
+    std::vector<int32_t> lens, tables, cu;
+    std::vector<int64_t> slots;
+    std::vector<float> k_scales, v_scales;
+    if (batch) {
+      lens = paged::host_buffer<int32_t>(context_lens);
+      tables = paged::host_buffer<int32_t>(block_tables);
+      cu = paged::host_buffer<int32_t>(cu_seqlens_q);
+      slots = paged::host_buffer<int64_t>(slot_mapping);
+      k_scales = paged::scale_buffer(k_scale);
+      v_scales = paged::scale_buffer(v_scale);
     }
-    for (int64_t t = 0; t < tokens; ++t) {
-      if (slots[t] >= num_blocks * block_size) {
-        fail_invalid(kOp, ": slot_mapping: expected slots < num_blocks * block_size = ",
-                     num_blocks * block_size, " (or negative to skip), got ", slots[t],
-                     " at index ", t);
-      }
-      if (rope_cos_sin && (pos[t] < 0 || pos[t] >= rope_positions)) {
+    const paged::HostCopy none{nullptr, nullptr, 0};
+    // One batched copy (one wait on a device) for every value checked.
+    paged::copy_to_host(
+        backend.copy_to_host,
+        {paged::copy_into(pos, positions), batch ? paged::copy_into(lens, context_lens) : none,
+         batch ? paged::copy_into(tables, block_tables) : none,
+         batch ? paged::copy_into(cu, cu_seqlens_q) : none,
+         batch ? paged::copy_into(slots, slot_mapping) : none,
+         batch ? paged::copy_scale(k_scales, k_scale) : none,
+         batch ? paged::copy_scale(v_scales, v_scale) : none});
+    for (int64_t t = 0; t < tokens && rope_cos_sin; ++t) {
+      if (pos[t] < 0 || pos[t] >= rope_positions) {
         fail_invalid(kOp, ": positions: expected values in [0, P = ", rope_positions,
                      ") (the rows of rope_cos_sin), got ", pos[t], " at index ", t);
+      }
+    }
+    if (batch) {
+      paged::check_scale_values(kOp, "k_scale", k_scales);
+      paged::check_scale_values(kOp, "v_scale", v_scales);
+      paged::check_block_tables(kOp, lens, tables, max_blocks, block_size, num_blocks);
+      paged::check_chunks(kOp, cu, lens, tokens, tokens);
+      max_seqlen_q = 0;
+      for (int64_t s = 0; s < num_seqs; ++s) {
+        max_seqlen_q = std::max<int64_t>(max_seqlen_q, cu[s + 1] - cu[s]);
+      }
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (slots[t] >= num_blocks * block_size) {
+          fail_invalid(kOp, ": slot_mapping: expected slots < num_blocks * block_size = ",
+                       num_blocks * block_size, " (or negative to skip), got ", slots[t],
+                       " at index ", t);
+        }
       }
     }
   }
