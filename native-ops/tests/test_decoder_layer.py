@@ -82,9 +82,10 @@ def make_weights(family, shape, dtype):
         inv = 1.0 / 10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
         w["rope_cos_sin"] = reference.rope_cos_sin(64, inv)
     elif f["rope"] == "llama3":
-        # Llama-3.2's rope_scaling with an original context short enough that the test's
-        # positions see all three frequency bands.
-        inv = reference.llama3_inv_freq(d, 500000.0, 32.0, 1.0, 4.0, 16)
+        # Llama-3.2's rope_scaling (factor 32, frequency factors 1 and 4) with an original
+        # context of 64, so that head dim 16's frequencies fall in all three bands (unscaled,
+        # smoothed, divided by 32).
+        inv = reference.llama3_inv_freq(d, 500000.0, 32.0, 1.0, 4.0, 64)
         w["rope_cos_sin"] = reference.rope_cos_sin(64, inv)
     return w
 
@@ -412,3 +413,23 @@ def test_position_checked_without_check_indices():
     hidden = torch.randn(3, SHAPES[0][0])
     with pytest.raises(ValueError, match=r"decoder_layer: positions: expected values in \[0, P"):
         run_op(hidden, b, w, SHAPES[0], "llama", check_indices=False)
+
+
+def test_llama3_table_is_transformers():
+    # The Llama-3 table the tests rotate by is transformers' own rope_type "llama3": the
+    # operator takes any table, so the scaled frequencies are the whole of Llama-3's RoPE.
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    config = transformers.LlamaConfig(
+        hidden_size=64, num_attention_heads=4, max_position_embeddings=64,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 64})
+    inv, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    ours = reference.llama3_inv_freq(16, 500000.0, 32.0, 1.0, 4.0, 64)
+    torch.testing.assert_close(ours, inv.double(), rtol=1e-6, atol=0)
+    # The three bands are present: unscaled, scaled by 1/32 and smoothed in between.
+    plain = 1.0 / 500000.0 ** (torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    ratio = (ours / plain).tolist()
+    assert ratio[0] == 1.0 and abs(ratio[-1] - 1 / 32) < 1e-12
+    assert any(1 / 32 < r < 1 for r in ratio)

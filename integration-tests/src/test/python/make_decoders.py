@@ -9,6 +9,9 @@ writes, offline and deterministically:
   small corpus below (special tokens <unk> 0, <s> 1, </s> 2; LLaMA-style checkpoints prepend <s>);
 - DIR/llama: a `LlamaForCausalLM` with grouped-query attention (4 query heads, 2 KV heads),
   untied output projection, saved float32 in shards (small max_shard_size);
+- DIR/llama3: a `LlamaForCausalLM` (GQA 4:2) with Llama-3 rope scaling (`rope_type: llama3`,
+  factor 8, frequency factors 1 and 4, original context 32: its head dim 16's frequencies fall in
+  all three bands), saved float32;
 - DIR/llama_bf16: a `LlamaForCausalLM` with head_dim 32 != hidden_size / heads and tied
   embeddings, saved in bfloat16;
 - DIR/gpt2: a `GPT2LMHeadModel` (tied embeddings) saved float32 in one file;
@@ -314,6 +317,13 @@ def main():
 
     save(llama(1, tie_word_embeddings=False), LlamaForCausalLM,
          os.path.join(out, "llama"), bos_tok, torch.float32, True)
+    path = os.path.join(out, "llama3")
+    scaled = {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+    ref = save(llama(5, tie_word_embeddings=False, rope_parameters=scaled), LlamaForCausalLM,
+               path, bos_tok, torch.float32, False)
+    assert_changes(LlamaForCausalLM, path, bos_tok, ref, "Llama-3 rope scaling",
+                   rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     save(llama(2, head_dim=32, tie_word_embeddings=True), LlamaForCausalLM,
          os.path.join(out, "llama_bf16"), bos_tok, torch.bfloat16, False)
     save(gpt2(3, n_inner=160), GPT2LMHeadModel,

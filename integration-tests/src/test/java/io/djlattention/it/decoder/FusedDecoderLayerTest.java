@@ -40,8 +40,9 @@ import java.util.List;
 /**
  * The fused decoder layer ({@code decoder_layer}, one operator call per layer) against the
  * op-by-op layers it replaces and against transformers' float64 outputs, on the Hugging Face
- * checkpoints of {@code make_decoders.py} (LLaMA with GQA, a bfloat16 LLaMA with {@code head_dim
- * != hidden / heads}, GPT-2, Mistral's window, Gemma-2's soft-caps, extra norms and GeGLU).
+ * checkpoints of {@code make_decoders.py} (LLaMA with GQA, LLaMA with Llama-3 rope scaling, a
+ * bfloat16 LLaMA with {@code head_dim != hidden / heads}, GPT-2, Mistral's window, Gemma-2's
+ * soft-caps, extra norms and GeGLU).
  *
  * <p>Every prompt is fed to one paged cache in a schedule that mixes, in the same batch,
  * sequences decoding one token (a prompt token fed as a decode row) and sequences prefilling a
@@ -58,7 +59,7 @@ class FusedDecoderLayerTest {
     private static final int[] CHUNKS = {1, 3, 1, 5};
 
     @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"llama", "llama_bf16", "gpt2", "mistral", "gemma2"})
+    @ValueSource(strings = {"llama", "llama3", "llama_bf16", "gpt2", "mistral", "gemma2"})
     void mixedBatchesMatchOpByOpAndTransformers(String name) throws Exception {
         JsonObject ref = HfDecoderParityTest.reference(name);
         List<int[]> prompts = new ArrayList<>();

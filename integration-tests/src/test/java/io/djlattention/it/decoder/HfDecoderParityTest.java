@@ -48,7 +48,8 @@ import java.util.stream.Stream;
 
 /**
  * Hugging Face decoder checkpoints made by transformers itself ({@code make_decoders.py}: random
- * {@code LlamaForCausalLM} with GQA, sharded; a bfloat16 LLaMA with {@code head_dim != hidden /
+ * {@code LlamaForCausalLM} with GQA, sharded; one with Llama-3 rope scaling ({@code rope_type:
+ * llama3}); a bfloat16 LLaMA with {@code head_dim != hidden /
  * heads} and tied embeddings; {@code GPT2LMHeadModel} float32 and float16 with an untied head;
  * {@code MistralForCausalLM} with a sliding window of 5; {@code Gemma2ForCausalLM} with local
  * (window 4) and global layers, attention and final soft-caps and {@code query_pre_attn_scalar})
@@ -72,7 +73,8 @@ import java.util.stream.Stream;
 class HfDecoderParityTest {
 
     static Stream<String> checkpoints() {
-        return Stream.of("llama", "llama_bf16", "gpt2", "gpt2_f16", "mistral", "gemma2");
+        return Stream.of(
+                "llama", "llama3", "llama_bf16", "gpt2", "gpt2_f16", "mistral", "gemma2");
     }
 
     static Stream<Arguments> checkpointsAndPaths() {
@@ -137,6 +139,7 @@ class HfDecoderParityTest {
                 assertEquals(32, c.getHeadDim()); // head_dim 32 with hidden 64 and 4 heads
                 assertTrue(c.isTieEmbeddings());
             }
+            assertEquals("llama3".equals(name), c.hasLlama3RopeScaling(), "rope scaling");
             if ("llama".equals(name)) {
                 assertEquals(2, c.getNumKvHeads());
                 assertEquals(500.0, c.getRopeTheta()); // from rope_parameters.rope_theta

@@ -1341,12 +1341,8 @@ public final class Decoder extends AbstractBlock {
      */
     private NDArray rotaryTable(NDManager manager) {
         int d = config.getHeadDim();
-        int half = d / 2;
         int positions = config.getMaxPositions();
-        float[] inv = new float[half];
-        for (int i = 0; i < half; ++i) {
-            inv[i] = (float) (1.0 / Math.pow(config.getRopeTheta(), 2.0 * i / d));
-        }
+        float[] inv = config.getRopeInverseFrequencies();
         try (NDManager temp = manager.newSubManager()) {
             NDArray angles =
                     temp.arange(0, positions, 1, DataType.INT64)

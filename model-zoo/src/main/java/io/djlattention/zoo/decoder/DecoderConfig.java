@@ -64,6 +64,8 @@ public final class DecoderConfig {
     private final float normEps;
     private final double ropeTheta;
     private final RopeStyle ropeStyle;
+    /** Llama-3 rope scaling: factor (0: none), low and high frequency factors, original context. */
+    private final double[] llama3RopeScaling;
     private final boolean tieEmbeddings;
     private final DataType dataType;
     private final int slidingWindow;
@@ -85,6 +87,7 @@ public final class DecoderConfig {
         normEps = b.normEps;
         ropeTheta = b.ropeTheta;
         ropeStyle = b.ropeStyle;
+        llama3RopeScaling = b.llama3RopeScaling == null ? null : b.llama3RopeScaling.clone();
         tieEmbeddings = b.tieEmbeddings;
         dataType = b.dataType;
         slidingWindow = b.slidingWindow;
@@ -122,6 +125,7 @@ public final class DecoderConfig {
         b.normEps = normEps;
         b.ropeTheta = ropeTheta;
         b.ropeStyle = ropeStyle;
+        b.llama3RopeScaling = llama3RopeScaling == null ? null : llama3RopeScaling.clone();
         b.tieEmbeddings = tieEmbeddings;
         b.dataType = dataType;
         b.slidingWindow = slidingWindow;
@@ -242,6 +246,51 @@ public final class DecoderConfig {
     }
 
     /**
+     * Returns whether RoPE's frequencies are Llama-3's scaled ones ({@code rope_type: llama3}).
+     *
+     * @return true with Llama-3 rope scaling
+     */
+    public boolean hasLlama3RopeScaling() {
+        return llama3RopeScaling != null;
+    }
+
+    /**
+     * Returns RoPE's {@code D/2} inverse frequencies in float32, as transformers computes them:
+     * {@code theta^(-2i/D)}, and with Llama-3 rope scaling ({@code _compute_llama3_parameters})
+     * the low frequencies (wavelength above {@code original / low_freq_factor}) divided by the
+     * factor and the band between {@code original / high_freq_factor} and that smoothly
+     * interpolated. The one place both of the decoder's RoPE tables read them from.
+     *
+     * @return the frequencies
+     */
+    public float[] getRopeInverseFrequencies() {
+        int d = headDim;
+        float[] inv = new float[d / 2];
+        for (int i = 0; i < inv.length; ++i) {
+            inv[i] = (float) (1.0 / Math.pow(ropeTheta, 2.0 * i / d));
+        }
+        if (llama3RopeScaling == null) {
+            return inv;
+        }
+        float factor = (float) llama3RopeScaling[0];
+        float low = (float) llama3RopeScaling[1];
+        float high = (float) llama3RopeScaling[2];
+        float original = (float) llama3RopeScaling[3];
+        float lowWavelen = original / low;
+        float highWavelen = original / high;
+        for (int i = 0; i < inv.length; ++i) {
+            float wavelen = (float) (2 * Math.PI) / inv[i];
+            if (wavelen > lowWavelen) {
+                inv[i] = inv[i] / factor;
+            } else if (wavelen >= highWavelen) {
+                float smooth = (original / wavelen - low) / (high - low);
+                inv[i] = (1 - smooth) * inv[i] / factor + smooth * inv[i];
+            }
+        }
+        return inv;
+    }
+
+    /**
      * Returns the RoPE pairing.
      *
      * @return the rope style
@@ -343,6 +392,7 @@ public final class DecoderConfig {
         private float normEps = 1e-5f;
         private double ropeTheta = 10000.0;
         private RopeStyle ropeStyle = RopeStyle.INTERLEAVED;
+        private double[] llama3RopeScaling;
         private boolean tieEmbeddings = true;
         private DataType dataType = DataType.FLOAT32;
         private int slidingWindow;
@@ -473,6 +523,43 @@ public final class DecoderConfig {
          */
         public Builder optRopeTheta(double ropeTheta) {
             this.ropeTheta = ropeTheta;
+            return this;
+        }
+
+        /**
+         * Sets Llama-3's rope scaling ({@code rope_type: llama3}; default none).
+         *
+         * @param factor the low frequencies' divisor, {@code >= 1}
+         * @param lowFreqFactor {@code > 0}
+         * @param highFreqFactor {@code > lowFreqFactor}
+         * @param originalMaxPositions the context the frequencies were trained for, {@code >= 1}
+         * @return this builder
+         * @throws IllegalArgumentException if a value is out of range
+         */
+        public Builder optLlama3RopeScaling(
+                double factor,
+                double lowFreqFactor,
+                double highFreqFactor,
+                int originalMaxPositions) {
+            if (!(factor >= 1)
+                    || !(lowFreqFactor > 0)
+                    || !(highFreqFactor > lowFreqFactor)
+                    || originalMaxPositions < 1
+                    || !Double.isFinite(factor)
+                    || !Double.isFinite(highFreqFactor)) {
+                throw new IllegalArgumentException(
+                        "DecoderConfig: optLlama3RopeScaling: expected factor >= 1, 0 <"
+                                + " low_freq_factor < high_freq_factor, original context >= 1, got "
+                                + factor
+                                + ", "
+                                + lowFreqFactor
+                                + ", "
+                                + highFreqFactor
+                                + ", "
+                                + originalMaxPositions);
+            }
+            llama3RopeScaling =
+                    new double[] {factor, lowFreqFactor, highFreqFactor, originalMaxPositions};
             return this;
         }
 

@@ -129,10 +129,7 @@ final class FusedDecoderWeights implements AutoCloseable {
         int d = c.getHeadDim();
         int half = d / 2;
         int positions = c.getMaxPositions();
-        float[] inv = new float[half];
-        for (int i = 0; i < half; ++i) {
-            inv[i] = (float) (1.0 / Math.pow(c.getRopeTheta(), 2.0 * i / d));
-        }
+        float[] inv = c.getRopeInverseFrequencies();
         float[] table = new float[positions * d];
         for (int p = 0; p < positions; ++p) {
             for (int i = 0; i < half; ++i) {

@@ -68,8 +68,9 @@ import java.util.Map;
  * </ul>
  *
  * <p>Refused, with an error naming {@code config.json} and the key: attention or MLP biases
- * ({@code attention_bias}, {@code mlp_bias}), RoPE scaling other than the default ({@code
- * rope_parameters.rope_type}, {@code rope_scaling}), a partial rotary factor, {@code
+ * ({@code attention_bias}, {@code mlp_bias}), RoPE scaling other than Llama-3's ({@code
+ * rope_type: llama3}, read from {@code rope_parameters} or {@code rope_scaling}; linear, dynamic,
+ * YaRN and the rest are refused), a partial rotary factor, {@code
  * sliding_window} in a {@code LlamaForCausalLM} (transformers' LLaMA ignores it: such a checkpoint
  * is a Mistral), Gemma-2's bidirectional attention ({@code use_bidirectional_attention}), a
  * {@code layer_types} entry other than {@code sliding_attention} / {@code full_attention} or a
@@ -144,6 +145,7 @@ public final class HfDecoderLoader {
                     .optRopeTheta(llamaRopeTheta(k))
                     .optRopeStyle(DecoderConfig.RopeStyle.HALF)
                     .optTieEmbeddings(k.optBoolean("tie_word_embeddings", gemma2));
+            llama3RopeScaling(k, b);
             int headDim = k.optInt("head_dim", gemma2 ? 256 : 0);
             if (headDim != 0 && headDim * heads != hidden) {
                 b.optHeadDim(headDim);
@@ -306,12 +308,54 @@ public final class HfDecoderLoader {
             JsonElement type = p.get(typeKey);
             if (type != null
                     && !type.isJsonNull()
-                    && !(type.isJsonPrimitive() && "default".equals(type.getAsString()))) {
+                    && !(type.isJsonPrimitive()
+                            && ("default".equals(type.getAsString())
+                                    || "llama3".equals(type.getAsString())))) {
                 throw k.refuse(
                         key + "." + typeKey,
                         type.isJsonPrimitive() ? type.getAsString() : type.toString(),
-                        "only the default RoPE (no scaling) is supported");
+                        "only the default RoPE and Llama-3's scaling (llama3) are supported");
             }
+        }
+    }
+
+    /**
+     * Llama-3's rope scaling from {@code rope_parameters} (transformers 5) or {@code rope_scaling}
+     * (earlier): {@code rope_type} (or {@code type}) {@code llama3} with {@code factor}, {@code
+     * low_freq_factor}, {@code high_freq_factor} and {@code original_max_position_embeddings}.
+     */
+    private static void llama3RopeScaling(Keys k, DecoderConfig.Builder b)
+            throws MalformedModelException {
+        for (String key : new String[] {"rope_parameters", "rope_scaling"}) {
+            JsonElement e = k.config.get(key);
+            if (e == null || !e.isJsonObject()) {
+                continue;
+            }
+            JsonObject p = e.getAsJsonObject();
+            JsonElement type = p.has("rope_type") ? p.get("rope_type") : p.get("type");
+            if (type == null || !type.isJsonPrimitive() || !"llama3".equals(type.getAsString())) {
+                continue;
+            }
+            double[] v = new double[4];
+            String[] names = {
+                "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"
+            };
+            for (int i = 0; i < names.length; ++i) {
+                JsonElement x = p.get(names[i]);
+                if (x == null || !x.isJsonPrimitive() || !x.getAsJsonPrimitive().isNumber()) {
+                    throw k.refuse(
+                            key + "." + names[i],
+                            String.valueOf(x),
+                            "Llama-3 rope scaling needs a number");
+                }
+                v[i] = x.getAsDouble();
+            }
+            try {
+                b.optLlama3RopeScaling(v[0], v[1], v[2], (int) v[3]);
+            } catch (IllegalArgumentException bad) {
+                throw k.refuse(key, p.toString(), bad.getMessage());
+            }
+            return;
         }
     }
 
