@@ -10,11 +10,17 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.AttentionOps;
 import io.djlattention.AttentionOptions;
+import io.djlattention.DecoderLayerOps;
+import io.djlattention.DecoderLayerOptions;
+import io.djlattention.DecoderLayerWeights;
 import io.djlattention.jni.Operator;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -87,6 +93,43 @@ class OperatorBadInputTest {
                 randn(m, 5, 4, 64), randn(m, 4, 16, 2, 64), randn(m, 4, 16, 2, 64),
                 m.create(new int[] {2, 0, 3, 1}, new Shape(2, 2)), ints(m, 0, 3, 5),
                 ints(m, 20, 9), 0.125f, maxSeqlenQ, null);
+    }
+
+    /**
+     * A decoder layer (C 16, 2 query heads, 1 KV head of 8, MLP 24) on one sequence of 3 new
+     * tokens; its down projection has {@code inter} columns.
+     */
+    private static NDArray decoderLayer(NDManager m, int inter) {
+        try (PagedKvCache cache =
+                PagedKvCache.builder()
+                        .setManager(m)
+                        .setNumLayers(1)
+                        .setNumKvHeads(1)
+                        .setHeadDim(8)
+                        .optBlockSize(8)
+                        .optNumBlocks(2)
+                        .build()) {
+            cache.allocate(0, 3);
+            try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {3}, m)) {
+                NDArray hidden = randn(m, 3, 16);
+                DecoderLayerOps.decoderLayer(
+                        hidden,
+                        m.arange(0, 3, 1, DataType.INT64),
+                        cache,
+                        0,
+                        batch,
+                        DecoderLayerWeights.builder()
+                                .setAttentionNorm(m.ones(new Shape(16)), null)
+                                .setQkv(randn(m, 32, 16), null)
+                                .setOut(randn(m, 16, 16), null)
+                                .setMlpNorm(m.ones(new Shape(16)), null)
+                                .setUp(randn(m, 48, 16), null)
+                                .setDown(randn(m, 16, inter), null)
+                                .build(),
+                        DecoderLayerOptions.builder().setNumHeads(2).setScale(0.35f).build());
+                return hidden;
+            }
+        }
     }
 
     static List<Row> rows() {
@@ -170,7 +213,10 @@ class OperatorBadInputTest {
                                 new int[] {2, 0, good ? 3 : 4, 1}, new Shape(2, 2)))),
                 new Row(Operator.PAGED_PREFILL_ATTENTION, "max_seqlen_q",
                         "expected >= every chunk length, got 2 < 3 for sequence 0",
-                        (m, good) -> prefill(m, good ? 3 : 2)));
+                        (m, good) -> prefill(m, good ? 3 : 2)),
+                new Row(Operator.DECODER_LAYER, "down_weight",
+                        "expected size 24 for in (the intermediate size I of up_weight), got 23",
+                        (m, good) -> decoderLayer(m, good ? 24 : 23)));
     }
 
     static Stream<Arguments> rowArguments() {
