@@ -42,7 +42,9 @@ import java.util.Random;
  *       the reference;
  *   <li>{@link ContiguousAttention#FLASH} (the default): {@code flash_attention} over the same
  *       contiguous cache (prefill and decode);
- *   <li>paged: {@link #forwardPaged} keeps K/V in a {@link PagedKvCache}; prefill runs {@code
+ *   <li>paged: {@link #forwardPaged} keeps K/V in a {@link PagedKvCache}; on the CPU each layer
+ *       is one fused {@code decoder_layer} call ({@link LayerPath#FUSED}, the default); otherwise
+ *       (CUDA, a zero-padded cache, or {@link LayerPath#OP_BY_OP}) prefill runs {@code
  *       flash_attention} or {@code paged_prefill_attention} ({@link PrefillAttention}), decode runs
  *       {@code paged_attention}.
  * </ul>
