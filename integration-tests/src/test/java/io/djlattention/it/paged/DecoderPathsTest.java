@@ -129,16 +129,18 @@ class DecoderPathsTest {
             DecoderConfig.Architecture architecture, LayerPath path) {
         Decoder decoder = model(architecture);
         boolean gpt2Model = architecture == DecoderConfig.Architecture.GPT2;
-        boolean fused = path == LayerPath.FUSED;
-        int perLayer = fused ? 0 : gpt2Model ? 13 : 29;
-        // GPT-2: 2 embeddings, their sum, the norm's zeros, final norm, head = 6; LLaMA:
-        // embedding, rotation (gather, reshape, split 2, 2 muls, add = 7), RMSNorm 6, head = 15;
-        // the fused LLaMA step has no rotation matrices: 8.
-        int perStep = gpt2Model ? 6 : fused ? 8 : 15;
         decoder.setLayerPath(path);
         int layers = decoder.getConfig().getNumLayers();
         try (NDManager m = manager.newSubManager();
                 PagedKvCache cache = decoder.newCacheBuilder(m).optNumBlocks(8).build()) {
+            // FUSED runs the fused layer on the CPU only (no CUDA kernel yet).
+            boolean fused = decoder.isFused(cache);
+            assertEquals(path == LayerPath.FUSED && !cache.getDevice().isGpu(), fused);
+            int perLayer = fused ? 0 : gpt2Model ? 13 : 29;
+            // GPT-2: 2 embeddings, their sum, the norm's zeros, final norm, head = 6; LLaMA:
+            // embedding, rotation (gather, reshape, split 2, 2 muls, add = 7), RMSNorm 6, head =
+            // 15; the fused LLaMA step has no rotation matrices: 8.
+            int perStep = gpt2Model ? 6 : fused ? 8 : 15;
             long[] ids = {0, 1};
             cache.allocate(0, 5);
             cache.allocate(1, 9);
