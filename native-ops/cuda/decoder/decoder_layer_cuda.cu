@@ -1,0 +1,221 @@
+// decoder_layer on CUDA: the launch sequence of one layer (docs/design/fused-decoder-layer.md,
+// section 7). Eleven launches, no host synchronisation:
+//   norm1 | GEMM qkv | bias + RoPE | cache write | paged attention | GEMM out |
+//   residual + norm2 | GEMM up | activation | GEMM down | residual
+// GEMMs on cuBLASLt (cuda/gemm), the cache write and the attention on the paged family's own
+// launchers, the rest in decoder_layer_kernels.cuh.
+#include "cuda/decoder/decoder_layer_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "common/tensor.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/decoder/decoder_layer_kernels.cuh"
+#include "cuda/gemm/gemm_cuda.h"
+#include "cuda/paged/paged_cuda.h"
+#include "decoder/decoder_layer_plan.h"
+
+namespace djl_attn::cuda {
+namespace {
+
+namespace k = decoder_kernels;
+using decoder::DecoderLayerParams;
+using decoder::DecoderLayerPlan;
+using decoder::NormType;
+
+// The elementwise launches of one dtype.
+template <typename T>
+struct Stages {
+  const DecoderLayerParams& p;
+  const DecoderLayerPlan& plan;
+  char* ws;
+  cudaStream_t stream;
+
+  T* at(int64_t offset) const { return reinterpret_cast<T*>(ws + offset); }
+  T* hidden() const { return static_cast<T*>(p.hidden); }
+  size_t row_bytes() const { return static_cast<size_t>(p.hidden_size) * sizeof(float); }
+  bool layer_norm() const { return p.norm_type == NormType::kLayer; }
+
+  // The row kernels keep a float32 row in shared memory: past 48 KiB (hidden > 12288) they
+  // need the opt-in limit.
+  template <typename Kernel>
+  void allow_row(Kernel kernel) const {
+    if (row_bytes() > 48 * 1024) {
+      DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(row_bytes())));
+    }
+  }
+
+  void norm1() const {
+    allow_row(k::norm_rows_kernel<T>);
+    k::norm_rows_kernel<T><<<p.num_tokens, k::kRowThreads, row_bytes(), stream>>>(
+        hidden(), at(plan.normed), p.hidden_size, p.attn_norm.weight, p.attn_norm.bias,
+        layer_norm(), p.norm_eps);
+    DJL_ATTN_CUDA_CHECK_LAUNCH("decoder_layer norm_rows_kernel");
+  }
+
+  void bias_rope() const {
+    if (p.qkv.bias == nullptr && p.rope_cos_sin == nullptr) return;
+    k::bias_rope_kernel<T><<<p.num_tokens, k::kRowThreads, 0, stream>>>(
+        at(plan.qkv), p.qkv.bias, p.rope_cos_sin, p.positions, p.heads_q + p.heads_kv,
+        p.heads_q + 2 * p.heads_kv, p.head_dim, p.rope_dim, p.rope_interleaved);
+    DJL_ATTN_CUDA_CHECK_LAUNCH("decoder_layer bias_rope_kernel");
+  }
+
+  // x += post?(delta + bias); then normed = norm2(x) when `next_norm`.
+  void residual(int64_t delta, const float* bias, const float* post_gain, bool next_norm) const {
+    allow_row(k::residual_kernel<T>);
+    k::residual_kernel<T><<<p.num_tokens, k::kRowThreads, row_bytes(), stream>>>(
+        hidden(), at(delta), p.hidden_size, bias, post_gain, p.norm_eps,
+        next_norm ? at(plan.normed) : nullptr, p.mlp_norm.weight, p.mlp_norm.bias, layer_norm());
+    DJL_ATTN_CUDA_CHECK_LAUNCH("decoder_layer residual_kernel");
+  }
+
+  void activation(int sm_count) const {
+    const int64_t total = p.num_tokens * p.intermediate;
+    const int threads = 256;
+    const int blocks = static_cast<int>(
+        std::min<int64_t>((total + threads - 1) / threads, static_cast<int64_t>(sm_count) * 8));
+    k::activation_kernel<T><<<std::max(blocks, 1), threads, 0, stream>>>(
+        at(plan.up), p.up.bias, at(plan.activated), p.num_tokens, p.intermediate,
+        static_cast<int>(p.activation));
+    DJL_ATTN_CUDA_CHECK_LAUNCH("decoder_layer activation_kernel");
+  }
+};
+
+GemmCall gemm(const DecoderLayerParams& p, const void* a, const decoder::Projection& w, void* d) {
+  return GemmCall{p.dtype, a, w.weight, d, p.num_tokens, w.out, w.in, w.in, w.out, false};
+}
+
+paged::ReshapeAndCacheParams cache_write(const DecoderLayerParams& p, const char* qkv) {
+  const decoder::PagedCacheView& c = p.cache;
+  const int64_t e = element_size(p.dtype), width = p.qkv.out;
+  paged::ReshapeAndCacheParams w{};
+  w.key = qkv + p.heads_q * p.head_dim * e;
+  w.value = qkv + (p.heads_q + p.heads_kv) * p.head_dim * e;
+  w.key_cache = c.key_cache;
+  w.value_cache = c.value_cache;
+  w.slot_mapping = c.slot_mapping;
+  w.key_token_stride = w.value_token_stride = width;
+  w.key_head_stride = w.value_head_stride = p.head_dim;
+  w.num_tokens = p.num_tokens;
+  w.heads_kv = p.heads_kv;
+  w.head_dim = p.head_dim;
+  w.block_size = c.block_size;
+  w.num_blocks = c.num_blocks;
+  w.dtype = p.dtype;
+  w.cache_type = c.cache_type;
+  w.k_scale = c.k_scale;
+  w.v_scale = c.v_scale;
+  return w;
+}
+
+// Decode rows only (one new token per sequence): the tuned split-KV decode kernels. Any chunk
+// longer than one row: the chunked-prefill kernel, which takes both kinds of rows.
+void attention(const DecoderLayerParams& p, const char* qkv, void* out) {
+  const decoder::PagedCacheView& c = p.cache;
+  const int64_t width = p.qkv.out;
+  if (c.max_seqlen_q == 1 && c.num_seqs == p.num_tokens) {
+    paged::PagedAttentionParams a{};
+    a.query = qkv;
+    a.key_cache = c.key_cache;
+    a.value_cache = c.value_cache;
+    a.block_tables = c.block_tables;
+    a.context_lens = c.context_lens;
+    a.out = out;
+    a.q_seq_stride = width;
+    a.q_head_stride = p.head_dim;
+    a.num_seqs = c.num_seqs;
+    a.heads_q = p.heads_q;
+    a.heads_kv = p.heads_kv;
+    a.head_dim = p.head_dim;
+    a.block_size = c.block_size;
+    a.num_blocks = c.num_blocks;
+    a.max_blocks = c.max_blocks;
+    // The longest context the block table can describe: sizes the split-KV grid without reading
+    // the lengths back to the host; ranges past a row's length exit at once.
+    a.max_context_len = c.max_blocks * c.block_size;
+    a.scale = p.scale;
+    a.window_left = p.window_left;
+    a.softcap = p.softcap;
+    a.dtype = p.dtype;
+    a.cache_type = c.cache_type;
+    a.k_scale = c.k_scale;
+    a.v_scale = c.v_scale;
+    return paged::run_paged_attention_cuda(a);
+  }
+  paged::PagedPrefillParams a{};
+  a.query = qkv;
+  a.key_cache = c.key_cache;
+  a.value_cache = c.value_cache;
+  a.block_tables = c.block_tables;
+  a.cu_seqlens_q = c.cu_seqlens_q;
+  a.context_lens = c.context_lens;
+  a.out = out;
+  a.q_token_stride = width;
+  a.q_head_stride = p.head_dim;
+  a.num_seqs = c.num_seqs;
+  a.num_tokens = p.num_tokens;
+  a.heads_q = p.heads_q;
+  a.heads_kv = p.heads_kv;
+  a.head_dim = p.head_dim;
+  a.block_size = c.block_size;
+  a.num_blocks = c.num_blocks;
+  a.max_blocks = c.max_blocks;
+  a.max_seqlen_q = c.max_seqlen_q;
+  a.scale = p.scale;
+  a.window_left = p.window_left;
+  a.softcap = p.softcap;
+  a.dtype = p.dtype;
+  a.cache_type = c.cache_type;
+  a.k_scale = c.k_scale;
+  a.v_scale = c.v_scale;
+  paged::run_paged_prefill_cuda(a);
+}
+
+template <typename T>
+void run_typed(const DecoderLayerParams& p, int device) {
+  const DecoderLayerPlan plan = decoder::plan_decoder_layer(p);
+  // The layer's temporaries and cuBLASLt's workspace from PyTorch's caching allocator: no
+  // cudaMalloc once the sizes have been seen. (A captured step passes its own, issue 22 item 4.)
+  const int64_t gemm_offset = (plan.bytes + 255) / 256 * 256;
+  Tensor workspace = Tensor::empty({gemm_offset + static_cast<int64_t>(kGemmWorkspaceBytes)},
+                                   DType::kUInt8, Device{DeviceType::kCuda, device});
+  char* ws = workspace.data_as<char>();
+  void* gemm_ws = ws + gemm_offset;
+  cudaStream_t stream = current_stream(device);
+  const Stages<T> s{p, plan, ws, stream};
+  auto run_gemm = [&](const void* a, const decoder::Projection& w, int64_t d) {
+    run_gemm_cuda(gemm(p, a, w, ws + d), gemm_ws, kGemmWorkspaceBytes, stream, device);
+  };
+
+  s.norm1();
+  run_gemm(ws + plan.normed, p.qkv, plan.qkv);
+  s.bias_rope();
+  paged::run_reshape_and_cache_cuda(cache_write(p, ws + plan.qkv));
+  attention(p, ws + plan.qkv, ws + plan.attention);
+  run_gemm(ws + plan.attention, p.out_proj, plan.projected);
+  s.residual(plan.projected, p.out_proj.bias, p.attn_out_norm, /*next_norm=*/true);
+  run_gemm(ws + plan.normed, p.up, plan.up);
+  s.activation(multiprocessor_count(device));
+  run_gemm(ws + plan.activated, p.down, plan.projected);
+  s.residual(plan.projected, p.down.bias, p.mlp_out_norm, /*next_norm=*/false);
+}
+
+}  // namespace
+
+void run_decoder_layer_cuda(const decoder::DecoderLayerParams& p) {
+  if (p.num_tokens == 0) return;
+  const int device = device_of(p.hidden);
+  DeviceGuard guard(device);
+  switch (p.dtype) {
+    case ElementType::kFloat32: return run_typed<float>(p, device);
+    case ElementType::kFloat16: return run_typed<__half>(p, device);
+    case ElementType::kBFloat16: return run_typed<__nv_bfloat16>(p, device);
+  }
+}
+
+}  // namespace djl_attn::cuda

@@ -1,0 +1,111 @@
+#include "cuda/gemm/gemm_cuda.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "common/error.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/gemm/cublaslt_api.h"
+
+namespace djl_attn::cuda {
+namespace {
+
+int cuda_type(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32: return lt::kR32F;
+    case ElementType::kFloat16: return lt::kR16F;
+    case ElementType::kBFloat16: return lt::kR16BF;
+  }
+  fail_native("gemm: unknown element type ", static_cast<int>(type));
+}
+
+// One GEMM shape's descriptors and algorithm, made once and kept for the process's lifetime
+// (a model has a handful of shapes per batch size).
+struct GemmPlan {
+  lt::MatmulDesc desc = nullptr;
+  lt::MatrixLayout a = nullptr, b = nullptr, c = nullptr;
+  lt::MatmulAlgo algo{};
+  size_t workspace_bytes = 0;
+};
+
+using GemmKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+
+// Row-major D[m, n] = A[m, k] · W[n, k]ᵀ is column-major Dᵀ[n, m] = W · Aᵀ: cuBLASLt's "A" is
+// W read as the column-major k × n matrix it is in memory, transposed; its "B" is A read as
+// k × m, not transposed; C and D are n × m with leading dimension ldd.
+GemmPlan make_plan(const GemmCall& call, lt::Handle handle) {
+  const lt::Api& api = lt::api();
+  const int type = cuda_type(call.dtype);
+  GemmPlan plan;
+  lt::check(api.matmul_desc_create(&plan.desc, lt::kCompute32F, lt::kR32F),
+            "cublasLtMatmulDescCreate");
+  const int32_t trans_a = lt::kOpT, trans_b = lt::kOpN;
+  lt::check(api.matmul_desc_set_attribute(plan.desc, lt::kDescTransA, &trans_a, sizeof trans_a),
+            "cublasLtMatmulDescSetAttribute(TRANSA)");
+  lt::check(api.matmul_desc_set_attribute(plan.desc, lt::kDescTransB, &trans_b, sizeof trans_b),
+            "cublasLtMatmulDescSetAttribute(TRANSB)");
+  lt::check(api.matrix_layout_create(&plan.a, type, call.k, call.n, call.k),
+            "cublasLtMatrixLayoutCreate(W)");
+  lt::check(api.matrix_layout_create(&plan.b, type, call.k, call.m, call.lda),
+            "cublasLtMatrixLayoutCreate(A)");
+  lt::check(api.matrix_layout_create(&plan.c, type, call.n, call.m, call.ldd),
+            "cublasLtMatrixLayoutCreate(D)");
+  lt::MatmulPreference preference = nullptr;
+  lt::check(api.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
+  const uint64_t max_workspace = kGemmWorkspaceBytes;
+  lt::check(api.preference_set_attribute(preference, lt::kPrefMaxWorkspaceBytes, &max_workspace,
+                                         sizeof max_workspace),
+            "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  lt::HeuristicResult result{};
+  int returned = 0;
+  const lt::Status status = api.algo_get_heuristic(handle, plan.desc, plan.a, plan.b, plan.c,
+                                                   plan.c, preference, 1, &result, &returned);
+  api.preference_destroy(preference);
+  lt::check(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (returned == 0) {
+    fail_native("gemm: cuBLASLt has no algorithm for m=", call.m, " n=", call.n, " k=", call.k,
+                " (element type ", static_cast<int>(call.dtype), ")");
+  }
+  plan.algo = result.algo;
+  plan.workspace_bytes = result.workspace_size;
+  return plan;
+}
+
+struct DeviceState {
+  lt::Handle handle = nullptr;
+  std::map<GemmKey, GemmPlan> plans;
+};
+
+}  // namespace
+
+void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream, int device) {
+  if (call.m == 0) return;
+  static std::mutex mutex;
+  static std::map<int, DeviceState> devices;
+  const GemmPlan* plan = nullptr;
+  lt::Handle handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    DeviceState& state = devices[device];
+    if (state.handle == nullptr) lt::check(lt::api().create(&state.handle), "cublasLtCreate");
+    handle = state.handle;
+    const GemmKey key{device, static_cast<int>(call.dtype), call.m, call.n, call.k,
+                      call.lda,  call.ldd,                  call.accumulate};
+    auto found = state.plans.find(key);
+    if (found == state.plans.end()) found = state.plans.emplace(key, make_plan(call, handle)).first;
+    plan = &found->second;  // std::map nodes never move
+  }
+  if (plan->workspace_bytes > workspace_bytes) {
+    fail_native("gemm: the algorithm wants ", plan->workspace_bytes, " bytes of workspace, ",
+                workspace_bytes, " given");
+  }
+  const float alpha = 1.0f, beta = call.accumulate ? 1.0f : 0.0f;
+  lt::check(lt::api().matmul(handle, plan->desc, &alpha, call.w, plan->a, call.a, plan->b, &beta,
+                             call.d, plan->c, call.d, plan->c, &plan->algo, workspace,
+                             workspace_bytes, stream),
+            "cublasLtMatmul");
+}
+
+}  // namespace djl_attn::cuda
