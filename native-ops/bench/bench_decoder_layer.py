@@ -85,14 +85,14 @@ class FusedLlama:
             batch, blocks_per_seq).contiguous()
 
     def layers_forward(self, hidden, positions, cu_seqlens, context_lens, slots, check,
-                       block_tables=None):
+                       max_seqlen_q, block_tables=None):
         tables = self.block_tables if block_tables is None else block_tables
         for w, kc, vc in zip(self.layers, self.k_caches, self.v_caches):
             torch.ops.djl_attn.decoder_layer(
                 hidden, positions, kc, vc, tables, cu_seqlens, context_lens, slots,
                 None, None, w["attn_norm"], None, w["qkv"], None, self.rope, w["out"], None, None,
                 w["mlp_norm"], None, w["up"], None, w["down"], None, None,
-                self.hq, 0, 0, self.eps, self.d ** -0.5, -1, 0.0, False, check)
+                self.hq, 0, 0, self.eps, self.d ** -0.5, -1, 0.0, False, check, max_seqlen_q)
         return hidden
 
     def logits(self, hidden):
@@ -112,7 +112,7 @@ class FusedLlama:
             table = self.block_tables[s:s + 1].contiguous()
             slots = table[0].long()[positions // BLOCK] * BLOCK + positions % BLOCK
             hidden = self.embed[ids[s]].contiguous()
-            self.layers_forward(hidden, positions, cu, ctx, slots, True, table)
+            self.layers_forward(hidden, positions, cu, ctx, slots, True, n, table)
             last.append(hidden[-1:])
         return self.logits(torch.cat(last))
 
@@ -129,7 +129,34 @@ def time_steps(step, steps, sync):
     return statistics.median(times) * 1e3
 
 
-def run(batch, model, device, steps, rows, notes):
+def kernel_table(step, replays=5):
+    """The device time of each kernel of `replays` steps (torch.profiler), per step: where a
+    captured step's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            step()
+        torch.cuda.synchronize()
+    totals = {}
+    for evt in prof.events():
+        if getattr(evt, "device_type", None) is None or "CUDA" not in str(evt.device_type):
+            continue
+        us = getattr(evt, "device_time", None) or getattr(evt, "cuda_time", 0.0)
+        name = evt.name if len(evt.name) < 90 else evt.name[:87] + "..."
+        calls, total = totals.get(name, (0, 0.0))
+        totals[name] = (calls + 1, total + us)
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][1])
+    lines = ["| kernel | calls/step | us/step |", "| --- | ---: | ---: |"]
+    for name, (calls, total) in rows[:12]:
+        lines.append("| `%s` | %.0f | %.1f |" % (name.replace("|", "/"), calls / replays,
+                                                 total / replays))
+    lines.append("| all kernels | %.0f | %.1f |" % (sum(c for c, _ in totals.values()) / replays,
+                                                     sum(t for _, t in totals.values()) / replays))
+    return "\n".join(lines)
+
+
+def run(batch, model, device, steps, rows, notes, profiles):
     from transformers import DynamicCache
 
     cfg = model.config
@@ -183,7 +210,7 @@ def run(batch, model, device, steps, rows, notes):
             p = positions
             slots.copy_(fused.block_tables[seqs, p // BLOCK].long() * BLOCK + p % BLOCK)
             hidden.copy_(fused.embed[tokens])
-            fused.layers_forward(hidden, positions, cu, ctx, slots, False)
+            fused.layers_forward(hidden, positions, cu, ctx, slots, False, 1)
             chosen.copy_(fused.logits(hidden).argmax(-1))
 
         fused_ids = [first.tolist()]
@@ -214,6 +241,7 @@ def run(batch, model, device, steps, rows, notes):
             advance()
 
         graph_ms = time_steps(graph_step, steps, torch.cuda.synchronize)
+        profiles.append((batch, kernel_table(graph_step)))
 
     agree = sum(1 for a, b in zip(hf_ids[:8], fused_ids[:8]) if a == b)
     notes.append("batch %d: first-step logits max |fused - transformers| / max |transformers| = "
@@ -228,7 +256,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", default="decoder_layer.md")
-    parser.add_argument("--batches", default="1,64")
+    parser.add_argument("--batches", default="1,16,64")
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
     torch.ops.load_library(find_lib("libdjl_attn.so"))
@@ -239,9 +267,9 @@ def main():
     with torch.device(args.device):
         model = LlamaForCausalLM(llama_1b_config()).to(torch.bfloat16).eval()
     weights_gb = sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9
-    rows, notes = [], []
+    rows, notes, profiles = [], [], []
     for batch in [int(b) for b in args.batches.split(",")]:
-        run(batch, model, args.device, args.steps, rows, notes)
+        run(batch, model, args.device, args.steps, rows, notes, profiles)
     lines = [
         "Llama-3.2-1B shape, random weights, bfloat16 (%.2f GB of weights), prompt %d, %s, "
         "torch %s, %s" % (weights_gb, PROMPT, torch.cuda.get_device_name(0), torch.__version__,
@@ -256,6 +284,9 @@ def main():
                      % (b, hf, eager, graph, hf / graph, t_hf, t))
     lines.append("")
     lines.extend("- " + n for n in notes)
+    for batch, table in profiles:
+        lines += ["", "Kernels of one captured step, batch %d (torch.profiler, 5 replays):" % batch,
+                  "", table]
     text = "\n".join(lines) + "\n"
     pathlib.Path(args.out).write_text(text)
     print(text)

@@ -7,6 +7,7 @@
 
 #include "cuda/bert/bert_cuda.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/decoder/decoder_layer_cuda.h"
 #include "cuda/flash/flash_cuda.h"
 #include "cuda/linear/causal_dot_product_cuda.cuh"
 #include "cuda/paged/paged_cuda.h"
@@ -31,9 +32,7 @@ const OperatorBackends kCudaBackends{
      bert::run_restore_padding_cuda, copy_to_host, bert::copy_from_host_cuda},
     {paged::run_reshape_and_cache_cuda, paged::run_paged_attention_cuda,
      paged::run_paged_prefill_cuda, paged::copy_indices_to_host_cuda},
-    // decoder_layer: no CUDA kernel yet (docs/design/fused-decoder-layer.md, section 7); the
-    // binding refuses CUDA tensors by name and Java keeps the op-by-op path on CUDA.
-    {nullptr, paged::copy_indices_to_host_cuda},
+    {run_decoder_layer_cuda, paged::copy_indices_to_host_cuda},
 };
 
 struct RegisterAtLoad {

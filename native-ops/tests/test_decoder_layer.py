@@ -5,8 +5,8 @@ style qkv bias), on decode, prefill and mixed batches, FP8 caches, both GEMM bac
 inputs. Low precision meets the suite's bar: the kernel's error is at most twice the error of the
 same reference computed in that precision (float32: within the float32 tolerance).
 
-The CUDA kernel does not exist yet: on a GPU machine these tests run on the CPU only, and a CUDA
-call is refused by name (test_cuda_refused)."""
+The correctness tests run on every device the suite sees (conftest's `device`): on a GPU machine
+the CUDA kernel (cuda/decoder) meets the same references and bars as the CPU one."""
 
 import math
 
@@ -129,7 +129,7 @@ def make_batch(chunks, shape, dtype, block_size, fp8=False):
         k_scale=k_scale, v_scale=v_scale)
 
 
-def run_op(hidden, b, w, shape, family, check_indices=True):
+def run_op(hidden, b, w, shape, family, check_indices=True, max_seqlen_q=-1):
     f = FAMILIES[family]
     _, hq, _, d, _ = shape
     decoder_layer(
@@ -140,7 +140,7 @@ def run_op(hidden, b, w, shape, family, check_indices=True):
         w["mlp_norm_weight"], w.get("mlp_norm_bias"), w["up_weight"], w.get("up_bias"),
         w["down_weight"], w.get("down_bias"), w.get("mlp_out_norm_weight"), hq, f["norm"],
         f["act"], 1e-5, 1.0 / math.sqrt(d), f.get("window", -1), f.get("softcap", 0.0),
-        f.get("interleaved", False), check_indices)
+        f.get("interleaved", False), check_indices, max_seqlen_q)
 
 
 def reference_layer(hidden, b, w, shape, family, dtype, caches_read=None):
@@ -201,8 +201,12 @@ def check_rows(name, cache, slots, original, truth, low, dtype, scale):
         assert err <= bar, "%s: max error %.3g > %.3g" % (name, err, bar)
 
 
+def on_device(tensors, device):
+    return {k: (None if v is None else v.to(device)) for k, v in tensors.items()}
+
+
 def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_indices=True,
-                skip_slot=None):
+                skip_slot=None, device="cpu", max_seqlen_q=None):
     w = make_weights(family, shape, dtype)
     b = make_batch(chunks, shape, dtype, block_size, fp8)
     if skip_slot is not None:
@@ -211,8 +215,18 @@ def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_in
     hidden = torch.randn(tokens, shape[0], dtype=torch.float64).to(dtype)
     before = hidden.clone()
     original = (b["key_cache"].clone(), b["value_cache"].clone())
-    run_op(hidden, b, w, shape, family, check_indices)
-    written = (b["key_cache"], b["value_cache"])
+    if max_seqlen_q is None:  # what a caller that built the batch knows
+        max_seqlen_q = max(new for _, new in chunks)
+    if device == "cpu":
+        run_op(hidden, b, w, shape, family, check_indices, max_seqlen_q)
+        written = (b["key_cache"], b["value_cache"])
+    else:
+        # The same inputs on the device; the results come back for the float64 comparison.
+        b_dev, hidden_dev = on_device(b, device), hidden.to(device)
+        run_op(hidden_dev, b_dev, on_device(w, device), shape, family, check_indices,
+               max_seqlen_q)
+        hidden.copy_(hidden_dev.cpu())
+        written = (b_dev["key_cache"].cpu(), b_dev["value_cache"].cpu())
     b["key_cache"], b["value_cache"] = original
     caches_read = written if fp8 else None
     truth, k, v = reference_layer(before, b, w, shape, family, torch.float64, caches_read)
@@ -230,25 +244,26 @@ def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_in
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("batch", list(BATCHES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_families(family, batch, dtype):
-    check_layer(family, SHAPES[0], dtype, BATCHES[batch])
+def test_families(family, batch, dtype, device):
+    check_layer(family, SHAPES[0], dtype, BATCHES[batch], device=device)
 
 
 @pytest.mark.parametrize("shape", SHAPES[1:], ids=str)
 @pytest.mark.parametrize("family", ["llama", "gemma2", "gpt2"])
 @pytest.mark.parametrize("block_size", BLOCK_SIZES)
-def test_shapes_and_block_sizes(shape, family, block_size):
-    check_layer(family, shape, torch.float32, BATCHES["mixed"], block_size)
+def test_shapes_and_block_sizes(shape, family, block_size, device):
+    check_layer(family, shape, torch.float32, BATCHES["mixed"], block_size, device=device)
 
 
 @pytest.mark.parametrize("family", ["llama3", "mistral", "gemma2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_fp8_cache(family, dtype):
-    check_layer(family, SHAPES[0], dtype, BATCHES["mixed"], fp8=True)
+def test_fp8_cache(family, dtype, device):
+    check_layer(family, SHAPES[0], dtype, BATCHES["mixed"], fp8=True, device=device)
 
 
-def test_unchecked_indices_give_the_same_layer():
-    check_layer("llama", SHAPES[0], torch.float32, BATCHES["mixed"], check_indices=False)
+def test_unchecked_indices_give_the_same_layer(device):
+    check_layer("llama", SHAPES[0], torch.float32, BATCHES["mixed"], check_indices=False,
+                device=device)
 
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])
@@ -257,14 +272,35 @@ def test_gemm_backends(backend, options):
     check_layer("llama", SHAPES[0], torch.float32, BATCHES["mixed"])
 
 
-def test_one_token():
-    check_layer("llama", SHAPES[0], torch.float32, [(5, 1)])
+@pytest.mark.parametrize("batch", ["decode", "mixed"])
+@pytest.mark.parametrize("check_indices", [True, False])
+def test_max_seqlen_q_not_given(batch, check_indices, device):
+    # -1: the binding takes T, an upper bound; the layer is the same (on CUDA a decode batch then
+    # takes the chunked-prefill kernel).
+    check_layer("mistral", SHAPES[0], torch.float32, BATCHES[batch], check_indices=check_indices,
+                device=device, max_seqlen_q=-1)
 
 
-def test_skipped_slot():
+def test_max_seqlen_q_below_a_chunk():
+    def mutate(w, b, kw):
+        kw["max_seqlen_q"] = 3
+    _bad(mutate, r"decoder_layer: max_seqlen_q: expected >= every chunk length, got 3 < 5")
+
+
+def test_max_seqlen_q_out_of_range():
+    def mutate(w, b, kw):
+        kw["max_seqlen_q"] = 100
+    _bad(mutate, r"decoder_layer: max_seqlen_q: expected -1 \(not given: T\) or a value in \[0, T = 13\]")
+
+
+def test_one_token(device):
+    check_layer("llama", SHAPES[0], torch.float32, [(5, 1)], device=device)
+
+
+def test_skipped_slot(device):
     # A row whose slot is negative is not cached (reshape_and_cache's rule); the attention then
     # reads what the slot held before, in the kernel and in the reference alike.
-    check_layer("llama", SHAPES[0], torch.float32, [(0, 3), (6, 1)], skip_slot=1)
+    check_layer("llama", SHAPES[0], torch.float32, [(0, 3), (6, 1)], skip_slot=1, device=device)
 
 
 def test_empty_batch_changes_nothing():
@@ -288,7 +324,8 @@ def _bad(mutate, match, family="llama", dtype=torch.float32):
     mutate(w, b, kwargs)
     before, cache = hidden.clone(), b["key_cache"].clone()
     with pytest.raises(ValueError, match=match):
-        run_op(kwargs.get("hidden", hidden), b, w, kwargs.get("shape", SHAPES[0]), family)
+        run_op(kwargs.get("hidden", hidden), b, w, kwargs.get("shape", SHAPES[0]), family,
+               max_seqlen_q=kwargs.get("max_seqlen_q", -1))
     # A refused call writes nothing.
     assert torch.equal(before, hidden) and torch.equal(cache, b["key_cache"])
 
@@ -395,18 +432,9 @@ def test_bad_scalars(arg, value, match):
         decoder_layer(*args)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA refusal)")
-def test_cuda_refused():
-    w = {k: v.cuda() for k, v in make_weights("llama", SHAPES[0], torch.float32).items()}
-    b = {k: (v.cuda() if v is not None else None)
-         for k, v in make_batch(BATCHES["decode"], SHAPES[0], torch.float32, 16).items()}
-    with pytest.raises(ValueError, match=r"decoder_layer: hidden: expected a tensor on a device "
-                                           r"with a decoder_layer kernel"):
-        run_op(torch.randn(3, 64, device="cuda"), b, w, SHAPES[0], "llama")
-
-
 def test_position_checked_without_check_indices():
-    # The batch's once-per-step check does not cover positions: they are checked on every call.
+    # The batch's once-per-step check does not cover positions: on the CPU they are checked on
+    # every call (a vouched CUDA call reads nothing back; its caller vouches for them).
     w = make_weights("llama", SHAPES[0], torch.float32)
     b = make_batch(BATCHES["decode"], SHAPES[0], torch.float32, 16)
     b["positions"][1] = -1

@@ -94,6 +94,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   const double softcap = read_float(stack, 31);
   const bool rope_interleaved = read_bool(stack, 32);
   const bool check_indices = read_bool(stack, 33);
+  const int64_t max_seqlen_q_arg = read_int(stack, 34);
 
   // The stream: [T, C], contiguous, of a kernel dtype.
   const ArgName hn{kOp, "hidden"};
@@ -103,7 +104,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   check_contiguous(hidden, hn);
   if (backend.run == nullptr) {
     fail_invalid(hn.prefix(), ": expected a tensor on a device with a decoder_layer kernel "
-                 "(the CPU; the CUDA kernel is not implemented yet), got ", hidden.device().str());
+                 "(CPU or CUDA), got ", hidden.device().str());
   }
   const int64_t tokens = hidden.size(0), c = hidden.size(1);
   if (c < 1) fail_invalid(hn.prefix(), ": expected a hidden size C >= 1, got ", c);
@@ -208,11 +209,20 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  int64_t max_seqlen_q = tokens;  // an upper bound when the caller vouches for the batch
-  // The positions are checked on every call, check_indices or not: the batch's once-per-step
-  // check (Java's PagedBatch) does not cover them, and a position beyond the rotary table would
-  // read outside it.
-  if (check_values()) {
+  // The longest chunk: given by the caller (Java's PagedBatch knows it) or T, an upper bound.
+  // CUDA takes the tuned decode kernels only when it is 1, so a vouched decode step passes it.
+  if (max_seqlen_q_arg < -1 || max_seqlen_q_arg > tokens) {
+    fail_invalid(kOp, ": max_seqlen_q: expected -1 (not given: T) or a value in [0, T = ", tokens,
+                 "], got ", max_seqlen_q_arg);
+  }
+  int64_t max_seqlen_q = max_seqlen_q_arg >= 0 ? max_seqlen_q_arg : tokens;
+  // The positions are checked whenever that costs no device synchronisation: with the batch, and
+  // on every CPU call (the batch's once-per-step check, Java's PagedBatch, does not cover them,
+  // and a position beyond the rotary table would read outside it). A vouched CUDA call
+  // (check_indices false) reads nothing back: a captured step cannot, and a per-layer wait is
+  // what the fused layer exists to remove; its caller vouches for the positions too.
+  const bool on_cpu = hidden.device().type == DeviceType::kCpu;
+  if (check_values() && (check_indices || on_cpu)) {
     const bool batch = check_indices;
     std::vector<int64_t> pos = paged::host_buffer<int64_t>(positions);
     std::vector<int32_t> lens, tables, cu;
@@ -246,7 +256,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
       paged::check_scale_values(kOp, "k_scale", k_scales);
       paged::check_scale_values(kOp, "v_scale", v_scales);
       paged::check_block_tables(kOp, lens, tables, max_blocks, block_size, num_blocks);
-      paged::check_chunks(kOp, cu, lens, tokens, tokens);
+      paged::check_chunks(kOp, cu, lens, tokens, max_seqlen_q);
       max_seqlen_q = 0;
       for (int64_t s = 0; s < num_seqs; ++s) {
         max_seqlen_q = std::max<int64_t>(max_seqlen_q, cu[s + 1] - cu[s]);

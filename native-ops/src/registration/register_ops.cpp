@@ -61,7 +61,7 @@ constexpr const char* kSchemas[] = {
     " Tensor mlp_norm_weight, Tensor? mlp_norm_bias, Tensor up_weight, Tensor? up_bias,"
     " Tensor down_weight, Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads,"
     " int norm_type, int activation, float norm_eps, float scale, int window_left,"
-    " float softcap, bool rope_interleaved, bool check_indices=True) -> ()",
+    " float softcap, bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1) -> ()",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
