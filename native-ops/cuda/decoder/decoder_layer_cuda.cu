@@ -59,7 +59,10 @@ struct Stages {
 
   void bias_rope() const {
     if (p.qkv.bias == nullptr && p.rope_cos_sin == nullptr) return;
-    k::bias_rope_kernel<T><<<p.num_tokens, k::kRowThreads, 0, stream>>>(
+    const int64_t width = (p.heads_q + 2 * p.heads_kv) * p.head_dim;
+    const dim3 grid(static_cast<unsigned>(p.num_tokens),
+                    static_cast<unsigned>((width + k::kRowThreads - 1) / k::kRowThreads));
+    k::bias_rope_kernel<T><<<grid, k::kRowThreads, 0, stream>>>(
         at(plan.qkv), p.qkv.bias, p.rope_cos_sin, p.positions, p.heads_q + p.heads_kv,
         p.heads_q + 2 * p.heads_kv, p.head_dim, p.rope_dim, p.rope_interleaved);
     DJL_ATTN_CUDA_CHECK_LAUNCH("decoder_layer bias_rope_kernel");

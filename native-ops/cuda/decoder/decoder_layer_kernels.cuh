@@ -103,7 +103,9 @@ __global__ void __launch_bounds__(kRowThreads)
 // In place on the qkv GEMM's output [T, (Hq + 2 Hkv) D]: adds the bias, then rotates the first
 // rope_dim dims of every q and k head by the rotary table row of the token's position. Pairs are
 // (i, i + R/2) (Hugging Face's rotate_half) or (2i, 2i + 1) when interleaved; pair i turns by
-// the angle whose cos is table[p, i] and sin table[p, R/2 + i].
+// the angle whose cos is table[p, i] and sin table[p, R/2 + i]. Grid: (T, ceil(width / 256)),
+// one element per thread: a decode step has few tokens, and one block per token left a batch-1
+// step's launch 5 us long (H200 profile).
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
     bias_rope_kernel(T* __restrict__ qkv, const float* __restrict__ bias,
@@ -112,30 +114,30 @@ __global__ void __launch_bounds__(kRowThreads)
                      int64_t rope_dim, bool interleaved) {
   const int64_t t = blockIdx.x;
   const int64_t width = heads_total * head_dim;
+  const int64_t j = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.x;
+  if (j >= width) return;
   T* row = qkv + t * width;
   const int64_t half = rope_dim / 2;
-  const float* angles = table == nullptr ? nullptr : table + positions[t] * rope_dim;
-  for (int64_t j = threadIdx.x; j < width; j += kRowThreads) {
-    const int64_t head = j / head_dim, d = j % head_dim;
-    const bool rotated = angles != nullptr && head < heads_rotated && d < rope_dim;
-    if (!rotated) {
-      if (bias != nullptr) row[j] = from_float<T>(to_float(row[j]) + bias[j]);
-      continue;
-    }
-    // The pair's first element does the pair's work; the second is written by it.
-    const bool first = interleaved ? (d % 2 == 0) : (d < half);
-    if (!first) continue;
-    const int64_t i = interleaved ? d / 2 : d;
-    const int64_t j2 = interleaved ? j + 1 : j + half;
-    float x0 = to_float(row[j]), x1 = to_float(row[j2]);
-    if (bias != nullptr) {
-      x0 += bias[j];
-      x1 += bias[j2];
-    }
-    const float c = angles[i], s = angles[half + i];
-    row[j] = from_float<T>(x0 * c - x1 * s);
-    row[j2] = from_float<T>(x1 * c + x0 * s);
+  const int64_t head = j / head_dim, d = j % head_dim;
+  const bool rotated = table != nullptr && head < heads_rotated && d < rope_dim;
+  if (!rotated) {
+    if (bias != nullptr) row[j] = from_float<T>(to_float(row[j]) + bias[j]);
+    return;
   }
+  // The pair's first element does the pair's work; the second is written by it.
+  const bool first = interleaved ? (d % 2 == 0) : (d < half);
+  if (!first) return;
+  const float* angles = table + positions[t] * rope_dim;
+  const int64_t i = interleaved ? d / 2 : d;
+  const int64_t j2 = interleaved ? j + 1 : j + half;
+  float x0 = to_float(row[j]), x1 = to_float(row[j2]);
+  if (bias != nullptr) {
+    x0 += bias[j];
+    x1 += bias[j2];
+  }
+  const float c = angles[i], s = angles[half + i];
+  row[j] = from_float<T>(x0 * c - x1 * s);
+  row[j2] = from_float<T>(x1 * c + x0 * s);
 }
 
 __device__ __forceinline__ float gelu_tanh(float x) {

@@ -19,10 +19,12 @@ namespace djl_attn::cuda::lt {
 using Status = int;  // cublasStatus_t
 constexpr Status kStatusSuccess = 0;
 
-using Handle = struct cublasLtContext*;                 // cublasLtHandle_t
-using MatmulDesc = struct cublasLtMatmulDescOpaque_t*;  // cublasLtMatmulDesc_t
-using MatrixLayout = struct cublasLtMatrixLayoutOpaque_t*;
-using MatmulPreference = struct cublasLtMatmulPreferenceOpaque_t*;
+// Opaque pointers: only their size matters, so the tags are this header's own (cublasLt.h
+// declares its structs under typedef names that would clash in the check's translation unit).
+using Handle = struct LtContextTag*;                // cublasLtHandle_t
+using MatmulDesc = struct LtMatmulDescTag*;         // cublasLtMatmulDesc_t
+using MatrixLayout = struct LtMatrixLayoutTag*;     // cublasLtMatrixLayout_t
+using MatmulPreference = struct LtPreferenceTag*;   // cublasLtMatmulPreference_t
 
 // cublasLtMatmulAlgo_t and cublasLtMatmulHeuristicResult_t, layout as in cublasLt.h.
 struct MatmulAlgo {
