@@ -1,5 +1,6 @@
 // The part of cuBLASLt's C API this library calls, declared here and resolved at load time from
-// the cuBLASLt that the process's libtorch already loaded (docs/design/gemm-layer.md, "CUDA").
+// the cuBLASLt that the process's libtorch already loaded (docs/design/fused-decoder-layer.md,
+// section 7).
 //
 // Why not #include <cublasLt.h> and link libcublasLt: the build machines' CUDA toolkit has nvcc
 // but no cuBLAS, and a link would pin one cuBLAS major version (libcublasLt.so.13 from CUDA 13),

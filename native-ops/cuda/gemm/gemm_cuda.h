@@ -1,5 +1,5 @@
 // The CUDA GEMM layer: D = A · Wᵀ (+ D) for row-major activations and [out, in] weights, on
-// cuBLASLt (docs/design/gemm-layer.md, "CUDA"). Used by the fused decoder layer; knows nothing
+// cuBLASLt (docs/design/fused-decoder-layer.md, section 7). Used by the fused decoder layer; knows nothing
 // of PyTorch or Java.
 #pragma once
 

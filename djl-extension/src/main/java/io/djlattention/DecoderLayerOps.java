@@ -88,6 +88,9 @@ public final class DecoderLayerOps {
                 .floatArg(options.getSoftcap())
                 .boolArg(options.isRopeInterleaved())
                 .boolArg(false)
+                // The batch's longest chunk, known on the host: on CUDA a decode step (1) takes
+                // the split-KV decode kernels without reading the batch back.
+                .intArg(batch.getMaxQueryLen())
                 .invoke(ptHidden.getManager());
     }
 

@@ -105,9 +105,8 @@ public final class Decoder extends AbstractBlock {
      */
     public enum LayerPath {
         /**
-         * One {@code decoder_layer} call per layer where the step can take it: the cache on the
-         * CPU, storing the model's head dim. The CUDA kernel does not exist yet: on a GPU, and
-         * for a zero-padded cache, the step runs {@link #OP_BY_OP}.
+         * One {@code decoder_layer} call per layer where the step can take it: a cache (CPU or
+         * GPU) storing the model's head dim. A zero-padded cache runs {@link #OP_BY_OP}.
          */
         FUSED,
         /** The op-by-op layers: 15-25 operator calls per layer. */
@@ -284,15 +283,13 @@ public final class Decoder extends AbstractBlock {
 
     /**
      * Whether {@link #forwardPaged} runs this cache's steps through the fused layer: the path is
-     * FUSED, the cache is on the CPU and stores the model's head dim (no zero padding).
+     * FUSED and the cache stores the model's head dim (no zero padding).
      *
      * @param cache the cache
      * @return true for the fused layer
      */
     public boolean isFused(PagedKvCache cache) {
-        return layerPath == LayerPath.FUSED
-                && !cache.getDevice().isGpu()
-                && cache.getHeadDim() == config.getHeadDim();
+        return layerPath == LayerPath.FUSED && cache.getHeadDim() == config.getHeadDim();
     }
 
     /**
@@ -804,6 +801,17 @@ public final class Decoder extends AbstractBlock {
             PagedKvCache cache, PagedBatch batch, NDArray tokenIds, NDArray positions) {
         Step step = new Step(positions, false);
         FusedDecoderWeights fused = step.w.fused();
+        if (batch.getMaxContextLen() > config.getMaxPositions()) {
+            // The operator reads no index back on a GPU (no per-layer wait): the positions are
+            // checked here, once per step, from the batch's host-side lengths (the rotary table
+            // has getMaxPositions() rows).
+            throw new IllegalArgumentException(
+                    "batch: a context of "
+                            + batch.getMaxContextLen()
+                            + " tokens exceeds the model's "
+                            + config.getMaxPositions()
+                            + " positions");
+        }
         NDArray x = embed(step, tokenIds, positions); // [T, C], a fresh array updated in place
         for (int l = 0; l < config.getNumLayers(); ++l) {
             DecoderLayerOps.decoderLayer(
