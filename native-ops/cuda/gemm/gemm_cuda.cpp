@@ -42,10 +42,15 @@ using GemmKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, boo
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 3;
 
+// Decode steps have at most one row per sequence: their row counts are few and repeat every step,
+// so timing them once pays. Prefill chunks come in any length; they keep the heuristic's choice
+// (no host wait for a shape that may never come back).
+constexpr int64_t kMaxTunedRows = 64;
+
 // Timing needs a host wait: not while the stream is being captured into a CUDA graph (the
 // heuristic's choice is kept then), and not when d is also an input (beta = 1).
 bool tuning_allowed(const GemmCall& call, cudaStream_t stream) {
-  if (call.accumulate) return false;
+  if (call.accumulate || call.m > kMaxTunedRows) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   DJL_ATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture == cudaStreamCaptureStatusNone;
