@@ -356,8 +356,7 @@ def check_decoder_layer(a, outputs):
 class Operator:
     good: Callable  # (device, **shape) -> {argument: value}, in any order
     check: Callable  # (arguments, outputs) -> None, asserting the outputs
-    # The devices with a kernel: decoder_layer has no CUDA kernel yet (its refusal on CUDA is
-    # test_decoder_layer.py::test_cuda_refused).
+    # The devices with a kernel.
     devices: tuple = ("cpu", "cuda")
 
 
@@ -399,7 +398,7 @@ OPS = {
             a["query"], dequantised(a, "key_cache"), dequantised(a, "value_cache"),
             a["block_tables"], a["cu_seqlens_q"],
             a["context_lens"], a["scale"], a["alibi_slopes"], a["window_left"], a["softcap"]))),
-    "decoder_layer": Operator(good_decoder_layer, check_decoder_layer, devices=("cpu",)),
+    "decoder_layer": Operator(good_decoder_layer, check_decoder_layer),
 }
 
 

@@ -101,7 +101,7 @@ class OperatorBadInputTest {
      * tokens, its down projection {@code inter} columns wide; returns the stream's shape.
      */
     private static Shape decoderLayer(int inter) {
-        // The CPU's kernel: on a GPU the operator refuses every call (no CUDA kernel yet).
+        // On the CPU: the binding's checks are the same for every device.
         try (NDManager m = NDManager.newBaseManager(Device.cpu());
                 PagedKvCache cache =
                 PagedKvCache.builder()

@@ -266,7 +266,7 @@ class FusedDecoderLayerTest {
     }
 
     private static void assertRefused(String message, DataType cacheType, int qkvRows) {
-        // The CPU's kernel: on a GPU the operator refuses every call (no CUDA kernel yet).
+        // On the CPU: the binding's checks are the same for every device.
         try (NDManager m = NDManager.newBaseManager(Device.cpu());
                 PagedKvCache cache =
                         PagedKvCache.builder()

@@ -133,9 +133,9 @@ class DecoderPathsTest {
         int layers = decoder.getConfig().getNumLayers();
         try (NDManager m = manager.newSubManager();
                 PagedKvCache cache = decoder.newCacheBuilder(m).optNumBlocks(8).build()) {
-            // FUSED runs the fused layer on the CPU only (no CUDA kernel yet).
+            // FUSED runs the fused layer on the CPU and the GPU.
             boolean fused = decoder.isFused(cache);
-            assertEquals(path == LayerPath.FUSED && !cache.getDevice().isGpu(), fused);
+            assertEquals(path == LayerPath.FUSED, fused);
             int perLayer = fused ? 0 : gpt2Model ? 13 : 29;
             // GPT-2: 2 embeddings, their sum, the norm's zeros, final norm, head = 6; LLaMA:
             // embedding, rotation (gather, reshape, split 2, 2 muls, add = 7), RMSNorm 6, head =
