@@ -51,7 +51,7 @@ import java.util.List;
  * the bound {@link HfDecoderParityTest} explains), on both layer paths, and the two paths agree
  * within 1e-4 too. An FP8 cache runs the same schedule on both paths. The scheduler's
  * preemption, recompute, chunked prefill and prefix sharing run through the fused path in {@code
- * DecoderPathsTest} and {@code PrefixSharingTest} (the default path on the CPU).
+ * DecoderPathsTest} and {@code PrefixSharingTest} (the default path).
  */
 class FusedDecoderLayerTest {
 
@@ -135,11 +135,14 @@ class FusedDecoderLayerTest {
                 }
             }
             // float32 arithmetic on the two paths may move a key across an e4m3 rounding
-            // boundary (one element by 2^-4 relative): 1e-2, as Fp8KvCacheTest bounds it. The
-            // cache's rounding itself moves the logits by more than that, so the FP8 cache is
-            // really used.
-            assertTrue(worst <= 1e-2, name + " FP8: max |fused - op-by-op| " + worst);
-            assertTrue(fp8Effect > worst, name + " FP8: cache effect " + fp8Effect);
+            // boundary (one element by 2^-4 relative). On the CPU both paths share the GEMM and
+            // agree to ~1e-6; on a GPU (cuBLASLt against torch's mm, other reduction orders) a
+            // few keys cross: 1.6e-2 seen on an H200 for gemma2, whose soft-cap amplifies it.
+            // The bar: a tenth of what the FP8 cache itself changes (0.27-0.49 here), which a
+            // wrong scale, head or slot exceeds.
+            assertTrue(
+                    worst <= 0.1 * fp8Effect,
+                    name + " FP8: max |fused - op-by-op| " + worst + ", cache effect " + fp8Effect);
             System.out.printf(
                     "%s FP8 cache: fused vs op-by-op %.2e, vs float32 cache %.2e%n",
                     name, worst, fp8Effect);
@@ -170,11 +173,8 @@ class FusedDecoderLayerTest {
             builder.optCacheDtype(KvCacheDtype.FP8_E4M3).optScales(perLayer(fp8Scales, decoder));
         }
         try (PagedKvCache cache = builder.build()) {
-            // On a GPU both runs take the op-by-op layers until the CUDA kernel exists.
-            assertEquals(
-                    path == LayerPath.FUSED && !cache.getDevice().isGpu(),
-                    decoder.isFused(cache),
-                    "path " + path);
+            // FUSED takes the fused layer on the CPU and the GPU alike.
+            assertEquals(path == LayerPath.FUSED, decoder.isFused(cache), "path " + path);
             for (int step = 0; ; ++step) {
                 List<Long> ids = new ArrayList<>();
                 List<Integer> lens = new ArrayList<>();
