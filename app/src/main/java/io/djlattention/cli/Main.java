@@ -18,7 +18,8 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 
 /**
- * The djl-attention command line: {@code embed}, {@code generate}, {@code serve}, and {@code all}
+ * The djl-attention command line: {@code embed}, {@code generate}, {@code serve}, {@code
+ * spark-embed}, {@code spark-generate}, and {@code all}
  * ({@code embed} then {@code generate}, also what runs without a subcommand). The README's main
  * job ({@code mvn -B -Pdemo -DskipTests verify}, or {@code java -jar
  * app/target/djl-attention-app.jar}) runs it.
@@ -37,6 +38,8 @@ import java.util.concurrent.Callable;
             EmbedCommand.class,
             GenerateCommand.class,
             ServeCommand.class,
+            SparkEmbedCommand.class,
+            SparkGenerateCommand.class,
             Main.AllCommand.class,
             CommandLine.HelpCommand.class
         })
@@ -61,6 +64,11 @@ public final class Main implements Callable<Integer> {
         // Everything the commands need is on the class path: DJL must not try the network.
         if (System.getProperty("ai.djl.offline") == null) {
             System.setProperty("ai.djl.offline", "true");
+        }
+        // spark-embed / spark-generate start Spark in this JVM: what Spark's launcher sets (the
+        // manifest's Add-Opens give it the module access it needs on Java 17).
+        if (System.getProperty("io.netty.tryReflectionSetAccessible") == null) {
+            System.setProperty("io.netty.tryReflectionSetAccessible", "true");
         }
         int code = run(new PrintWriter(System.out, true), new PrintWriter(System.err, true), args);
         System.exit(code);

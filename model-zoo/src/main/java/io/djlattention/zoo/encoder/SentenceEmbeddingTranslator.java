@@ -74,6 +74,17 @@ public final class SentenceEmbeddingTranslator implements Translator<String, flo
     }
 
     /**
+     * Returns the tokenizer, which does not truncate (this translator cuts to {@link
+     * #getMaxLength}): callers count a text's tokens with it, e.g. to refuse texts the model would
+     * truncate.
+     *
+     * @return the tokenizer
+     */
+    public HuggingFaceTokenizer getTokenizer() {
+        return tokenizer;
+    }
+
+    /**
      * Returns the most tokens a text keeps (special tokens included).
      *
      * @return the maximum length
