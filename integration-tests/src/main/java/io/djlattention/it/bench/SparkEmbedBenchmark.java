@@ -161,7 +161,7 @@ public final class SparkEmbedBenchmark {
         }
     }
 
-    /** The sentences of app/scripts/spark-embed-bench.sh's kind: 2 to 13 words, seeded. */
+    /** Short sentences: 2 to 13 words of a small vocabulary, seeded. */
     static List<String> sentences(int n) {
         String[] words = (
                 "the a cat dog sleeps runs quickly market bank raised rates guitar plays music on"
