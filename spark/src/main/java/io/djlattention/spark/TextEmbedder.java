@@ -5,6 +5,7 @@ package io.djlattention.spark;
 
 import ai.djl.Device;
 import ai.djl.inference.Predictor;
+import ai.djl.translate.TranslateException;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.TaskContext;
@@ -29,6 +30,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.TaskCompletionListener;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
@@ -452,9 +454,11 @@ public final class TextEmbedder extends Transformer {
                     }
                     try {
                         embeddings = loaded.embed(predictor, texts, bad);
-                    } catch (ai.djl.translate.TranslateException e) {
+                    } catch (TranslateException e) {
                         throw new IllegalStateException(
-                                "embedding a batch of " + texts.size() + " rows failed: " + e.getMessage(), e);
+                                "embedding a batch of " + texts.size() + " rows failed: "
+                                        + e.getMessage(),
+                                e);
                     }
                     return true;
                 }
@@ -494,7 +498,7 @@ public final class TextEmbedder extends Transformer {
         public float[] call(String text) throws Exception {
             EmbeddingModelSpec.Loaded loaded = spec.get();
             try (Predictor<String, float[]> predictor = loaded.newPredictor()) {
-                return loaded.embed(predictor, java.util.Collections.singletonList(text), bad)[0];
+                return loaded.embed(predictor, Collections.singletonList(text), bad)[0];
             }
         }
     }
