@@ -16,6 +16,7 @@
 #include "cuda/decoder/decoder_layer_kernels.cuh"
 #include "cuda/gemm/gemm_cuda.h"
 #include "cuda/paged/paged_cuda.h"
+#include "decoder/decoder_layer_attention.h"
 #include "decoder/decoder_layer_plan.h"
 
 namespace djl_attn::cuda {
@@ -93,90 +94,13 @@ GemmCall gemm(const DecoderLayerParams& p, const void* a, const decoder::Project
   return GemmCall{p.dtype, a, w.weight, d, p.num_tokens, w.out, w.in, w.in, w.out, false};
 }
 
-paged::ReshapeAndCacheParams cache_write(const DecoderLayerParams& p, const char* qkv) {
-  const decoder::PagedCacheView& c = p.cache;
-  const int64_t e = element_size(p.dtype), width = p.qkv.out;
-  paged::ReshapeAndCacheParams w{};
-  w.key = qkv + p.heads_q * p.head_dim * e;
-  w.value = qkv + (p.heads_q + p.heads_kv) * p.head_dim * e;
-  w.key_cache = c.key_cache;
-  w.value_cache = c.value_cache;
-  w.slot_mapping = c.slot_mapping;
-  w.key_token_stride = w.value_token_stride = width;
-  w.key_head_stride = w.value_head_stride = p.head_dim;
-  w.num_tokens = p.num_tokens;
-  w.heads_kv = p.heads_kv;
-  w.head_dim = p.head_dim;
-  w.block_size = c.block_size;
-  w.num_blocks = c.num_blocks;
-  w.dtype = p.dtype;
-  w.cache_type = c.cache_type;
-  w.k_scale = c.k_scale;
-  w.v_scale = c.v_scale;
-  return w;
-}
-
-// Decode rows only (one new token per sequence): the tuned split-KV decode kernels. Any chunk
-// longer than one row: the chunked-prefill kernel, which takes both kinds of rows.
+// Decode rows only: the tuned split-KV decode kernels. Any chunk longer than one row: the
+// chunked-prefill kernel, which takes both kinds of rows.
 void attention(const DecoderLayerParams& p, const char* qkv, void* out) {
-  const decoder::PagedCacheView& c = p.cache;
-  const int64_t width = p.qkv.out;
-  if (c.max_seqlen_q == 1 && c.num_seqs == p.num_tokens) {
-    paged::PagedAttentionParams a{};
-    a.query = qkv;
-    a.key_cache = c.key_cache;
-    a.value_cache = c.value_cache;
-    a.block_tables = c.block_tables;
-    a.context_lens = c.context_lens;
-    a.out = out;
-    a.q_seq_stride = width;
-    a.q_head_stride = p.head_dim;
-    a.num_seqs = c.num_seqs;
-    a.heads_q = p.heads_q;
-    a.heads_kv = p.heads_kv;
-    a.head_dim = p.head_dim;
-    a.block_size = c.block_size;
-    a.num_blocks = c.num_blocks;
-    a.max_blocks = c.max_blocks;
-    // The longest context the block table can describe: sizes the split-KV grid without reading
-    // the lengths back to the host; ranges past a row's length exit at once.
-    a.max_context_len = c.max_blocks * c.block_size;
-    a.scale = p.scale;
-    a.window_left = p.window_left;
-    a.softcap = p.softcap;
-    a.dtype = p.dtype;
-    a.cache_type = c.cache_type;
-    a.k_scale = c.k_scale;
-    a.v_scale = c.v_scale;
-    return paged::run_paged_attention_cuda(a);
+  if (decoder::is_decode_batch(p)) {
+    return paged::run_paged_attention_cuda(decoder::decode_params(p, qkv, out));
   }
-  paged::PagedPrefillParams a{};
-  a.query = qkv;
-  a.key_cache = c.key_cache;
-  a.value_cache = c.value_cache;
-  a.block_tables = c.block_tables;
-  a.cu_seqlens_q = c.cu_seqlens_q;
-  a.context_lens = c.context_lens;
-  a.out = out;
-  a.q_token_stride = width;
-  a.q_head_stride = p.head_dim;
-  a.num_seqs = c.num_seqs;
-  a.num_tokens = p.num_tokens;
-  a.heads_q = p.heads_q;
-  a.heads_kv = p.heads_kv;
-  a.head_dim = p.head_dim;
-  a.block_size = c.block_size;
-  a.num_blocks = c.num_blocks;
-  a.max_blocks = c.max_blocks;
-  a.max_seqlen_q = c.max_seqlen_q;
-  a.scale = p.scale;
-  a.window_left = p.window_left;
-  a.softcap = p.softcap;
-  a.dtype = p.dtype;
-  a.cache_type = c.cache_type;
-  a.k_scale = c.k_scale;
-  a.v_scale = c.v_scale;
-  paged::run_paged_prefill_cuda(a);
+  paged::run_paged_prefill_cuda(decoder::prefill_params(p, qkv, out));
 }
 
 template <typename T>
@@ -198,7 +122,7 @@ void run_typed(const DecoderLayerParams& p, int device) {
   s.norm1();
   run_gemm(ws + plan.normed, p.qkv, plan.qkv);
   s.bias_rope();
-  paged::run_reshape_and_cache_cuda(cache_write(p, ws + plan.qkv));
+  paged::run_reshape_and_cache_cuda(decoder::cache_write_params(p, ws + plan.qkv));
   attention(p, ws + plan.qkv, ws + plan.attention);
   run_gemm(ws + plan.attention, p.out_proj, plan.projected);
   s.residual(plan.projected, p.out_proj.bias, p.attn_out_norm, /*next_norm=*/true);

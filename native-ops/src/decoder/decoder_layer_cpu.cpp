@@ -8,6 +8,7 @@
 
 #include "common/half.h"
 #include "common/thread_pool.h"
+#include "decoder/decoder_layer_attention.h"
 #include "decoder/decoder_layer_plan.h"
 #include "gemm/gemm.h"
 #include "paged/paged_cpu.h"
@@ -123,55 +124,8 @@ void rotate(T* qkv, const DecoderLayerParams& p) {
 // The k and v rows of qkv into their slots, then q's attention over the cache.
 template <typename T>
 void attend(T* qkv, T* out, const DecoderLayerParams& p) {
-  const PagedCacheView& c = p.cache;
-  const int64_t d = p.head_dim;
-  paged::ReshapeAndCacheParams w{};
-  w.key = qkv + p.heads_q * d;
-  w.value = qkv + (p.heads_q + p.heads_kv) * d;
-  w.key_cache = c.key_cache;
-  w.value_cache = c.value_cache;
-  w.slot_mapping = c.slot_mapping;
-  w.key_token_stride = w.value_token_stride = p.qkv.out;
-  w.key_head_stride = w.value_head_stride = d;
-  w.num_tokens = p.num_tokens;
-  w.heads_kv = p.heads_kv;
-  w.head_dim = d;
-  w.block_size = c.block_size;
-  w.num_blocks = c.num_blocks;
-  w.dtype = p.dtype;
-  w.cache_type = c.cache_type;
-  w.k_scale = c.k_scale;
-  w.v_scale = c.v_scale;
-  paged::run_reshape_and_cache_cpu(w);
-
-  paged::PagedPrefillParams a{};
-  a.query = qkv;
-  a.key_cache = c.key_cache;
-  a.value_cache = c.value_cache;
-  a.block_tables = c.block_tables;
-  a.cu_seqlens_q = c.cu_seqlens_q;
-  a.context_lens = c.context_lens;
-  a.alibi_slopes = nullptr;
-  a.out = out;
-  a.q_token_stride = p.qkv.out;
-  a.q_head_stride = d;
-  a.num_seqs = c.num_seqs;
-  a.num_tokens = p.num_tokens;
-  a.heads_q = p.heads_q;
-  a.heads_kv = p.heads_kv;
-  a.head_dim = d;
-  a.block_size = c.block_size;
-  a.num_blocks = c.num_blocks;
-  a.max_blocks = c.max_blocks;
-  a.max_seqlen_q = c.max_seqlen_q;
-  a.scale = p.scale;
-  a.window_left = p.window_left;
-  a.softcap = p.softcap;
-  a.dtype = p.dtype;
-  a.cache_type = c.cache_type;
-  a.k_scale = c.k_scale;
-  a.v_scale = c.v_scale;
-  paged::run_paged_prefill_cpu(a);
+  paged::run_reshape_and_cache_cpu(cache_write_params(p, qkv));
+  paged::run_paged_prefill_cpu(prefill_params(p, qkv, out));
 }
 
 // x += sub-layer output y (Gemma-2: RMS-normed first with `gain`), rounding where transformers
