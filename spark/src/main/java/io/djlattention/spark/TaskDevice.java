@@ -65,13 +65,21 @@ final class TaskDevice {
             return Device.gpu(Integer.parseInt(d.substring(4)));
         }
         TaskContext task = TaskContext.get();
-        if (task != null) {
-            scala.Option<ResourceInformation> gpu = task.resources().get("gpu");
-            if (gpu.isDefined() && gpu.get().addresses().length > 0) {
-                // The address Spark assigned is the CUDA ordinal on this host (its discovery
-                // script lists nvidia-smi's indices).
-                return Device.gpu(Integer.parseInt(gpu.get().addresses()[0].trim()));
-            }
+        return task == null ? Device.cpu() : fromResources(task.resources());
+    }
+
+    /**
+     * {@code auto}'s rule: the first GPU address among a task's resources, else the CPU.
+     *
+     * @param resources the task's resources ({@code TaskContext.resources()})
+     * @return the device
+     */
+    static Device fromResources(scala.collection.Map<String, ResourceInformation> resources) {
+        scala.Option<ResourceInformation> gpu = resources.get("gpu");
+        if (gpu.isDefined() && gpu.get().addresses().length > 0) {
+            // The address Spark assigned is the CUDA ordinal on this host (its discovery script
+            // lists nvidia-smi's indices).
+            return Device.gpu(Integer.parseInt(gpu.get().addresses()[0].trim()));
         }
         return Device.cpu();
     }
