@@ -9,8 +9,10 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/decoder/decoder_layer_cuda.h"
 #include "cuda/flash/flash_cuda.h"
+#include "cuda/graph/step_graph_cuda.h"
 #include "cuda/linear/causal_dot_product_cuda.cuh"
 #include "cuda/paged/paged_cuda.h"
+#include "cuda/step/step_cuda.h"
 #include "registration/operator_kernels.h"
 
 namespace djl_attn::cuda {
@@ -33,6 +35,9 @@ const OperatorBackends kCudaBackends{
     {paged::run_reshape_and_cache_cuda, paged::run_paged_attention_cuda,
      paged::run_paged_prefill_cuda, paged::copy_indices_to_host_cuda},
     {run_decoder_layer_cuda, paged::copy_indices_to_host_cuda},
+    {run_embed_tokens_cuda, run_decoder_head_cuda, copy_from_host_cuda,
+     paged::copy_indices_to_host_cuda},
+    kGraphBackend,
 };
 
 struct RegisterAtLoad {

@@ -1,5 +1,7 @@
 #include "cuda/common/cuda_check.h"
 
+#include "cuda/common/scratch.h"
+
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -35,6 +37,8 @@ int device_of(const void* ptr) {
 }
 
 cudaStream_t current_stream(int device) {
+  // A captured step's launches go to its capture stream (cuda/common/scratch.h).
+  if (cudaStream_t capture = step_capture::stream(device)) return capture;
   shim::GetCurrentCudaStream fn = shim::current_cuda_stream_fn();
   if (fn == nullptr) {
     fail_native("libtorch_cuda.so is not loaded in this process: CUDA tensors need a CUDA build "

@@ -13,6 +13,7 @@
 
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/scratch.h"
 #include "cuda/decoder/decoder_layer_kernels.cuh"
 #include "cuda/gemm/gemm_cuda.h"
 #include "cuda/paged/paged_cuda.h"
@@ -106,11 +107,10 @@ void attention(const DecoderLayerParams& p, const char* qkv, void* out) {
 template <typename T>
 void run_typed(const DecoderLayerParams& p, int device) {
   const DecoderLayerPlan plan = decoder::plan_decoder_layer(p);
-  // The layer's temporaries and cuBLASLt's workspace from PyTorch's caching allocator: no
-  // cudaMalloc once the sizes have been seen. (A captured step passes its own, issue 22 item 4.)
+  // The layer's temporaries and cuBLASLt's workspace: PyTorch's caching allocator (no
+  // cudaMalloc once the sizes have been seen), or a captured step's arena.
   const int64_t gemm_offset = (plan.bytes + 255) / 256 * 256;
-  Tensor workspace = Tensor::empty({gemm_offset + static_cast<int64_t>(kGemmWorkspaceBytes)},
-                                   DType::kUInt8, Device{DeviceType::kCuda, device});
+  const Scratch workspace(static_cast<size_t>(gemm_offset) + kGemmWorkspaceBytes, device);
   char* ws = workspace.data_as<char>();
   void* gemm_ws = ws + gemm_offset;
   cudaStream_t stream = current_stream(device);

@@ -52,18 +52,19 @@ __device__ void normalise_row(const float* row, int64_t cols, const float* weigh
   }
 }
 
-// out[t] = norm(x[t]). Dynamic shared memory: cols floats.
+// out[r] = norm(x[rows[r]]), or norm(x[r]) when rows is null. Dynamic shared memory: cols floats.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
     norm_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t cols,
                      const float* __restrict__ weight, const float* __restrict__ bias, bool layer,
-                     float eps) {
+                     float eps, const int64_t* __restrict__ rows = nullptr) {
   extern __shared__ float row[];
   __shared__ float scratch[kRowThreads / 32];
-  const int64_t t = blockIdx.x;
+  const int64_t r = blockIdx.x;
+  const int64_t t = rows == nullptr ? r : rows[r];
   for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) row[c] = to_float(x[t * cols + c]);
   __syncthreads();
-  normalise_row(row, cols, weight, bias, layer, eps, out + t * cols, scratch);
+  normalise_row(row, cols, weight, bias, layer, eps, out + r * cols, scratch);
 }
 
 // The residual add of a sub-layer, and optionally the next norm:

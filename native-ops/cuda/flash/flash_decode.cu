@@ -8,6 +8,7 @@
 
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/scratch.h"
 #include "cuda/flash/flash_combine.h"
 #include "cuda/flash/flash_decode.h"
 #include "cuda/flash/flash_decode_kernel.cuh"
@@ -58,16 +59,15 @@ void run_typed(const FlashParams& params, bool folded, const PagedRows* paged,
   decode_blocks_per_sm<T, kHeadDim, kPaged, kFeatures>(device);
   args.n_blocks_per_split = split.n_blocks_per_split;
   args.num_splits = split.num_splits;
-  Tensor o_accum, lse_accum;  // scratch from PyTorch's caching allocator, freed on return
+  cuda::Scratch o_accum, lse_accum;  // freed on return (cuda/common/scratch.h)
   if (split.num_splits > 1) {
     // Stream order makes the early free safe: the allocator hands the memory to later work on
     // this stream only, which the combine pass (a programmatic dependent that waits for this
     // kernel first thing, dependent_launch.cuh) keeps after both kernels.
     args.accum_rows = split.accum_rows;
-    const Device dev{DeviceType::kCuda, device};
-    o_accum = Tensor::empty({split.num_splits, p.heads_q, args.accum_rows, p.head_dim},
-                            DType::kFloat32, dev);
-    lse_accum = Tensor::empty({split.num_splits, p.heads_q, args.accum_rows}, DType::kFloat32, dev);
+    const size_t rows = static_cast<size_t>(split.num_splits) * p.heads_q * args.accum_rows;
+    o_accum = cuda::Scratch(rows * p.head_dim * sizeof(float), device);
+    lse_accum = cuda::Scratch(rows * sizeof(float), device);
     args.o_accum = o_accum.data_as<float>();
     args.lse_accum = lse_accum.data_as<float>();
   }

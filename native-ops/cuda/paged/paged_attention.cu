@@ -14,6 +14,7 @@
 #include "common/options.h"
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/scratch.h"
 #include "cuda/flash/flash_decode.h"
 #include "cuda/flash/flash_plan.h"
 #include "flash/flash_op.h"
@@ -186,11 +187,10 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
   if (plan.kernel == DecodeKernel::kRows) return run_rows(p);
 
   // v2's workspace, for one launch: the launches of one call run in stream order and reuse it.
-  Tensor workspace;
+  cuda::Scratch workspace;
   kernels::PartitionWorkspace ws{nullptr, nullptr, nullptr, plan.partitions};
   if (plan.workspace_floats > 0) {
-    workspace = Tensor::empty({plan.workspace_floats}, DType::kFloat32,
-                              Device{DeviceType::kCuda, device});
+    workspace = cuda::Scratch(static_cast<size_t>(plan.workspace_floats) * sizeof(float), device);
     const int64_t rows = plan.seqs_per_launch * p.heads_q * plan.partitions;
     float* base = workspace.data_as<float>();
     ws = {base, base + rows, base + 2 * rows, plan.partitions};

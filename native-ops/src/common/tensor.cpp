@@ -27,6 +27,17 @@ int32_t torch_dtype_code(DType dtype) {
 }
 
 
+int64_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: case DType::kInt32: return 4;
+    case DType::kFloat16: case DType::kBFloat16: return 2;
+    case DType::kInt64: return 8;
+    case DType::kUInt8: case DType::kFloat8E4M3FN: return 1;
+    case DType::kOther: break;
+  }
+  return 0;
+}
+
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return "float32";

@@ -13,6 +13,8 @@ namespace djl_attn {
 // kUInt8 and kFloat8E4M3FN: the storage of an FP8 KV cache (paged operators only).
 enum class DType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kFloat8E4M3FN, kOther };
 const char* dtype_name(DType dtype);
+// Bytes per element of a DType (0 for kOther).
+int64_t dtype_size(DType dtype);
 // The libtorch dtype code of a DType (not kOther).
 int32_t torch_dtype_code(DType dtype);
 

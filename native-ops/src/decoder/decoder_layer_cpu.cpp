@@ -10,6 +10,7 @@
 #include "common/thread_pool.h"
 #include "decoder/decoder_layer_attention.h"
 #include "decoder/decoder_layer_plan.h"
+#include "decoder/norm_row_cpu.h"
 #include "gemm/gemm.h"
 #include "paged/paged_cpu.h"
 
@@ -56,28 +57,6 @@ void for_each_row(int64_t n, int64_t row_elements, const Fn& fn) {
   parallel_for(n, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) fn(r);
   });
-}
-
-// RMSNorm or LayerNorm of one row in float32: y = normalise(x) * weight (+ bias).
-template <typename T>
-void norm_row(const T* x, T* y, const NormWeights& w, int64_t c, NormType type, float eps) {
-  float mean = 0.f;
-  if (type == NormType::kLayer) {
-    double sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += to_float(x[j]);
-    mean = static_cast<float>(sum / c);
-  }
-  double squares = 0;
-  for (int64_t j = 0; j < c; ++j) {
-    const float d = to_float(x[j]) - mean;
-    squares += static_cast<double>(d) * d;
-  }
-  const float inv = 1.f / std::sqrt(static_cast<float>(squares / c) + eps);
-  for (int64_t j = 0; j < c; ++j) {
-    float v = (to_float(x[j]) - mean) * inv * w.weight[j];
-    if (w.bias != nullptr) v += w.bias[j];
-    y[j] = from_float<T>(v);
-  }
 }
 
 template <typename T>

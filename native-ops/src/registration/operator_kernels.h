@@ -9,9 +9,11 @@
 #include "bert/bert_ops.h"
 #include "decoder/decoder_layer_op.h"
 #include "flash/flash_op.h"
+#include "graph/graph_ops.h"
 #include "linear/causal_dot_product_op.h"
 #include "paged/paged_op.h"
 #include "registration/registration.h"
+#include "step/step_ops.h"
 
 namespace djl_attn {
 
@@ -22,6 +24,8 @@ struct OperatorBackends {
   bert::BertBackend bert;
   paged::PagedBackend paged;
   decoder::DecoderBackend decoder;  // decoder_layer
+  step::StepBackend step;           // embed_tokens, decoder_head
+  graph::GraphBackend graph;        // cuda_graph_*
 };
 
 // The boxed kernel that runs `binding` with the family backend `member` of `backends`.
@@ -54,6 +58,19 @@ constexpr KernelEntry operator_kernels[] = {
      boxed_kernel<b, &OperatorBackends::paged, paged::paged_prefill_attention_boxed>},
     {"decoder_layer",
      boxed_kernel<b, &OperatorBackends::decoder, decoder::decoder_layer_boxed>},
+    {"embed_tokens", boxed_kernel<b, &OperatorBackends::step, step::embed_tokens_boxed>},
+    {"decoder_head", boxed_kernel<b, &OperatorBackends::step, step::decoder_head_boxed>},
+    {"copy_from_host", boxed_kernel<b, &OperatorBackends::step, step::copy_from_host_boxed>},
+    {"cuda_graph_measure_begin",
+     boxed_kernel<b, &OperatorBackends::graph, graph::measure_begin_boxed>},
+    {"cuda_graph_measure_end",
+     boxed_kernel<b, &OperatorBackends::graph, graph::measure_end_boxed>},
+    {"cuda_graph_capture_begin",
+     boxed_kernel<b, &OperatorBackends::graph, graph::capture_begin_boxed>},
+    {"cuda_graph_capture_end",
+     boxed_kernel<b, &OperatorBackends::graph, graph::capture_end_boxed>},
+    {"cuda_graph_replay", boxed_kernel<b, &OperatorBackends::graph, graph::replay_boxed>},
+    {"cuda_graph_release", boxed_kernel<b, &OperatorBackends::graph, graph::release_boxed>},
 };
 
 // Registers every operator's kernel for `dispatch_key` with the functions of `backends`.

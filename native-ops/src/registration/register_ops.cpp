@@ -18,6 +18,7 @@
 #include "paged/paged_cpu.h"
 #include "registration/operator_kernels.h"
 #include "registration/registration.h"
+#include "step/step_cpu.h"
 
 namespace djl_attn {
 namespace {
@@ -62,6 +63,21 @@ constexpr const char* kSchemas[] = {
     " Tensor down_weight, Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads,"
     " int norm_type, int activation, float norm_eps, float scale, int window_left,"
     " float softcap, bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1) -> ()",
+    // The ends of a decoder step around decoder_layer, writing into the caller's arrays
+    // (docs/design/captured-decode-step.md).
+    "embed_tokens(Tensor(a!) hidden, Tensor token_ids, Tensor embedding, Tensor? positions,"
+    " Tensor? position_embedding, float scale, bool check_indices=True) -> ()",
+    "decoder_head(Tensor(a!) logits, Tensor hidden, Tensor? rows, Tensor norm_weight,"
+    " Tensor? norm_bias, Tensor head_weight, int norm_type, float norm_eps, float softcap,"
+    " bool check_indices=True) -> ()",
+    "copy_from_host(Tensor(a!) dst, Tensor src) -> ()",
+    // A step's calls captured once into a CUDA graph and replayed as one launch (same note).
+    "cuda_graph_measure_begin(Tensor anchor) -> ()",
+    "cuda_graph_measure_end(Tensor anchor) -> Tensor",
+    "cuda_graph_capture_begin(Tensor(a!) arena) -> ()",
+    "cuda_graph_capture_end(Tensor arena) -> Tensor",
+    "cuda_graph_replay(Tensor(a!) arena, int graph) -> ()",
+    "cuda_graph_release(Tensor arena, int graph) -> ()",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
@@ -73,6 +89,8 @@ const OperatorBackends kCpuBackends{
     {paged::run_reshape_and_cache_cpu, paged::run_paged_attention_cpu,
      paged::run_paged_prefill_cpu, nullptr},
     {decoder::run_decoder_layer_cpu, nullptr},
+    {step::run_embed_tokens_cpu, step::run_decoder_head_cpu, step::copy_from_host_cpu, nullptr},
+    {},  // no CUDA graphs on the CPU: the graph bindings refuse CPU tensors by name
 };
 
 // Each schema has its kernel in the one list.

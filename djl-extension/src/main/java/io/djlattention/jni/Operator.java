@@ -96,7 +96,35 @@ public enum Operator {
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_INT, ARG_INT, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_INT, ARG_FLOAT, ARG_BOOL,
-            ARG_BOOL, ARG_INT);
+            ARG_BOOL, ARG_INT),
+    /**
+     * {@code embed_tokens(hidden!, token_ids, embedding, positions?, position_embedding?, scale,
+     * check_indices) -> ()}.
+     */
+    EMBED_TOKENS(
+            "embed_tokens", 0, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_OPTIONAL_TENSOR, ARG_FLOAT, ARG_BOOL),
+    /**
+     * {@code decoder_head(logits!, hidden, rows?, norm_weight, norm_bias?, head_weight, norm_type,
+     * norm_eps, softcap, check_indices) -> ()}.
+     */
+    DECODER_HEAD(
+            "decoder_head", 0, ARG_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR,
+            ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_BOOL),
+    /** {@code copy_from_host(dst!, src) -> ()}. */
+    COPY_FROM_HOST("copy_from_host", 0, ARG_TENSOR, ARG_TENSOR),
+    /** {@code cuda_graph_measure_begin(anchor) -> ()}. */
+    CUDA_GRAPH_MEASURE_BEGIN("cuda_graph_measure_begin", 0, ARG_TENSOR),
+    /** {@code cuda_graph_measure_end(anchor) -> bytes}. */
+    CUDA_GRAPH_MEASURE_END("cuda_graph_measure_end", 1, ARG_TENSOR),
+    /** {@code cuda_graph_capture_begin(arena!) -> ()}. */
+    CUDA_GRAPH_CAPTURE_BEGIN("cuda_graph_capture_begin", 0, ARG_TENSOR),
+    /** {@code cuda_graph_capture_end(arena) -> [graph id, nodes]}. */
+    CUDA_GRAPH_CAPTURE_END("cuda_graph_capture_end", 1, ARG_TENSOR),
+    /** {@code cuda_graph_replay(arena!, graph) -> ()}. */
+    CUDA_GRAPH_REPLAY("cuda_graph_replay", 0, ARG_TENSOR, ARG_INT),
+    /** {@code cuda_graph_release(arena, graph) -> ()}. */
+    CUDA_GRAPH_RELEASE("cuda_graph_release", 0, ARG_TENSOR, ARG_INT);
 
     private final String schemaName;
     private final int numOutputs;
