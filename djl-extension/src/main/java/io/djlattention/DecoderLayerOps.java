@@ -52,16 +52,64 @@ public final class DecoderLayerOps {
             DecoderLayerWeights weights,
             DecoderLayerOptions options) {
         cache.checkBatch(batch);
+        // The batch's longest chunk, known on the host: on CUDA a decode step (1) takes the
+        // split-KV decode kernels without reading the batch back.
+        decoderLayer(
+                hidden,
+                positions,
+                cache,
+                layer,
+                batch.getBlockTables(),
+                batch.getCuSeqlensQ(),
+                batch.getContextLens(),
+                batch.getSlotMapping(),
+                batch.getMaxQueryLen(),
+                weights,
+                options);
+    }
+
+    /**
+     * Runs one decoder layer on a batch given as its arrays rather than a {@link PagedBatch}: how
+     * a captured step ({@code CudaGraph}) passes the arrays it keeps at fixed addresses. The
+     * caller vouches for their values, as {@code PagedBatch} does when it is built (the block
+     * manager's tables, slots below the cache's, contexts within their tables, positions below
+     * the rotary table's rows): nothing is read back to check them on a GPU.
+     *
+     * @param hidden the residual stream {@code [T, C]}; updated in place
+     * @param positions int64 {@code [T]}
+     * @param cache the cache
+     * @param layer the layer
+     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
+     * @param cuSeqlensQ int32 {@code [numSeqs + 1]}: sequence s owns rows {@code [cu[s], cu[s+1])}
+     * @param contextLens int32 {@code [numSeqs]}: cached tokens, the new ones included
+     * @param slotMapping int64 {@code [T]}: each new token's slot, negative to skip its write
+     * @param maxSeqlenQ the longest chunk (1: a decode step, which takes the decode kernels)
+     * @param weights the layer's arrays
+     * @param options the layer's settings
+     * @throws IllegalArgumentException if an argument breaks a rule of {@code decoder_layer}
+     */
+    public static void decoderLayer(
+            NDArray hidden,
+            NDArray positions,
+            PagedKvCache cache,
+            int layer,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            NDArray slotMapping,
+            int maxSeqlenQ,
+            DecoderLayerWeights weights,
+            DecoderLayerOptions options) {
         PtNDArray ptHidden = AttentionOps.pytorchArray(hidden, "hidden");
         OperatorCall.of(Operator.DECODER_LAYER)
                 .tensor(ptHidden)
                 .tensor(AttentionOps.pytorchArray(positions, "positions"))
                 .tensor(AttentionOps.pytorchArray(cache.getKeyCache(layer), "keyCache"))
                 .tensor(AttentionOps.pytorchArray(cache.getValueCache(layer), "valueCache"))
-                .tensor(AttentionOps.pytorchArray(batch.getBlockTables(), "blockTables"))
-                .tensor(AttentionOps.pytorchArray(batch.getCuSeqlensQ(), "cuSeqlensQ"))
-                .tensor(AttentionOps.pytorchArray(batch.getContextLens(), "contextLens"))
-                .tensor(AttentionOps.pytorchArray(batch.getSlotMapping(), "slotMapping"))
+                .tensor(AttentionOps.pytorchArray(blockTables, "blockTables"))
+                .tensor(AttentionOps.pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
+                .tensor(AttentionOps.pytorchArray(contextLens, "contextLens"))
+                .tensor(AttentionOps.pytorchArray(slotMapping, "slotMapping"))
                 .optionalTensor(optional(cache.getKeyScale(layer), "kScale"))
                 .optionalTensor(optional(cache.getValueScale(layer), "vScale"))
                 .tensor(AttentionOps.pytorchArray(weights.attnNormWeight, "attnNormWeight"))
@@ -88,9 +136,7 @@ public final class DecoderLayerOps {
                 .floatArg(options.getSoftcap())
                 .boolArg(options.isRopeInterleaved())
                 .boolArg(false)
-                // The batch's longest chunk, known on the host: on CUDA a decode step (1) takes
-                // the split-KV decode kernels without reading the batch back.
-                .intArg(batch.getMaxQueryLen())
+                .intArg(maxSeqlenQ)
                 .invoke(ptHidden.getManager());
     }
 

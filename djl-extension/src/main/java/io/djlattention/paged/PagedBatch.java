@@ -7,6 +7,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * The index tensors the paged kernels read for one step over a batch of sequences, built from their
@@ -137,6 +138,56 @@ public final class PagedBatch implements AutoCloseable {
                 sub.create(slots),
                 cu,
                 sub);
+    }
+
+    /**
+     * Writes a decode step's host arrays for sequences that each cached their one new token (the
+     * slot given by {@code appendSlots}): row {@code s} of {@code tables} holds sequence s's
+     * blocks, zero-padded to {@code width}; {@code contexts[s]} its cached tokens; {@code
+     * slots[s]} the new token's slot. The checks are {@link #of}'s, on the same host arrays.
+     *
+     * @throws IllegalArgumentException if a sequence's context needs more than {@code width}
+     *     blocks
+     */
+    static void writeDecode(
+            BlockManager blocks,
+            long[] sequenceIds,
+            int width,
+            int[] tables,
+            int[] contexts,
+            long[] slots) {
+        int numSeqs = sequenceIds.length;
+        int blockSize = blocks.getBlockSize();
+        for (int s = 0; s < numSeqs; ++s) {
+            BlockTable table = blocks.getTable(sequenceIds[s]);
+            List<Integer> ids = table.getBlocks();
+            contexts[s] = table.getNumTokens();
+            if (contexts[s] < 1) {
+                throw new IllegalArgumentException(
+                        "sequenceIds: sequence " + sequenceIds[s] + " has no cached token to decode");
+            }
+            int used = (contexts[s] + blockSize - 1) / blockSize;
+            if (used > width) {
+                throw new IllegalArgumentException(
+                        "width: sequence "
+                                + sequenceIds[s]
+                                + " uses "
+                                + used
+                                + " blocks, more than the "
+                                + width
+                                + " of the step's tables");
+            }
+            for (int i = 0; i < width; ++i) {
+                tables[s * width + i] = i < used ? ids.get(i) : 0;
+            }
+            slots[s] = table.slotOf(contexts[s] - 1);
+        }
+        checkIndices(
+                Arrays.copyOf(tables, numSeqs * width),
+                Arrays.copyOf(contexts, numSeqs),
+                Arrays.copyOf(slots, numSeqs),
+                width,
+                blocks);
     }
 
     /**

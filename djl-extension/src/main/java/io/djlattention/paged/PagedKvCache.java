@@ -476,6 +476,27 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
+     * Writes the host arrays of a decode step (one new token per sequence, its slot already
+     * given by {@link #appendSlots}) into the caller's buffers, after the checks {@link #prepare}
+     * runs: what a captured step copies into the arrays its graph reads. Row {@code s} of {@code
+     * tables} ({@code width} entries) holds sequence s's blocks, zero-padded; rows past the
+     * sequences are left as they are.
+     *
+     * @param sequenceIds the sequences, in batch order
+     * @param width the tables' row length, at least every sequence's block count
+     * @param tables {@code [>= numSeqs * width]}
+     * @param contexts {@code [>= numSeqs]}: cached tokens, the new one included
+     * @param slots {@code [>= numSeqs]}: each new token's slot
+     * @throws IllegalArgumentException if a sequence is unknown, holds more than {@code width}
+     *     blocks or has nothing cached
+     */
+    public void writeDecodeBatch(
+            long[] sequenceIds, int width, int[] tables, int[] contexts, long[] slots) {
+        checkOpen();
+        PagedBatch.writeDecode(blocks, sequenceIds, width, tables, contexts, slots);
+    }
+
+    /**
      * Writes one layer's new keys and values to their slots ({@code reshape_and_cache}).
      *
      * @param layer the layer

@@ -957,7 +957,7 @@ public final class Decoder extends AbstractBlock {
     }
 
     /** A norm's parameters as a step reads them. */
-    private static final class NormWeights {
+    static final class NormWeights {
         /** The gain, in the model's dtype (LLaMA) or float32 (GPT-2; Gemma-2's 1 + w). */
         NDArray gain;
         /** GPT-2: float32 bias; null for LLaMA's RMSNorm. */
@@ -1092,7 +1092,7 @@ public final class Decoder extends AbstractBlock {
      * pending bias sums, and LLaMA's rotary tables. Made again when a parameter's array was
      * replaced (for example by DJL's {@code loadParameters}).
      */
-    private final class StepWeights implements AutoCloseable {
+    final class StepWeights implements AutoCloseable {
         private final NDArray[] sources;
         private final List<NDArray> owned = new ArrayList<>();
         final LayerWeights[] layers;
@@ -1111,6 +1111,8 @@ public final class Decoder extends AbstractBlock {
         final NDArray rotaryTable;
         /** The fused layer's arrays, made on first use ({@link #fused}). */
         private FusedDecoderWeights fused;
+        /** {@link #headNorm}'s arrays, made on first use. */
+        private NDArray[] headNorm;
 
         /** LLaMA: float32 identity {@code [D, D]}; null for GPT-2. */
         final NDArray rotaryIdentity;
@@ -1300,6 +1302,21 @@ public final class Decoder extends AbstractBlock {
             return fused;
         }
 
+        /**
+         * The final norm as {@code decoder_head} takes it: float32 gain (Gemma-2's {@code 1 +
+         * w}) and, for LayerNorm, bias; GPT-2's pending biases are already in the fused stream.
+         */
+        synchronized NDArray[] headNorm() {
+            if (headNorm == null) {
+                headNorm =
+                        new NDArray[] {
+                            float32(finalNorm.gain),
+                            finalNorm.bias == null ? null : float32(finalNorm.bias)
+                        };
+            }
+            return headNorm;
+        }
+
         /** Whether every parameter still holds the array these were made from. */
         boolean isCurrent() {
             int i = 0;
@@ -1317,6 +1334,7 @@ public final class Decoder extends AbstractBlock {
                 fused.close();
                 fused = null;
             }
+            headNorm = null; // owned: closed below
             for (NDArray a : owned) {
                 a.close();
             }
@@ -1334,7 +1352,7 @@ public final class Decoder extends AbstractBlock {
     }
 
     /** The step arrays of the current parameters, made again if one was replaced. */
-    private synchronized StepWeights stepWeights() {
+    synchronized StepWeights stepWeights() {
         if (stepWeights == null || !stepWeights.isCurrent()) {
             if (stepWeights != null) {
                 stepWeights.close();

@@ -13,6 +13,8 @@ import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+import io.djlattention.zoo.decoder.DeviceDecodeStep;
+import io.djlattention.zoo.decoder.StepSampling;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -76,6 +78,7 @@ public final class ContinuousBatchingScheduler {
     private final TokenListener tokenListener;
     private final ForwardHook forwardHook;
     private final LogitsHook logitsHook;
+    private final DeviceDecodeStep deviceStep;
     private final Deque<Sequence> waiting = new ArrayDeque<>();
     private final List<Sequence> running = new ArrayList<>();
     private long nextId;
@@ -93,6 +96,7 @@ public final class ContinuousBatchingScheduler {
         maxPrefillChunk = b.maxPrefillChunk;
         batchInvariant = b.batchInvariant;
         logitsHook = b.logitsHook;
+        deviceStep = b.deviceStep;
         prefixSharing = b.prefixSharing && !b.batchInvariant;
         tokenListener = b.tokenListener;
         forwardHook = b.forwardHook;
@@ -584,6 +588,9 @@ public final class ContinuousBatchingScheduler {
         if (forwardHook != null) {
             forwardHook.beforeForward(ids);
         }
+        if (deviceStep != null && logitsHook == null && isDeviceStep(seqs, queryLens)) {
+            return new StepOutput(null, deviceDecode(seqs));
+        }
         try (NDScope ignore = new NDScope();
                 NDManager step = NDManager.newBaseManager(cache.getDevice());
                 PagedBatch batch = cache.prepare(ids, queryLens, step)) {
@@ -597,6 +604,45 @@ public final class ContinuousBatchingScheduler {
             // of equal maxima).
             return new StepOutput(null, out.argMax(1).toLongArray());
         }
+    }
+
+    /**
+     * Whether the device step takes this batch: a decode step (one new token per sequence, the
+     * last of its tokens, so that each chooses its next one) with no fork waiting to share logits.
+     */
+    private static boolean isDeviceStep(List<Sequence> seqs, int[] queryLens) {
+        if (seqs.size() > DeviceDecodeStep.MAX_SEQUENCES) {
+            return false;
+        }
+        for (int s = 0; s < seqs.size(); ++s) {
+            Sequence seq = seqs.get(s);
+            if (queryLens[s] != 1
+                    || seq.cached + 1 != seq.tokens.length
+                    || !seq.pendingForks.isEmpty()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The batch's next tokens from the device step: only the ids cross to the host. */
+    private long[] deviceDecode(List<Sequence> seqs) {
+        int n = seqs.size();
+        long[] ids = new long[n];
+        long[] tokens = new long[n];
+        long[] positions = new long[n];
+        StepSampling sampling = new StepSampling(n);
+        for (int s = 0; s < n; ++s) {
+            Sequence seq = seqs.get(s);
+            ids[s] = seq.id;
+            tokens[s] = seq.tokens[seq.cached];
+            positions[s] = seq.cached;
+            GenerationConfig c = seq.config;
+            if (c.isSampling()) {
+                sampling.set(s, c.getTemperature(), c.getTopK(), c.getTopP(), seq.seed, seq.generated);
+            }
+        }
+        return deviceStep.step(ids, tokens, positions, sampling);
     }
 
     /** Samples the next token of each sequence whose tokens are now all cached. */
@@ -700,8 +746,24 @@ public final class ContinuousBatchingScheduler {
         private TokenListener tokenListener;
         private ForwardHook forwardHook;
         private LogitsHook logitsHook;
+        private DeviceDecodeStep deviceStep;
 
         Builder() {}
+
+        /**
+         * Sets the device step that runs the decode steps (a captured CUDA graph per batch
+         * bucket on a GPU), owned by the caller; default none: every step through {@link
+         * Decoder#forwardPaged} and the host-side sampler. With it, a sampling request draws from
+         * the device sampler's generator (reproducible per seed, not {@link TokenSampler}'s
+         * draws); greedy ids are the same. A logits hook turns it off.
+         *
+         * @param deviceStep the step, over this builder's decoder and cache, or null
+         * @return this builder
+         */
+        public Builder optDeviceStep(DeviceDecodeStep deviceStep) {
+            this.deviceStep = deviceStep;
+            return this;
+        }
 
         /**
          * Sets a hook that sees every logits row a token is chosen from (default none); with it,

@@ -11,6 +11,7 @@ import io.djlattention.paged.KvCacheScales;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+import io.djlattention.zoo.decoder.DeviceDecodeStep;
 
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -18,6 +19,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -59,6 +61,7 @@ public final class GenerationEngine implements AutoCloseable {
     private final Decoder decoder;
     private final NDManager manager;
     private final PagedKvCache cache;
+    private final DeviceDecodeStep deviceStep;
     private final ContinuousBatchingScheduler scheduler;
     private final int maxQueue;
     private final int maxBatchSize;
@@ -127,6 +130,7 @@ public final class GenerationEngine implements AutoCloseable {
                 cb.optNumBlocks((int) Math.max(perSeq, blocks));
             }
             cache = cb.build();
+            deviceStep = DeviceDecodeStep.create(b.deviceStep, decoder, cache);
             scheduler =
                     ContinuousBatchingScheduler.builder()
                             .setDecoder(decoder)
@@ -138,6 +142,7 @@ public final class GenerationEngine implements AutoCloseable {
                             .optBatchInvariant(b.batchInvariant)
                             .optForwardHook(b.forwardHook)
                             .optTokenListener(this::onToken)
+                            .optDeviceStep(deviceStep)
                             .build();
         } catch (RuntimeException e) {
             manager.close();
@@ -378,6 +383,9 @@ public final class GenerationEngine implements AutoCloseable {
                 c.run(); // submits still queued: admitted, then cancelled below
             }
             cancelAll();
+            if (deviceStep != null) {
+                deviceStep.close();
+            }
             cache.close();
             manager.close();
             publish();
@@ -602,6 +610,7 @@ public final class GenerationEngine implements AutoCloseable {
         private int maxPrefillChunk;
         private boolean prefixSharing = true;
         private boolean batchInvariant;
+        private DeviceDecodeStep.Mode deviceStep = DeviceDecodeStep.Mode.AUTO;
         private KvCacheDtype kvCacheDtype = KvCacheDtype.AUTO;
         private KvCacheScales kvCacheScales;
         private ForwardHook forwardHook;
@@ -732,6 +741,18 @@ public final class GenerationEngine implements AutoCloseable {
          */
         public Builder optMaxPrefillChunk(int maxPrefillChunk) {
             this.maxPrefillChunk = maxPrefillChunk;
+            return this;
+        }
+
+        /**
+         * Sets how decode steps run (default {@link DeviceDecodeStep.Mode#AUTO}: on a GPU, a
+         * CUDA graph per batch bucket replayed as one launch, tokens chosen on the device).
+         *
+         * @param mode the mode
+         * @return this builder
+         */
+        public Builder optDeviceStep(DeviceDecodeStep.Mode mode) {
+            this.deviceStep = Objects.requireNonNull(mode, "mode");
             return this;
         }
 

@@ -12,6 +12,7 @@ final class Sequence {
     final long id;
     final GenerationConfig config;
     final TokenSampler sampler;
+    final long seed; // the sampler's; a device step keys its draws on it
     final int promptLength;
     int[] tokens;
     int generated;
@@ -25,6 +26,7 @@ final class Sequence {
         this.id = id;
         this.config = config;
         this.sampler = new TokenSampler(config, seed);
+        this.seed = seed;
         this.promptLength = prompt.length;
         this.tokens = prompt.clone();
     }
