@@ -11,6 +11,7 @@
 #include "cuda/flash/flash_cuda.h"
 #include "cuda/linear/causal_dot_product_cuda.cuh"
 #include "cuda/paged/paged_cuda.h"
+#include "cuda/sampling/sample_tokens_cuda.h"
 #include "registration/operator_kernels.h"
 
 namespace djl_attn::cuda {
@@ -33,6 +34,7 @@ const OperatorBackends kCudaBackends{
     {paged::run_reshape_and_cache_cuda, paged::run_paged_attention_cuda,
      paged::run_paged_prefill_cuda, paged::copy_indices_to_host_cuda},
     {run_decoder_layer_cuda, paged::copy_indices_to_host_cuda},
+    {run_sample_tokens_cuda, paged::copy_indices_to_host_cuda, stream_is_capturing},
 };
 
 struct RegisterAtLoad {

@@ -12,6 +12,7 @@
 #include "linear/causal_dot_product_op.h"
 #include "paged/paged_op.h"
 #include "registration/registration.h"
+#include "sampling/sample_tokens_op.h"
 
 namespace djl_attn {
 
@@ -22,6 +23,7 @@ struct OperatorBackends {
   bert::BertBackend bert;
   paged::PagedBackend paged;
   decoder::DecoderBackend decoder;  // decoder_layer
+  sampling::SamplingBackend sampling;  // sample_tokens
 };
 
 // The boxed kernel that runs `binding` with the family backend `member` of `backends`.
@@ -54,6 +56,8 @@ constexpr KernelEntry operator_kernels[] = {
      boxed_kernel<b, &OperatorBackends::paged, paged::paged_prefill_attention_boxed>},
     {"decoder_layer",
      boxed_kernel<b, &OperatorBackends::decoder, decoder::decoder_layer_boxed>},
+    {"sample_tokens",
+     boxed_kernel<b, &OperatorBackends::sampling, sampling::sample_tokens_boxed>},
 };
 
 // Registers every operator's kernel for `dispatch_key` with the functions of `backends`.

@@ -18,6 +18,7 @@
 #include "paged/paged_cpu.h"
 #include "registration/operator_kernels.h"
 #include "registration/registration.h"
+#include "sampling/sample_tokens_cpu.h"
 
 namespace djl_attn {
 namespace {
@@ -62,6 +63,9 @@ constexpr const char* kSchemas[] = {
     " Tensor down_weight, Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads,"
     " int norm_type, int activation, float norm_eps, float scale, int window_left,"
     " float softcap, bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1) -> ()",
+    // One token id per row of logits, greedy or sampled on the device (docs/operators.md).
+    "sample_tokens(Tensor(a!) ids, Tensor logits, Tensor temperature, Tensor top_k,"
+    " Tensor top_p, Tensor seeds, Tensor offsets) -> ()",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
@@ -73,6 +77,7 @@ const OperatorBackends kCpuBackends{
     {paged::run_reshape_and_cache_cpu, paged::run_paged_attention_cpu,
      paged::run_paged_prefill_cpu, nullptr},
     {decoder::run_decoder_layer_cpu, nullptr},
+    {sampling::run_sample_tokens_cpu, nullptr, nullptr},
 };
 
 // Each schema has its kernel in the one list.
