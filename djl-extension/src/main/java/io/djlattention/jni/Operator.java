@@ -96,7 +96,21 @@ public enum Operator {
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_INT, ARG_INT, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_INT, ARG_FLOAT, ARG_BOOL,
-            ARG_BOOL, ARG_INT);
+            ARG_BOOL, ARG_INT),
+    /**
+     * {@code sample_tokens(ids!, logits, temperature, top_k, top_p, seeds, offsets) -> ()}: one
+     * token id per row of logits, greedy or sampled on the logits' device.
+     */
+    SAMPLE_TOKENS(
+            "sample_tokens",
+            0,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR);
 
     private final String schemaName;
     private final int numOutputs;
