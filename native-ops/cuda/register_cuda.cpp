@@ -13,6 +13,7 @@
 #include "cuda/linear/causal_dot_product_cuda.cuh"
 #include "cuda/paged/paged_cuda.h"
 #include "cuda/step/step_cuda.h"
+#include "cuda/sampling/sample_tokens_cuda.h"
 #include "registration/operator_kernels.h"
 
 namespace djl_attn::cuda {
@@ -38,6 +39,7 @@ const OperatorBackends kCudaBackends{
     {run_embed_tokens_cuda, run_decoder_head_cuda, copy_from_host_cuda,
      paged::copy_indices_to_host_cuda},
     kGraphBackend,
+    {run_sample_tokens_cuda, paged::copy_indices_to_host_cuda, stream_is_capturing},
 };
 
 struct RegisterAtLoad {

@@ -410,3 +410,51 @@ def decoder_layer_rest(hidden, q, key_cache, value_cache, block_tables, cu_seqle
     if w.get("mlp_out_norm_weight") is not None:
         d = _norm(d, w["mlp_out_norm_weight"], None, NORM_RMS, eps)
     return x + d
+
+
+# ---- sample_tokens -------------------------------------------------------------------------------
+
+_MASK32 = 0xFFFFFFFF
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10 (Salmon et al., SC 2011) on Python ints: four 32-bit words of counter, two of
+    key; returns four 32-bit words."""
+    c = list(counter)
+    k0, k1 = key
+    for _ in range(10):
+        p0 = 0xD2511F53 * c[0]
+        p1 = 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k0) & _MASK32, p1 & _MASK32,
+             ((p0 >> 32) ^ c[3] ^ k1) & _MASK32, p0 & _MASK32]
+        k0 = (k0 + 0x9E3779B9) & _MASK32
+        k1 = (k1 + 0xBB67AE85) & _MASK32
+    return c
+
+
+def sample_uniform_bits(seed, offset):
+    """sample_tokens' 64 random bits of a row: Philox keyed by the seed, counting by the offset
+    (both int64, taken as their two's-complement 64-bit patterns)."""
+    s, o = seed & 0xFFFFFFFFFFFFFFFF, offset & 0xFFFFFFFFFFFFFFFF
+    out = philox4x32_10([o & _MASK32, o >> 32, 0, 0], [s & _MASK32, s >> 32])
+    return out[0] | (out[1] << 32)
+
+
+def sampling_probabilities(logits, temperature, top_k, top_p):
+    """[V] float64: the distribution sample_tokens draws one row from, as the zoo's TokenSampler
+    defines it: softmax(logits / T) over the logits >= the k-th largest (top_k 0: all), then the
+    most likely of those (ties by the lower id) until their weight reaches top_p of the total,
+    renormalised. `logits` is one row (any float dtype); every value finite."""
+    x = logits.double().cpu()
+    v = x.numel()
+    k = v if top_k <= 0 or top_k >= v else top_k
+    keep = x >= torch.sort(x, descending=True).values[k - 1]
+    w = torch.where(keep, torch.exp((x - x.max()) / temperature), torch.zeros_like(x))
+    if top_p < 1:
+        order = torch.sort(-w, stable=True).indices
+        cum = torch.cumsum(w[order], 0)
+        n = int(torch.searchsorted(cum, top_p * cum[-1])) + 1
+        nucleus = torch.zeros_like(w)
+        nucleus[order[:n]] = w[order[:n]]
+        w = nucleus
+    return w / w.sum()

@@ -390,6 +390,31 @@ def good_copy_from_host(d, dtype=torch.float32, n=9):
 
 def check_copy_from_host(a, _outputs):
     assert torch.equal(a["dst"].cpu(), a["src"])
+def good_sample_tokens(d, dtype=torch.float32, batch=6, vocab=50):
+    """Mixed rows: greedy, sampled, top-k, top-p; ids poisoned."""
+    return dict(ids=torch.full((batch,), -1, dtype=torch.int64, device=d),
+                logits=randn(batch, vocab, dtype=dtype, device=d),
+                temperature=torch.tensor([0.0, 1.0, 0.7, 1.3, 0.0, 2.0][:batch] + [1.0] * (batch - 6),
+                                         device=d),
+                top_k=ints([0, 0, 5, 0, 3, 1][:batch] + [0] * (batch - 6), d),
+                top_p=torch.tensor([1.0, 0.9, 1.0, 0.5, 0.2, 1.0][:batch] + [1.0] * (batch - 6),
+                                   device=d),
+                seeds=ints(list(range(7, 7 + batch)), d, torch.int64),
+                offsets=ints([3] * batch, d, torch.int64))
+
+
+def check_sample_tokens(a, _outputs):
+    # Greedy rows: torch.argmax; sampled rows: inside the float64 distribution's support (its
+    # nucleus a little wider than the kernel's fixed-point one, test_sample_tokens.py).
+    ids = a["ids"].cpu()
+    for b in range(ids.shape[0]):
+        t = a["temperature"][b].item()
+        if t == 0:
+            assert ids[b].item() == a["logits"][b].argmax().item(), b
+            continue
+        probs = reference.sampling_probabilities(a["logits"][b], t, a["top_k"][b].item(),
+                                                 min(1.0, a["top_p"][b].item() + 1e-5))
+        assert 0 <= ids[b].item() < probs.numel() and probs[ids[b]] > 0, (b, ids[b].item())
 
 
 @dataclass
@@ -440,6 +465,7 @@ OPS = {
     "embed_tokens": Operator(good_embed_tokens, check_embed_tokens),
     "decoder_head": Operator(good_decoder_head, check_decoder_head),
     "copy_from_host": Operator(good_copy_from_host, check_copy_from_host),
+    "sample_tokens": Operator(good_sample_tokens, check_sample_tokens),
 }
 
 # The operators that take CUDA tensors only, with their own tests (test_step_ops.py: named
@@ -1352,6 +1378,58 @@ BAD_CALLS += rows_for(COPY, "dst", [
         "expected a contiguous tensor", arg="src"),
     row("src-float16", set_arg("src", to_dtype(torch.float16)),
         "expected the dtype of dst (float32)", arg="src"),
+SAMPLE = "sample_tokens"
+BAD_CALLS += rows_for(SAMPLE, "logits", [
+    row("logits-rank", set_arg("logits", drop_dim), "expected 2 dims [B, V], got 1 dims"),
+    row("logits-float64", set_arg("logits", to_dtype(torch.float64)),
+        "expected dtype in %s, got float64" % DTYPE_LIST),
+    row("logits-strided", set_arg("logits", strided), "expected a contiguous tensor"),
+    row("logits-empty-vocabulary", set_arg("logits", resize(1, 0)),
+        "expected a vocabulary V in [1, 16777216] (the fixed-point weights' range), got 0"),
+    # No rows: a vocabulary past 2^24 without the memory it would take.
+    row("logits-vocabulary-past-fixed-point",
+        set_arg("logits", lambda t, d: torch.empty(0, 2**24 + 1, device=d)),
+        "expected a vocabulary V in [1, 16777216] (the fixed-point weights' range), got 16777217",
+        base=dict(batch=0)),
+    row("ids-int32", set_arg("ids", to_dtype(torch.int32)), "expected dtype int64, got int32",
+        arg="ids"),
+    row("ids-size", set_arg("ids", resize(0, 5)), "expected size 6 for B (the rows of logits), got 5",
+        arg="ids"),
+    row("ids-rank", set_arg("ids", add_dim), "expected 1 dims [B], got 2 dims", arg="ids"),
+    device_row("ids-device", "ids", ref="logits"),
+    row("temperature-float64", set_arg("temperature", to_dtype(torch.float64)),
+        "expected dtype float32, got float64", arg="temperature"),
+    row("temperature-size", set_arg("temperature", resize(0, 7)),
+        "expected size 6 for B (the rows of logits), got 7", arg="temperature"),
+    row("temperature-negative", set_arg("temperature", set_item(2, -0.5)),
+        "expected finite values >= 0 (0: greedy), got -0.5 at index 2", arg="temperature"),
+    row("temperature-nan", set_arg("temperature", set_item(1, float("nan"))),
+        "expected finite values >= 0 (0: greedy), got nan at index 1", arg="temperature"),
+    row("temperature-inf", set_arg("temperature", set_item(5, float("inf"))),
+        "expected finite values >= 0 (0: greedy), got inf at index 5", arg="temperature"),
+    device_row("temperature-device", "temperature", ref="logits"),
+    row("top-k-int64", set_arg("top_k", to_dtype(torch.int64)), "expected dtype int32, got int64",
+        arg="top_k"),
+    row("top-k-negative", set_arg("top_k", set_item(3, -1)),
+        "expected values >= 0 (0: every token), got -1 at index 3", arg="top_k"),
+    device_row("top-k-device", "top_k", ref="logits"),
+    row("top-p-zero", set_arg("top_p", set_item(0, 0.0)),
+        "expected values in (0, 1] (1: every token), got 0 at index 0", arg="top_p"),
+    row("top-p-above-one", set_arg("top_p", set_item(4, 1.5)),
+        "expected values in (0, 1] (1: every token), got 1.5 at index 4", arg="top_p"),
+    row("top-p-nan", set_arg("top_p", set_item(2, float("nan"))),
+        "expected values in (0, 1] (1: every token), got nan at index 2", arg="top_p"),
+    row("top-p-size", set_arg("top_p", resize(0, 1)),
+        "expected size 6 for B (the rows of logits), got 1", arg="top_p"),
+    device_row("top-p-device", "top_p", ref="logits"),
+    row("seeds-int32", set_arg("seeds", to_dtype(torch.int32)), "expected dtype int64, got int32",
+        arg="seeds"),
+    device_row("seeds-device", "seeds", ref="logits"),
+    row("offsets-float32", set_arg("offsets", to_dtype(torch.float32)),
+        "expected dtype int64, got float32", arg="offsets"),
+    row("offsets-strided", set_arg("offsets", strided_last_dim), "expected a contiguous tensor",
+        arg="offsets"),
+    device_row("offsets-device", "offsets", ref="logits"),
 ])
 
 ACCEPTED_CALLS = [
@@ -1445,6 +1523,14 @@ ACCEPTED_CALLS = [
     for dim in PAGED_HEAD_DIMS
     for bs, dtype in zip(PAGED_BLOCK_SIZES, DTYPES * len(PAGED_BLOCK_SIZES))
     if dim == PAGED_HEAD_DIMS[0] or bs == PAGED_BLOCK_SIZES[-1]
+]
+
+ACCEPTED_CALLS += [
+    _accepted(SAMPLE, "no-rows", lambda a, d: None, batch=0),
+    _accepted(SAMPLE, "one-token-vocabulary", lambda a, d: None, vocab=1),
+    _accepted(SAMPLE, "float16-logits", lambda a, d: None, dtype=torch.float16),
+    _accepted(SAMPLE, "bfloat16-logits", lambda a, d: None, dtype=torch.bfloat16),
+    _accepted(SAMPLE, "more-rows-than-settings-patterns", lambda a, d: None, batch=40, vocab=300),
 ]
 
 

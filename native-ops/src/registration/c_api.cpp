@@ -95,8 +95,9 @@ std::vector<shim::StableIValue> make_stack(const djl_attn::OperatorSignature& op
   return stack;
 }
 
-// The kernel this library registered for the device of the first tensor argument (the one the
-// dispatcher will pick when all arguments share a device, which the checks require), or null.
+// The kernel this library registered for the device of the first tensor argument on the CPU or
+// CUDA (the one the dispatcher will pick when all arguments share a device, which the checks
+// require), or null.
 shim::BoxedKernel kernel_for(const djl_attn::OperatorSignature& op, const int32_t* arg_kinds,
                              const int64_t* arg_values) {
   const auto& api = shim::torch();
@@ -112,7 +113,8 @@ shim::BoxedKernel kernel_for(const djl_attn::OperatorSignature& op, const int32_
     if (type == api.device_type_cuda()) {
       return djl_attn::registered_kernel("CUDA", op.name.c_str());
     }
-    return nullptr;
+    // Another device (meta): the next tensor decides, so that an argument on the wrong device
+    // is named by the binding even when it comes first (sample_tokens' output ids).
   }
   return nullptr;
 }

@@ -14,6 +14,7 @@
 #include "paged/paged_op.h"
 #include "registration/registration.h"
 #include "step/step_ops.h"
+#include "sampling/sample_tokens_op.h"
 
 namespace djl_attn {
 
@@ -26,6 +27,7 @@ struct OperatorBackends {
   decoder::DecoderBackend decoder;  // decoder_layer
   step::StepBackend step;           // embed_tokens, decoder_head
   graph::GraphBackend graph;        // cuda_graph_*
+  sampling::SamplingBackend sampling;  // sample_tokens
 };
 
 // The boxed kernel that runs `binding` with the family backend `member` of `backends`.
@@ -71,6 +73,8 @@ constexpr KernelEntry operator_kernels[] = {
      boxed_kernel<b, &OperatorBackends::graph, graph::capture_end_boxed>},
     {"cuda_graph_replay", boxed_kernel<b, &OperatorBackends::graph, graph::replay_boxed>},
     {"cuda_graph_release", boxed_kernel<b, &OperatorBackends::graph, graph::release_boxed>},
+    {"sample_tokens",
+     boxed_kernel<b, &OperatorBackends::sampling, sampling::sample_tokens_boxed>},
 };
 
 // Registers every operator's kernel for `dispatch_key` with the functions of `backends`.

@@ -19,6 +19,7 @@
 #include "registration/operator_kernels.h"
 #include "registration/registration.h"
 #include "step/step_cpu.h"
+#include "sampling/sample_tokens_cpu.h"
 
 namespace djl_attn {
 namespace {
@@ -78,6 +79,9 @@ constexpr const char* kSchemas[] = {
     "cuda_graph_capture_end(Tensor arena) -> Tensor",
     "cuda_graph_replay(Tensor(a!) arena, int graph) -> ()",
     "cuda_graph_release(Tensor arena, int graph) -> ()",
+    // One token id per row of logits, greedy or sampled on the device (docs/operators.md).
+    "sample_tokens(Tensor(a!) ids, Tensor logits, Tensor temperature, Tensor top_k,"
+    " Tensor top_p, Tensor seeds, Tensor offsets) -> ()",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
@@ -91,6 +95,7 @@ const OperatorBackends kCpuBackends{
     {decoder::run_decoder_layer_cpu, nullptr},
     {step::run_embed_tokens_cpu, step::run_decoder_head_cpu, step::copy_from_host_cpu, nullptr},
     {},  // no CUDA graphs on the CPU: the graph bindings refuse CPU tensors by name
+    {sampling::run_sample_tokens_cpu, nullptr, nullptr},
 };
 
 // Each schema has its kernel in the one list.

@@ -124,7 +124,21 @@ public enum Operator {
     /** {@code cuda_graph_replay(arena!, graph) -> ()}. */
     CUDA_GRAPH_REPLAY("cuda_graph_replay", 0, ARG_TENSOR, ARG_INT),
     /** {@code cuda_graph_release(arena, graph) -> ()}. */
-    CUDA_GRAPH_RELEASE("cuda_graph_release", 0, ARG_TENSOR, ARG_INT);
+    CUDA_GRAPH_RELEASE("cuda_graph_release", 0, ARG_TENSOR, ARG_INT),
+    /**
+     * {@code sample_tokens(ids!, logits, temperature, top_k, top_p, seeds, offsets) -> ()}: one
+     * token id per row of logits, greedy or sampled on the logits' device.
+     */
+    SAMPLE_TOKENS(
+            "sample_tokens",
+            0,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR,
+            ARG_TENSOR);
 
     private final String schemaName;
     private final int numOutputs;

@@ -28,9 +28,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.TreeMap;
 
 /**
  * The device decode step ({@link DeviceDecodeStep}: embed, fused layers, head and the token
@@ -149,8 +151,9 @@ class DeviceDecodeStepTest {
                     generate(decoder, manager, tested(), prompts, configs, null);
             Map<Long, GenerationResult> again =
                     generate(decoder, manager, tested(), prompts, configs, null);
-            List<GenerationResult> b = new ArrayList<>(batched.values());
-            List<GenerationResult> a = new ArrayList<>(again.values());
+            // By request id: the scheduler numbers requests in submission order.
+            List<GenerationResult> b = new ArrayList<>(new TreeMap<>(batched).values());
+            List<GenerationResult> a = new ArrayList<>(new TreeMap<>(again).values());
             boolean anyDiffersFromGreedy = false;
             for (int i = 0; i < prompts.size(); ++i) {
                 assertArrayEquals(b.get(i).generated(), a.get(i).generated(), "run to run");
@@ -169,7 +172,7 @@ class DeviceDecodeStepTest {
                                 .iterator()
                                 .next();
                 anyDiffersFromGreedy |=
-                        !java.util.Arrays.equals(b.get(i).generated(), greedy.generated());
+                        !Arrays.equals(b.get(i).generated(), greedy.generated());
             }
             assertTrue(anyDiffersFromGreedy, "temperature 0.9 sampled only greedy tokens");
         }

@@ -163,8 +163,10 @@ public final class DeviceDecodeStep implements AutoCloseable {
             longest = Math.max(longest, p + 1);
         }
         int needed = (int) ((longest + blockSize - 1) / blockSize);
-        int width = Math.min(Integer.highestOneBit(Math.max(needed, 1) * 2 - 1), maxWidth);
-        width = Math.max(width, needed);
+        int width =
+                Math.max(
+                        Math.min(Integer.highestOneBit(Math.max(needed, 1) * 2 - 1), maxWidth),
+                        needed);
         int rows = Integer.highestOneBit(n * 2 - 1);
         Bucket bucket =
                 buckets.computeIfAbsent(

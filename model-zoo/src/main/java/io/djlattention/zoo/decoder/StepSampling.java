@@ -66,6 +66,51 @@ public final class StepSampling {
     }
 
     /**
+     * Returns the temperatures (a copy).
+     *
+     * @return float32 per sequence
+     */
+    public float[] temperatures() {
+        return temperature.clone();
+    }
+
+    /**
+     * Returns the top-k values (a copy).
+     *
+     * @return int32 per sequence
+     */
+    public int[] topKs() {
+        return topK.clone();
+    }
+
+    /**
+     * Returns the top-p values (a copy).
+     *
+     * @return float32 per sequence
+     */
+    public float[] topPs() {
+        return topP.clone();
+    }
+
+    /**
+     * Returns the seeds (a copy).
+     *
+     * @return int64 per sequence
+     */
+    public long[] seeds() {
+        return seeds.clone();
+    }
+
+    /**
+     * Returns the offsets (a copy).
+     *
+     * @return int64 per sequence
+     */
+    public long[] offsets() {
+        return offsets.clone();
+    }
+
+    /**
      * Returns the number of sequences.
      *
      * @return n

@@ -7,6 +7,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 
+import io.djlattention.SamplingOps;
 import io.djlattention.paged.BlockManager;
 import io.djlattention.paged.OutOfBlocksException;
 import io.djlattention.paged.PagedBatch;
@@ -597,6 +598,11 @@ public final class ContinuousBatchingScheduler {
             NDArray out =
                     decoder.forwardPaged(
                             cache, batch, step.create(tokens), step.create(positions), prefill);
+            if (deviceStep != null && logitsHook == null && noForks(seqs)) {
+                // With a device step every token is chosen by the device sampler, also after a
+                // prefill: a sequence's draws must not depend on which path its step took.
+                return new StepOutput(null, chooseOnDevice(out, seqs));
+            }
             if (logitsHook != null || anySampling(seqs)) {
                 return new StepOutput(out.toFloatArray(), null);
             }
@@ -625,24 +631,54 @@ public final class ContinuousBatchingScheduler {
         return true;
     }
 
+    private static boolean noForks(List<Sequence> seqs) {
+        for (Sequence seq : seqs) {
+            if (!seq.pendingForks.isEmpty()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Each sequence's choice from its logits row by the device sampler (sample_tokens). */
+    private static long[] chooseOnDevice(NDArray logits, List<Sequence> seqs) {
+        StepSampling sampling = sampling(seqs);
+        NDManager m = logits.getManager();
+        return SamplingOps.sampleTokens(
+                        logits,
+                        m.create(sampling.temperatures()),
+                        m.create(sampling.topKs()),
+                        m.create(sampling.topPs()),
+                        m.create(sampling.seeds()),
+                        m.create(sampling.offsets()))
+                .toLongArray();
+    }
+
+    private static StepSampling sampling(List<Sequence> seqs) {
+        StepSampling sampling = new StepSampling(seqs.size());
+        for (int s = 0; s < seqs.size(); ++s) {
+            Sequence seq = seqs.get(s);
+            GenerationConfig c = seq.config;
+            if (c.isSampling()) {
+                sampling.set(s, c.getTemperature(), c.getTopK(), c.getTopP(), seq.seed, seq.generated);
+            }
+        }
+        return sampling;
+    }
+
     /** The batch's next tokens from the device step: only the ids cross to the host. */
     private long[] deviceDecode(List<Sequence> seqs) {
         int n = seqs.size();
         long[] ids = new long[n];
         long[] tokens = new long[n];
         long[] positions = new long[n];
-        StepSampling sampling = new StepSampling(n);
         for (int s = 0; s < n; ++s) {
             Sequence seq = seqs.get(s);
             ids[s] = seq.id;
             tokens[s] = seq.tokens[seq.cached];
             positions[s] = seq.cached;
-            GenerationConfig c = seq.config;
-            if (c.isSampling()) {
-                sampling.set(s, c.getTemperature(), c.getTopK(), c.getTopP(), seq.seed, seq.generated);
-            }
         }
-        return deviceStep.step(ids, tokens, positions, sampling);
+        return deviceStep.step(ids, tokens, positions, sampling(seqs));
     }
 
     /** Samples the next token of each sequence whose tokens are now all cached. */

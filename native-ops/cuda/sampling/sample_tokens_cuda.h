@@ -1,0 +1,15 @@
+// sample_tokens' CUDA backend (docs/operators.md, "sample_tokens").
+#pragma once
+
+#include "sampling/sampling_params.h"
+
+namespace djl_attn::cuda {
+
+// Every row's id on the tensors' device and its current stream: one launch, no host
+// synchronisation, nothing allocated (capture-safe).
+void run_sample_tokens_cuda(const sampling::SampleTokensParams& params);
+
+// True when the current stream of the device holding `ptr` is being captured into a CUDA graph.
+bool stream_is_capturing(const void* ptr);
+
+}  // namespace djl_attn::cuda
