@@ -11,7 +11,8 @@
 #   OUT     where logs, the JUnit XML report and benchmark tables go (default /tmp/gpu-java-suite)
 #   ARCHS   CMAKE_CUDA_ARCHITECTURES (default 90: this machine's; the shipped jar has 80-real;90)
 #   TESTS   "all" (default) or a JUnit console selector, e.g. "--select-class io.x.YTest"
-#   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, minilm, hf
+#   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, captured, llama1b,
+#           minilm, hf
 #   MINILM_DIR  where an earlier call left all-minilm-l6-v2.onnx (default /tmp/minilm); without it
 #           the MiniLM tests that read the ONNX file fail and the minilm check is skipped
 #   TEST_DEVICE  the parity tests' device (default gpu; cpu runs the same tests on the CPU)
@@ -156,6 +157,19 @@ if [ "$status_build" = OK ] && [ "$BENCH" != none ]; then
     --layers 2,12 --batches 1,8,32 --seqs 128,512 --warmup 3 --runs 10
   want decode && bench_main decode io.djlattention.it.bench.PagedDecodeBenchmark \
     --batches 1,16,64 --contexts 512 --no-waste
+  want captured && bench_main captured io.djlattention.it.bench.CapturedStepBenchmark \
+    --batches 1,16,64 --context 512 --steps 30
+  if want llama1b; then
+    # The Llama-3.2-1B-shaped checkpoint (2.5 GB, made here by transformers), transformers'
+    # anchors on it, then Java loading it through Criteria.
+    l1b=/tmp/llama1b
+    [ -f "$l1b/model.safetensors" ] || python3 "$run/src/integration-tests/scripts/llama1b_shape.py" \
+      write "$l1b" >>"$OUT/bench.log" 2>&1
+    python3 "$run/src/integration-tests/scripts/llama1b_shape.py" bench "$l1b" \
+      >"$OUT/llama1b-hf.md" 2>>"$OUT/bench.log" || echo "== llama1b transformers FAILED"
+    bench_main llama1b io.djlattention.it.bench.CapturedStepBenchmark --model "$l1b" \
+      --dtype float16 --batches 1,16,64 --context 1024 --steps 20 --ttft 2048
+  fi
   if want minilm && [ "$minilm" = yes ]; then
     bench_main minilm io.djlattention.it.bench.MiniLmDeviceCheck
   fi

@@ -1378,6 +1378,8 @@ BAD_CALLS += rows_for(COPY, "dst", [
         "expected a contiguous tensor", arg="src"),
     row("src-float16", set_arg("src", to_dtype(torch.float16)),
         "expected the dtype of dst (float32)", arg="src"),
+])
+
 SAMPLE = "sample_tokens"
 BAD_CALLS += rows_for(SAMPLE, "logits", [
     row("logits-rank", set_arg("logits", drop_dim), "expected 2 dims [B, V], got 1 dims"),

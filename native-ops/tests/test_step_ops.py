@@ -18,9 +18,9 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def embed_reference(ids, table, scale, positions=None, pos_table=None):
-    x = table.double()[ids.cpu()] * float(torch.tensor(scale, dtype=torch.float32))
+    x = table.cpu().double()[ids.cpu()] * float(torch.tensor(scale, dtype=torch.float32))
     if pos_table is not None:
-        x = x + pos_table.double()[positions.cpu()]
+        x = x + pos_table.cpu().double()[positions.cpu()]
     return x
 
 
