@@ -327,7 +327,7 @@ def good_decoder_layer(d, dtype=torch.float32, lens=(20, 9, 4), chunks=(3, 1, 2)
         up_bias=None, down_weight=randn(hidden, inter, dtype=dtype, device=d) / 5, down_bias=None,
         mlp_out_norm_weight=None, num_heads=heads_q, norm_type=reference.NORM_RMS,
         activation=reference.ACT_SWIGLU, norm_eps=1e-5, scale=0.25, window_left=5, softcap=3.0,
-        rope_interleaved=False, check_indices=True, max_seqlen_q=max(chunks))
+        rope_interleaved=False, check_indices=True, max_seqlen_q=max(chunks), fresh_chunks=False)
     args["_before"] = {k: args[k].clone() for k in ("hidden", "key_cache", "value_cache")}
     return args
 

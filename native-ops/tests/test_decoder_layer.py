@@ -129,7 +129,7 @@ def make_batch(chunks, shape, dtype, block_size, fp8=False):
         k_scale=k_scale, v_scale=v_scale)
 
 
-def run_op(hidden, b, w, shape, family, check_indices=True, max_seqlen_q=-1):
+def run_op(hidden, b, w, shape, family, check_indices=True, max_seqlen_q=-1, fresh_chunks=False):
     f = FAMILIES[family]
     _, hq, _, d, _ = shape
     decoder_layer(
@@ -140,7 +140,7 @@ def run_op(hidden, b, w, shape, family, check_indices=True, max_seqlen_q=-1):
         w["mlp_norm_weight"], w.get("mlp_norm_bias"), w["up_weight"], w.get("up_bias"),
         w["down_weight"], w.get("down_bias"), w.get("mlp_out_norm_weight"), hq, f["norm"],
         f["act"], 1e-5, 1.0 / math.sqrt(d), f.get("window", -1), f.get("softcap", 0.0),
-        f.get("interleaved", False), check_indices, max_seqlen_q)
+        f.get("interleaved", False), check_indices, max_seqlen_q, fresh_chunks)
 
 
 def reference_layer(hidden, b, w, shape, family, dtype, caches_read=None):
@@ -206,7 +206,7 @@ def on_device(tensors, device):
 
 
 def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_indices=True,
-                skip_slot=None, device="cpu", max_seqlen_q=None):
+                skip_slot=None, device="cpu", max_seqlen_q=None, fresh_chunks=False):
     w = make_weights(family, shape, dtype)
     b = make_batch(chunks, shape, dtype, block_size, fp8)
     if skip_slot is not None:
@@ -218,13 +218,13 @@ def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_in
     if max_seqlen_q is None:  # what a caller that built the batch knows
         max_seqlen_q = max(new for _, new in chunks)
     if device == "cpu":
-        run_op(hidden, b, w, shape, family, check_indices, max_seqlen_q)
+        run_op(hidden, b, w, shape, family, check_indices, max_seqlen_q, fresh_chunks)
         written = (b["key_cache"], b["value_cache"])
     else:
         # The same inputs on the device; the results come back for the float64 comparison.
         b_dev, hidden_dev = on_device(b, device), hidden.to(device)
         run_op(hidden_dev, b_dev, on_device(w, device), shape, family, check_indices,
-               max_seqlen_q)
+               max_seqlen_q, fresh_chunks)
         hidden.copy_(hidden_dev.cpu())
         written = (b_dev["key_cache"].cpu(), b_dev["value_cache"].cpu())
     b["key_cache"], b["value_cache"] = original
@@ -293,6 +293,37 @@ def test_max_seqlen_q_out_of_range():
     _bad(mutate, r"decoder_layer: max_seqlen_q: expected -1 \(not given: T\) or a value in \[0, T = 13\]")
 
 
+# Chunks that are their whole contexts (a prompt's first chunk): on CUDA the attention takes the
+# flash varlen kernel over the layer's own k and v rows instead of reading the cache back.
+FRESH = {"one": [(0, 13)], "several": [(0, 5), (0, 1), (0, 9), (0, 2)]}
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "gpt2"])
+@pytest.mark.parametrize("batch", list(FRESH))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_fresh_chunks(family, batch, dtype, device):
+    check_layer(family, SHAPES[0], dtype, FRESH[batch], device=device, fresh_chunks=True)
+
+
+@pytest.mark.parametrize("shape", SHAPES[1:], ids=str)
+def test_fresh_chunks_shapes(shape, device):
+    check_layer("llama", shape, torch.float16, FRESH["several"], device=device,
+                fresh_chunks=True)
+
+
+def test_fresh_chunks_fp8_cache(device):
+    # FP8 caches keep the paged kernel (the new keys read back quantized, as on the CPU).
+    check_layer("llama", SHAPES[0], torch.bfloat16, FRESH["several"], fp8=True, device=device,
+                fresh_chunks=True)
+
+
+def test_fresh_chunks_with_a_cached_prefix():
+    def mutate(w, b, kw):
+        kw["fresh_chunks"] = True
+    _bad(mutate, r"decoder_layer: fresh_chunks: expected every sequence's chunk to be its whole "
+         r"context \(nothing cached before it\), got a context of")
+
+
 def test_one_token(device):
     check_layer("llama", SHAPES[0], torch.float32, [(5, 1)], device=device)
 
@@ -325,7 +356,8 @@ def _bad(mutate, match, family="llama", dtype=torch.float32):
     before, cache = hidden.clone(), b["key_cache"].clone()
     with pytest.raises(ValueError, match=match):
         run_op(kwargs.get("hidden", hidden), b, w, kwargs.get("shape", SHAPES[0]), family,
-               max_seqlen_q=kwargs.get("max_seqlen_q", -1))
+               max_seqlen_q=kwargs.get("max_seqlen_q", -1),
+               fresh_chunks=kwargs.get("fresh_chunks", False))
     # A refused call writes nothing.
     assert torch.equal(before, hidden) and torch.equal(cache, b["key_cache"])
 

@@ -15,6 +15,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/scratch.h"
 #include "cuda/decoder/decoder_layer_kernels.cuh"
+#include "cuda/flash/flash_cuda.h"
 #include "cuda/gemm/gemm_cuda.h"
 #include "cuda/paged/paged_cuda.h"
 #include "decoder/decoder_layer_attention.h"
@@ -95,11 +96,50 @@ GemmCall gemm(const DecoderLayerParams& p, const void* a, const decoder::Project
   return GemmCall{p.dtype, a, w.weight, d, p.num_tokens, w.out, w.in, w.in, w.out, false};
 }
 
-// Decode rows only: the tuned split-KV decode kernels. Any chunk longer than one row: the
-// chunked-prefill kernel, which takes both kinds of rows.
-void attention(const DecoderLayerParams& p, const char* qkv, void* out) {
+// Chunks that are their sequences' whole contexts attend only their own k and v: causal varlen
+// flash attention straight over the qkv rows (strided views: q heads, then k, then v), as
+// FlashAttention's varlen prefill runs. An FP8 cache keeps the paged kernel, which reads the new
+// keys back quantized as the CPU kernel does, so that both backends compute the same layer.
+flash::FlashParams fresh_chunk_params(const DecoderLayerParams& p, const char* qkv, void* out,
+                                      float* lse) {
+  const int64_t e = element_size(p.dtype), row = p.qkv.out;
+  flash::FlashParams f{};
+  f.q = qkv;
+  f.k = qkv + p.heads_q * p.head_dim * e;
+  f.v = qkv + (p.heads_q + p.heads_kv) * p.head_dim * e;
+  f.out = out;
+  f.lse = lse;
+  f.lse_batch_stride = 0;
+  f.lse_head_stride = p.num_tokens;  // [Hq, total_q]
+  f.cu_seqlens_q = f.cu_seqlens_k = p.cache.cu_seqlens_q;
+  f.q_seq_stride = f.k_seq_stride = f.v_seq_stride = row;
+  f.q_head_stride = f.k_head_stride = f.v_head_stride = p.head_dim;
+  f.out_seq_stride = p.heads_q * p.head_dim;
+  f.out_head_stride = p.head_dim;
+  f.batch = p.cache.num_seqs;
+  f.total_q = f.total_k = p.num_tokens;
+  f.seqlen_q = f.seqlen_k = p.cache.max_seqlen_q;
+  f.heads_q = p.heads_q;
+  f.heads_kv = p.heads_kv;
+  f.head_dim = p.head_dim;
+  f.scale = p.scale;
+  f.causal = true;
+  f.dtype = p.dtype;
+  flash::set_window(f, p.window_left, -1);
+  f.softcap = p.softcap;
+  return f;
+}
+
+// Decode rows only: the tuned split-KV decode kernels. Fresh chunks: flash varlen (above). Any
+// other batch: the chunked-prefill kernel, which takes both kinds of rows over the cache.
+void attention(const DecoderLayerParams& p, const char* qkv, void* out, int device) {
   if (decoder::is_decode_batch(p)) {
     return paged::run_paged_attention_cuda(decoder::decode_params(p, qkv, out));
+  }
+  if (p.cache.fresh_chunks && p.cache.cache_type != paged::CacheType::kFp8E4M3) {
+    const Scratch lse(static_cast<size_t>(p.heads_q * p.num_tokens) * sizeof(float), device);
+    return flash::launch_flash_attention_cuda(
+        fresh_chunk_params(p, qkv, out, lse.data_as<float>()));
   }
   paged::run_paged_prefill_cuda(decoder::prefill_params(p, qkv, out));
 }
@@ -123,7 +163,7 @@ void run_typed(const DecoderLayerParams& p, int device) {
   run_gemm(ws + plan.normed, p.qkv, plan.qkv);
   s.bias_rope();
   paged::run_reshape_and_cache_cuda(decoder::cache_write_params(p, ws + plan.qkv));
-  attention(p, ws + plan.qkv, ws + plan.attention);
+  attention(p, ws + plan.qkv, ws + plan.attention, device);
   run_gemm(ws + plan.attention, p.out_proj, plan.projected);
   s.residual(plan.projected, p.out_proj.bias, p.attn_out_norm, /*next_norm=*/true);
   run_gemm(ws + plan.normed, p.up, plan.up);

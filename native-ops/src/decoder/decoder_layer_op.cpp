@@ -95,6 +95,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   const bool rope_interleaved = read_bool(stack, 32);
   const bool check_indices = read_bool(stack, 33);
   const int64_t max_seqlen_q_arg = read_int(stack, 34);
+  const bool fresh_chunks = read_bool(stack, 35);
 
   // The stream: [T, C], contiguous, of a kernel dtype.
   const ArgName hn{kOp, "hidden"};
@@ -257,6 +258,13 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
       paged::check_scale_values(kOp, "v_scale", v_scales);
       paged::check_block_tables(kOp, lens, tables, max_blocks, block_size, num_blocks);
       paged::check_chunks(kOp, cu, lens, tokens, max_seqlen_q);
+      for (int64_t s = 0; s < num_seqs && fresh_chunks; ++s) {
+        if (lens[s] != cu[s + 1] - cu[s]) {
+          fail_invalid(kOp, ": fresh_chunks: expected every sequence's chunk to be its whole "
+                       "context (nothing cached before it), got a context of ", lens[s],
+                       " tokens for a chunk of ", cu[s + 1] - cu[s], " at sequence ", s);
+        }
+      }
       max_seqlen_q = 0;
       for (int64_t s = 0; s < num_seqs; ++s) {
         max_seqlen_q = std::max<int64_t>(max_seqlen_q, cu[s + 1] - cu[s]);
@@ -287,6 +295,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   v.block_size = block_size;
   v.max_blocks = max_blocks;
   v.max_seqlen_q = max_seqlen_q;
+  v.fresh_chunks = fresh_chunks;
   v.cache_type = cache_type;
   v.k_scale = ks;
   v.v_scale = vs;

@@ -25,7 +25,8 @@ struct DecoderBackend {
 //   Tensor? mlp_norm_bias, Tensor up_weight, Tensor? up_bias, Tensor down_weight,
 //   Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads, int norm_type,
 //   int activation, float norm_eps, float scale, int window_left, float softcap,
-//   bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1) -> ()
+//   bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1,
+//   bool fresh_chunks=False) -> ()
 void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backend);
 
 }  // namespace djl_attn::decoder

@@ -58,6 +58,8 @@ struct PagedCacheView {
   int64_t block_size;
   int64_t max_blocks;
   int64_t max_seqlen_q;         // >= every chunk
+  bool fresh_chunks;            // every chunk is its sequence's whole context (nothing cached
+                                // before it): attention needs only the chunk's own k and v
   paged::CacheType cache_type;
   paged::CacheScale k_scale, v_scale;  // FP8 caches only
 };

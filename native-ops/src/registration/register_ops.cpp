@@ -63,7 +63,8 @@ constexpr const char* kSchemas[] = {
     " Tensor mlp_norm_weight, Tensor? mlp_norm_bias, Tensor up_weight, Tensor? up_bias,"
     " Tensor down_weight, Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads,"
     " int norm_type, int activation, float norm_eps, float scale, int window_left,"
-    " float softcap, bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1) -> ()",
+    " float softcap, bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1,"
+    " bool fresh_chunks=False) -> ()",
     // The ends of a decoder step around decoder_layer, writing into the caller's arrays
     // (docs/design/captured-decode-step.md).
     "embed_tokens(Tensor(a!) hidden, Tensor token_ids, Tensor embedding, Tensor? positions,"

@@ -64,8 +64,27 @@ public final class DecoderLayerOps {
                 batch.getContextLens(),
                 batch.getSlotMapping(),
                 batch.getMaxQueryLen(),
+                isFresh(batch),
                 weights,
                 options);
+    }
+
+    /**
+     * Whether every sequence's chunk is its whole context (a prompt's first chunk): on CUDA the
+     * layer then attends with the flash kernel over its own keys and values.
+     */
+    private static boolean isFresh(PagedBatch batch) {
+        int[] queryLens = batch.getQueryLens();
+        int[] contexts = batch.getContextLensHost();
+        if (batch.getMaxQueryLen() <= 1) {
+            return false; // a decode step: the decode kernels
+        }
+        for (int s = 0; s < queryLens.length; ++s) {
+            if (queryLens[s] != contexts[s]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**
@@ -84,6 +103,8 @@ public final class DecoderLayerOps {
      * @param contextLens int32 {@code [numSeqs]}: cached tokens, the new ones included
      * @param slotMapping int64 {@code [T]}: each new token's slot, negative to skip its write
      * @param maxSeqlenQ the longest chunk (1: a decode step, which takes the decode kernels)
+     * @param freshChunks whether every chunk is its sequence's whole context (nothing cached
+     *     before it), which lets CUDA attend with the flash kernel over the chunk's own keys
      * @param weights the layer's arrays
      * @param options the layer's settings
      * @throws IllegalArgumentException if an argument breaks a rule of {@code decoder_layer}
@@ -98,6 +119,7 @@ public final class DecoderLayerOps {
             NDArray contextLens,
             NDArray slotMapping,
             int maxSeqlenQ,
+            boolean freshChunks,
             DecoderLayerWeights weights,
             DecoderLayerOptions options) {
         PtNDArray ptHidden = AttentionOps.pytorchArray(hidden, "hidden");
@@ -137,6 +159,7 @@ public final class DecoderLayerOps {
                 .boolArg(options.isRopeInterleaved())
                 .boolArg(false)
                 .intArg(maxSeqlenQ)
+                .boolArg(freshChunks)
                 .invoke(ptHidden.getManager());
     }
 

@@ -87,7 +87,7 @@ public enum Operator {
      * attn_norm_bias?, qkv_weight, qkv_bias?, rope_cos_sin?, out_weight, out_bias?,
      * attn_out_norm_weight?, mlp_norm_weight, mlp_norm_bias?, up_weight, up_bias?, down_weight,
      * down_bias?, mlp_out_norm_weight?, num_heads, norm_type, activation, norm_eps, scale,
-     * window_left, softcap, rope_interleaved, check_indices, max_seqlen_q) -> ()}.
+     * window_left, softcap, rope_interleaved, check_indices, max_seqlen_q, fresh_chunks) -> ()}.
      */
     DECODER_LAYER(
             "decoder_layer", 0, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
@@ -96,7 +96,7 @@ public enum Operator {
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_INT, ARG_INT, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_INT, ARG_FLOAT, ARG_BOOL,
-            ARG_BOOL, ARG_INT),
+            ARG_BOOL, ARG_INT, ARG_BOOL),
     /**
      * {@code embed_tokens(hidden!, token_ids, embedding, positions?, position_embedding?, scale,
      * check_indices) -> ()}.

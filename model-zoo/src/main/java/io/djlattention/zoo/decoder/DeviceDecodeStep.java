@@ -315,6 +315,7 @@ public final class DeviceDecodeStep implements AutoCloseable {
                     a.contextLens,
                     a.slots,
                     1,
+                    false,
                     fused.layer(l),
                     fused.options(l));
         }
