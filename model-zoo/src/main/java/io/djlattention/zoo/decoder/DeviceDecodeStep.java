@@ -53,7 +53,7 @@ public final class DeviceDecodeStep implements AutoCloseable {
     private final NDManager manager;
     private final int maxWidth;
     private final Map<Long, Bucket> buckets = new LinkedHashMap<>();
-    private Decoder.StepWeights weights;
+    private StepWeights weights;
     private float embedScale;
     private long graphReplays;
 
@@ -149,7 +149,7 @@ public final class DeviceDecodeStep implements AutoCloseable {
         if (n == 0) {
             return new long[0];
         }
-        Decoder.StepWeights current = decoder.stepWeights();
+        StepWeights current = decoder.stepWeights();
         if (current != weights) {
             // New parameters: the graphs hold the old ones' addresses.
             closeBuckets();
@@ -293,7 +293,7 @@ public final class DeviceDecodeStep implements AutoCloseable {
 
     /** The step's operator calls: eager, or the ones a graph captures. */
     private void run(DecodeStepArrays a) {
-        Decoder.StepWeights w = weights;
+        StepWeights w = weights;
         FusedDecoderWeights fused = w.fused();
         DecoderConfig c = decoder.getConfig();
         StepOps.embedTokens(
