@@ -12,7 +12,7 @@
 #   ARCHS   CMAKE_CUDA_ARCHITECTURES (default 90: this machine's; the shipped jar has 80-real;90)
 #   TESTS   "all" (default) or a JUnit console selector, e.g. "--select-class io.x.YTest"
 #   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, captured, llama1b,
-#           minilm, hf
+#           serve1b, minilm, hf
 #   MINILM_DIR  where an earlier call left all-minilm-l6-v2.onnx (default /tmp/minilm); without it
 #           the MiniLM tests that read the ONNX file fail and the minilm check is skipped
 #   TEST_DEVICE  the parity tests' device (default gpu; cpu runs the same tests on the CPU)
@@ -169,6 +169,15 @@ if [ "$status_build" = OK ] && [ "$BENCH" != none ]; then
       >"$OUT/llama1b-hf.md" 2>>"$OUT/bench.log" || echo "== llama1b transformers FAILED"
     bench_main llama1b io.djlattention.it.bench.CapturedStepBenchmark --model "$l1b" \
       --dtype float16 --batches 1,16,64 --context 1024 --steps 20 --ttft 2048
+  fi
+  if want serve1b; then
+    # issue 25 item 8: `serve` with the 1B-shaped checkpoint under 1, 16 and 64 clients.
+    l1b=/tmp/llama1b
+    [ -f "$l1b/model.safetensors" ] || python3 "$run/src/integration-tests/scripts/llama1b_shape.py" \
+      write "$l1b" >>"$OUT/bench.log" 2>&1
+    bench_main serve1b io.djlattention.it.bench.ServingBenchmark --model "$l1b" --dtype float16 \
+      --no-unbatched --no-embeddings --concurrency 1,16,64 --requests 128 --max-tokens 64 \
+      --prompt 128..512
   fi
   if want minilm && [ "$minilm" = yes ]; then
     bench_main minilm io.djlattention.it.bench.MiniLmDeviceCheck

@@ -45,7 +45,8 @@ import picocli.CommandLine;
  * Options: {@code --requests N} per concurrency level and kind (default 256), {@code --concurrency
  * 1,8,64}, {@code --max-tokens 32}, {@code --prompt 16..64} token ids, {@code --no-unbatched},
  * {@code --no-embeddings}, {@code --batch-invariant} (adds a batch-invariant server, max batch 64,
- * to measure that mode's cost).
+ * to measure that mode's cost), {@code --model DIR} and {@code --dtype float16} (another generation
+ * model than stories260K, e.g. issue 25's 1B-class checkpoint on a GPU), {@code --kv-blocks N}.
  */
 public final class ServingBenchmark {
 
@@ -66,6 +67,7 @@ public final class ServingBenchmark {
         boolean unbatched = true;
         boolean embed = true;
         boolean invariant = false;
+        List<String> modelOptions = new ArrayList<>();
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--requests":
@@ -95,6 +97,12 @@ public final class ServingBenchmark {
                     break;
                 case "--batch-invariant":
                     invariant = true;
+                    break;
+                case "--model":
+                case "--dtype":
+                case "--kv-blocks":
+                    modelOptions.add(args[i]);
+                    modelOptions.add(BenchSupport.value(args, ++i));
                     break;
                 default:
                     throw new IllegalArgumentException("unknown option " + args[i]);
@@ -171,6 +179,7 @@ public final class ServingBenchmark {
             if (label.equals("batch-invariant")) {
                 options.add("--batch-invariant");
             }
+            options.addAll(modelOptions);
             new CommandLine(command).parseArgs(options.toArray(new String[0]));
             try (OpenAiServer server = command.startServer()) {
                 String base = "http://127.0.0.1:" + server.getPort();

@@ -9,12 +9,9 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.index.NDIndex;
-import ai.djl.ndarray.internal.NDArrayEx;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
-import ai.djl.ndarray.types.SparseFormat;
 import ai.djl.nn.AbstractBlock;
-import ai.djl.nn.Activation;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
@@ -130,6 +127,8 @@ public final class Decoder extends AbstractBlock {
     private StepWeights stepWeights;
     /** Per layer: causal flash attention with the layer's window, the scale and the soft-cap. */
     private final AttentionOptions[] flashOptions;
+    /** The op-by-op layers of the contiguous path and of the paged reference path. */
+    private final DecoderLayers opByOp;
 
     /**
      * Creates a decoder with uninitialised parameters; give them values with {@link #setWeights} or
@@ -140,6 +139,7 @@ public final class Decoder extends AbstractBlock {
     public Decoder(DecoderConfig config) {
         super((byte) 1);
         this.config = config;
+        opByOp = new DecoderLayers(config);
         flashOptions = new AttentionOptions[config.getNumLayers()];
         for (int l = 0; l < flashOptions.length; ++l) {
             int windowLeft = config.getWindowLeft(l);
@@ -157,20 +157,10 @@ public final class Decoder extends AbstractBlock {
                     addParameter(
                             Parameter.builder()
                                     .setName(name)
-                                    .setType(typeOf(name))
+                                    .setType(DecoderParameters.typeOf(name))
                                     .optRequiresGrad(false)
                                     .build()));
         }
-    }
-
-    private static Parameter.Type typeOf(String name) {
-        if (name.endsWith(".bias")) {
-            return Parameter.Type.BIAS;
-        }
-        if (name.contains("ln") || name.contains("norm")) {
-            return Parameter.Type.GAMMA;
-        }
-        return Parameter.Type.WEIGHT;
     }
 
     /**
@@ -180,59 +170,7 @@ public final class Decoder extends AbstractBlock {
      * @return name to shape, in model order
      */
     public static Map<String, Shape> parameterShapes(DecoderConfig c) {
-        Map<String, Shape> shapes = new LinkedHashMap<>();
-        int hidden = c.getHiddenSize();
-        int inter = c.getIntermediateSize();
-        int kvDim = c.getNumKvHeads() * c.getHeadDim();
-        int qDim = c.getAttentionSize();
-        if (c.getArchitecture() != DecoderConfig.Architecture.GPT2) {
-            boolean gemma2 = c.getArchitecture() == DecoderConfig.Architecture.GEMMA2;
-            shapes.put("model.embed_tokens.weight", new Shape(c.getVocabSize(), hidden));
-            for (int l = 0; l < c.getNumLayers(); ++l) {
-                String p = "model.layers." + l + ".";
-                shapes.put(p + "input_layernorm.weight", new Shape(hidden));
-                shapes.put(p + "self_attn.q_proj.weight", new Shape(qDim, hidden));
-                shapes.put(p + "self_attn.k_proj.weight", new Shape(kvDim, hidden));
-                shapes.put(p + "self_attn.v_proj.weight", new Shape(kvDim, hidden));
-                shapes.put(p + "self_attn.o_proj.weight", new Shape(hidden, qDim));
-                shapes.put(p + "post_attention_layernorm.weight", new Shape(hidden));
-                shapes.put(p + "mlp.gate_proj.weight", new Shape(inter, hidden));
-                shapes.put(p + "mlp.up_proj.weight", new Shape(inter, hidden));
-                shapes.put(p + "mlp.down_proj.weight", new Shape(hidden, inter));
-                if (gemma2) {
-                    shapes.put(p + "pre_feedforward_layernorm.weight", new Shape(hidden));
-                    shapes.put(p + "post_feedforward_layernorm.weight", new Shape(hidden));
-                }
-            }
-            shapes.put("model.norm.weight", new Shape(hidden));
-            if (!c.isTieEmbeddings()) {
-                shapes.put("lm_head.weight", new Shape(c.getVocabSize(), hidden));
-            }
-        } else {
-            shapes.put("wte.weight", new Shape(c.getVocabSize(), hidden));
-            shapes.put("wpe.weight", new Shape(c.getMaxPositions(), hidden));
-            for (int l = 0; l < c.getNumLayers(); ++l) {
-                String p = "h." + l + ".";
-                shapes.put(p + "ln_1.weight", new Shape(hidden));
-                shapes.put(p + "ln_1.bias", new Shape(hidden));
-                shapes.put(p + "attn.c_attn.weight", new Shape(hidden, 3L * hidden));
-                shapes.put(p + "attn.c_attn.bias", new Shape(3L * hidden));
-                shapes.put(p + "attn.c_proj.weight", new Shape(hidden, hidden));
-                shapes.put(p + "attn.c_proj.bias", new Shape(hidden));
-                shapes.put(p + "ln_2.weight", new Shape(hidden));
-                shapes.put(p + "ln_2.bias", new Shape(hidden));
-                shapes.put(p + "mlp.c_fc.weight", new Shape(hidden, inter));
-                shapes.put(p + "mlp.c_fc.bias", new Shape(inter));
-                shapes.put(p + "mlp.c_proj.weight", new Shape(inter, hidden));
-                shapes.put(p + "mlp.c_proj.bias", new Shape(hidden));
-            }
-            shapes.put("ln_f.weight", new Shape(hidden));
-            shapes.put("ln_f.bias", new Shape(hidden));
-            if (!c.isTieEmbeddings()) {
-                shapes.put("lm_head.weight", new Shape(c.getVocabSize(), hidden));
-            }
-        }
-        return shapes;
+        return DecoderParameters.shapes(c);
     }
 
     /**
@@ -334,8 +272,9 @@ public final class Decoder extends AbstractBlock {
             values.put(name, value);
         }
         Map<String, NDArray> stacked = new LinkedHashMap<>();
-        for (Map.Entry<String, List<String>> g : stackedGroups(config).entrySet()) {
-            stacked.put(g.getKey(), stackRows(values, g.getValue()));
+        Map<String, List<String>> groups = DecoderParameters.stackedGroups(config);
+        for (Map.Entry<String, List<String>> g : groups.entrySet()) {
+            stacked.put(g.getKey(), DecoderParameters.stackRows(values, g.getValue()));
         }
         install(values, stacked);
     }
@@ -343,7 +282,7 @@ public final class Decoder extends AbstractBlock {
     /**
      * Sets every parameter by reading it from a source straight into its final array: each is
      * allocated once on {@code manager}'s device in the configuration's data type (the {@link
-     * #stackedGroups} as one array each, filled row range by row range) and filled with one copy.
+     * DecoderParameters#stackedGroups} as one array each, filled row range by row range) and filled with one copy.
      * Unlike {@link #setWeights(NDManager, Map)}, no weight is ever held twice, so a checkpoint
      * loads in the memory of its weights (docs/design/checkpoint-loading.md).
      *
@@ -357,34 +296,6 @@ public final class Decoder extends AbstractBlock {
         Map<String, NDArray> stacked = new LinkedHashMap<>();
         Map<String, NDArray> values = ParameterReader.read(config, manager, source, stacked);
         install(values, stacked);
-    }
-
-    /**
-     * LLaMA's (and Gemma-2's) projections that read the same input, stored as one matrix each:
-     * per layer {@code model.layers.i.qkv} (the q, k, v rows) and {@code model.layers.i.gate_up}
-     * (gate, up); their Hugging Face parameters are views of it, so a step runs one GEMM per group
-     * with no second copy of the weights. Empty for GPT-2.
-     *
-     * @param c the configuration
-     * @return group name to its members' parameter names, in row order
-     */
-    static Map<String, List<String>> stackedGroups(DecoderConfig c) {
-        Map<String, List<String>> groups = new LinkedHashMap<>();
-        if (c.getArchitecture() != DecoderConfig.Architecture.GPT2) {
-            for (int l = 0; l < c.getNumLayers(); ++l) {
-                String p = "model.layers." + l + ".";
-                groups.put(
-                        p + "qkv",
-                        List.of(
-                                p + "self_attn.q_proj.weight",
-                                p + "self_attn.k_proj.weight",
-                                p + "self_attn.v_proj.weight"));
-                groups.put(
-                        p + "gate_up",
-                        List.of(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"));
-            }
-        }
-        return groups;
     }
 
     /** Makes the parameters of {@code values} and the step's weights over them. */
@@ -410,29 +321,6 @@ public final class Decoder extends AbstractBlock {
     }
 
     /**
-     * Concatenates parameters along their rows into one array (owned by their manager) and
-     * replaces each in {@code values} by a view of its rows.
-     */
-    private static NDArray stackRows(Map<String, NDArray> values, List<String> names) {
-        NDList parts = new NDList(names.size());
-        for (String name : names) {
-            parts.add(values.get(name));
-        }
-        NDArray stack = NDArrays.concat(parts, 0);
-        NDScope.unregister(stack);
-        long row = 0;
-        for (String name : names) {
-            long rows = values.get(name).getShape().get(0);
-            NDArray view = stack.get(new NDIndex("{}:{}", row, row + rows));
-            NDScope.unregister(view);
-            values.get(name).close();
-            values.put(name, view);
-            row += rows;
-        }
-        return stack;
-    }
-
-    /**
      * Sets every parameter to fixed pseudo-random values: weights normal with the given standard
      * deviation, norm gains 1 plus a small normal term, biases small normal — the same values for
      * the same seed on every machine (java.util.Random).
@@ -447,7 +335,7 @@ public final class Decoder extends AbstractBlock {
         try (NDManager temp = manager.newSubManager()) {
             for (Map.Entry<String, Shape> e : parameterShapes(config).entrySet()) {
                 float[] values = new float[Math.toIntExact(e.getValue().size())];
-                boolean gain = typeOf(e.getKey()) == Parameter.Type.GAMMA;
+                boolean gain = DecoderParameters.typeOf(e.getKey()) == Parameter.Type.GAMMA;
                 boolean bias = e.getKey().endsWith(".bias");
                 for (int i = 0; i < values.length; ++i) {
                     double g = random.nextGaussian();
@@ -539,15 +427,15 @@ public final class Decoder extends AbstractBlock {
         NDList presents = new NDList(2 * layers);
         // The layers run on [B * S] rows, as the paged path does.
         NDArray positions = positionIds.reshape(-1);
-        Step step = new Step(positions);
-        NDArray x = embed(step, inputIds.reshape(-1), positions); // [B * S, C]
+        DecoderLayers.Step step = opByOp.step(stepWeights(), positions, true);
+        NDArray x = opByOp.embed(step, inputIds.reshape(-1), positions); // [B * S, C]
         int heads = config.getNumHeads();
         int kvHeads = config.getNumKvHeads();
         int dim = config.getHeadDim();
         for (int l = 0; l < layers; ++l) {
             int layer = l;
             x =
-                    layer(
+                    opByOp.layer(
                             step,
                             l,
                             x,
@@ -585,7 +473,7 @@ public final class Decoder extends AbstractBlock {
                             });
         }
         NDArray logits =
-                logits(step, x, null).reshape(batch, seq, config.getVocabSize());
+                opByOp.logits(step, x, null).reshape(batch, seq, config.getVocabSize());
         NDList out = new NDList(1 + 2 * layers);
         out.add(logits);
         out.addAll(presents);
@@ -716,8 +604,8 @@ public final class Decoder extends AbstractBlock {
         float softcap = config.getAttentionSoftcap();
         int attnWidth = config.getAttentionSize();
 
-        Step step = new Step(positions);
-        NDArray x = embed(step, tokenIds, positions); // [T, C]
+        DecoderLayers.Step step = opByOp.step(stepWeights(), positions, true);
+        NDArray x = opByOp.embed(step, tokenIds, positions); // [T, C]
         // A head dim the kernels lack is zero-padded: the zeros are made once per step.
         NDManager m = x.getManager();
         NDArray padQ =
@@ -735,7 +623,7 @@ public final class Decoder extends AbstractBlock {
         for (int l = 0; l < config.getNumLayers(); ++l) {
             int layer = l;
             x =
-                    layer(
+                    opByOp.layer(
                             step,
                             l,
                             x,
@@ -781,7 +669,7 @@ public final class Decoder extends AbstractBlock {
                             });
         }
         if (decode) {
-            return logits(step, x, null); // every row is its sequence's last
+            return opByOp.logits(step, x, null); // every row is its sequence's last
         }
         long[] last = new long[queryLens.length];
         int end = 0;
@@ -789,7 +677,7 @@ public final class Decoder extends AbstractBlock {
             end += queryLens[s];
             last[s] = end - 1;
         }
-        return logits(step, x, m.create(last));
+        return opByOp.logits(step, x, m.create(last));
     }
 
     /**
@@ -799,7 +687,7 @@ public final class Decoder extends AbstractBlock {
      */
     private NDArray forwardFused(
             PagedKvCache cache, PagedBatch batch, NDArray tokenIds, NDArray positions) {
-        Step step = new Step(positions, false);
+        DecoderLayers.Step step = opByOp.step(stepWeights(), positions, false);
         FusedDecoderWeights fused = step.w.fused();
         if (batch.getMaxContextLen() > config.getMaxPositions()) {
             // The operator reads no index back on a GPU (no per-layer wait): the positions are
@@ -812,7 +700,7 @@ public final class Decoder extends AbstractBlock {
                             + config.getMaxPositions()
                             + " positions");
         }
-        NDArray x = embed(step, tokenIds, positions); // [T, C], a fresh array updated in place
+        NDArray x = opByOp.embed(step, tokenIds, positions); // [T, C], a fresh array updated in place
         for (int l = 0; l < config.getNumLayers(); ++l) {
             DecoderLayerOps.decoderLayer(
                     x, positions, cache, l, batch, fused.layer(l), fused.options(l));
@@ -822,7 +710,7 @@ public final class Decoder extends AbstractBlock {
         finalNorm.gain = step.w.finalNorm.gain;
         finalNorm.bias = step.w.finalNorm.bias;
         if (batch.isDecode()) {
-            return logits(step, x, null, finalNorm);
+            return opByOp.logits(step, x, null, finalNorm);
         }
         int[] queryLens = batch.getQueryLens();
         long[] last = new long[queryLens.length];
@@ -831,7 +719,7 @@ public final class Decoder extends AbstractBlock {
             end += queryLens[s];
             last[s] = end - 1;
         }
-        return logits(step, x, x.getManager().create(last), finalNorm);
+        return opByOp.logits(step, x, x.getManager().create(last), finalNorm);
     }
 
     /** Causal flash attention per sequence (nothing cached before the chunk). */
@@ -858,199 +746,6 @@ public final class Decoder extends AbstractBlock {
     /** {@code x [T, H, D]} with the zeros {@code pad [T, H, Dc - D]} appended, or x itself. */
     private static NDArray padHeadDim(NDArray x, NDArray pad) {
         return pad == null ? x : x.concat(pad, -1);
-    }
-
-    // ---- the layers, shared by every path ---------------------------------------------------
-    //
-    // A step issues few operator calls, because each costs the host a JNI round trip (8-12 us on
-    // a GPU, more than the GPU work of a small model): one GEMM per projection group, with the
-    // residual add folded into the GEMMs that end a sub-layer (the stream is linear's bias, which
-    // libtorch adds as addmm's input), one call per norm for GPT-2 (the fused
-    // add_bias_residual_layernorm) and the fused add_bias_gelu, the rotary embedding as one
-    // matmul with rotations made once per step, views (split, reshape) rather than copies, and
-    // nothing read back to the host. Every temporary attaches to the step's inputs' manager: a
-    // step's operator never takes a weight as its first operand.
-    //
-    // GPT-2's stream x' is the residual stream less the biases of the projections that ended a
-    // sub-layer so far ("pending"; c_proj of attention and of the MLP): each norm adds them back
-    // (LayerNorm(x' + pending)) in the same fused call, and the GEMMs that end a sub-layer add
-    // their output to x' without a bias. The pending sums are made once, in float32, at load.
-
-    /** A layer's attention: q, k, v {@code [N, H, D]} to the merged heads {@code [N, Hq D]}. */
-    private interface LayerAttention {
-        NDArray attend(NDArray[] qkv);
-    }
-
-    /** The step's arrays: the weights and what is made once per step for every layer. */
-    private final class Step {
-        final StepWeights w;
-        /**
-         * LLaMA: float32 {@code [N, D, D]}, the rotary embedding of each position as a matrix
-         * ({@link #rope}); made once per step, so each layer's rotation is one matmul.
-         */
-        final NDArray rotation;
-        /** GPT-2: zeros {@code [N, C]}, the residual argument of the fused norm; set by embed. */
-        NDArray zeros;
-
-        Step(NDArray positions) {
-            this(positions, true);
-        }
-
-        /** {@code rotate}: make the rotation matrices (the fused layer rotates by itself). */
-        Step(NDArray positions, boolean rotate) {
-            w = stepWeights();
-            if (rotate && w.rotaryTable != null) {
-                NDArray rows =
-                        positions
-                                .getNDArrayInternal()
-                                .embedding(positions, w.rotaryTable, SparseFormat.DENSE)
-                                .get(0);
-                Shape lead = positions.getShape();
-                NDList cosSin =
-                        rows.reshape(lead.addAll(new Shape(2, config.getHeadDim())))
-                                .split(2, lead.dimension());
-                // R[i][j] = cos_j if i == j, sinSigned_j if i == partner(j), else 0.
-                rotation =
-                        cosSin.get(0)
-                                .mul(w.rotaryIdentity)
-                                .add(cosSin.get(1).mul(w.rotaryPartner));
-            } else {
-                rotation = null;
-            }
-        }
-    }
-
-    /** The token (and GPT-2 position) embeddings of {@code [N]} ids: the stream {@code [N, C]}. */
-    private NDArray embed(Step step, NDArray tokenIds, NDArray positions) {
-        NDArrayEx ex = tokenIds.getNDArrayInternal();
-        NDArray x = ex.embedding(tokenIds, step.w.tokenTable, SparseFormat.DENSE).get(0);
-        if (step.w.positionTable != null) {
-            NDArray pos =
-                    positions
-                            .getNDArrayInternal()
-                            .embedding(positions, step.w.positionTable, SparseFormat.DENSE)
-                            .get(0);
-            x = x.add(pos);
-            step.zeros = x.getManager().zeros(x.getShape(), x.getDataType());
-        }
-        if (step.w.embedScale != null) {
-            x = x.mul(step.w.embedScale);
-        }
-        return x;
-    }
-
-    /**
-     * One decoder layer on the stream {@code x [N, C]}: pre-norm attention, then pre-norm MLP,
-     * each added to the stream by the GEMM that ends it; Gemma-2 norms each sub-layer's output
-     * before the add, so there the add is its own call.
-     */
-    private NDArray layer(Step step, int l, NDArray x, LayerAttention attention) {
-        LayerWeights w = step.w.layers[l];
-        NDArray merged = attention.attend(qkv(step, w, norm(step, x, w.norm1)));
-        if (w.attentionOutNorm == null) {
-            x = linear(merged, w.outWeight, x);
-            return linear(mlpHidden(w, norm(step, x, w.norm2)), w.downWeight, x);
-        }
-        x = x.add(norm(step, linear(merged, w.outWeight, null), w.attentionOutNorm));
-        NDArray mlp = linear(mlpHidden(w, norm(step, x, w.norm2)), w.downWeight, null);
-        return x.add(norm(step, mlp, w.mlpOutNorm));
-    }
-
-    /** LLaMA's (and Gemma-2's) RMSNorm or GPT-2's LayerNorm of the stream. */
-    private NDArray norm(Step step, NDArray x, NormWeights n) {
-        if (n.bias == null) {
-            return rmsNorm(x, n.gain);
-        }
-        // One call: LayerNorm(x' + pending) with float32 statistics, also for a float16 x.
-        return AttentionOps.addBiasResidualLayerNorm(
-                x, n.pending, step.zeros, n.gain, n.bias, config.getNormEps());
-    }
-
-    // RMSNorm computes in float32; mixing in a float16 gain promotes to float32. There is no
-    // fused rms_norm operator in djl_attn or in DJL's PyTorch engine.
-    private NDArray rmsNorm(NDArray x, NDArray gain) {
-        NDArray xf = x.toType(DataType.FLOAT32, false);
-        NDArray rms = xf.square().mean(new int[] {-1}, true).add(config.getNormEps()).sqrt();
-        NDArray y = xf.div(rms).mul(gain);
-        return y.toType(x.getDataType(), false);
-    }
-
-    /**
-     * {@code x W^T + b} in one call, {@code weightOutIn [out, in]}. {@code bias} is {@code
-     * [out]}, null, or, for a 2-D {@code x}, the stream {@code [N, out]} the product is added to:
-     * libtorch's linear is then {@code addmm(bias, x, W^T)}, one GEMM that also does the
-     * residual add.
-     */
-    private static NDArray linear(NDArray x, NDArray weightOutIn, NDArray bias) {
-        return x.getNDArrayInternal().linear(x, weightOutIn, bias).get(0);
-    }
-
-    /**
-     * The attention projections of a layer, rotary embeddings applied (LLaMA): one GEMM over the
-     * stacked q|k|v weights; q, k and v are views of its output (or of the rotated q|k).
-     *
-     * @param h normed input {@code [N, C]}
-     * @return q {@code [N, Hq, D]}, k and v {@code [N, Hkv, D]}
-     */
-    private NDArray[] qkv(Step step, LayerWeights w, NDArray h) {
-        int heads = config.getNumHeads();
-        int kvHeads = config.getNumKvHeads();
-        NDArray fused =
-                linear(h, w.qkvWeight, w.qkvBias)
-                        .reshape(h.getShape().get(0), heads + 2 * kvHeads, config.getHeadDim());
-        if (step.rotation == null) {
-            NDList parts = fused.split(new long[] {heads, heads + kvHeads}, 1);
-            return new NDArray[] {parts.get(0), parts.get(1), parts.get(2)};
-        }
-        NDList qkAndV = fused.split(new long[] {heads + kvHeads}, 1);
-        NDList qk = rope(qkAndV.get(0), step).split(new long[] {heads}, 1);
-        return new NDArray[] {qk.get(0), qk.get(1), qkAndV.get(1)};
-    }
-
-    /**
-     * Rotary embedding of {@code x [N, H, D]} in float32 as one matmul with the step's rotation
-     * matrices: output {@code j} is {@code x_j·cos + x_partner(j)·sinSigned}, that is {@code
-     * x0·cos - x1·sin} or {@code x1·cos + x0·sin} for each rotated pair {@code (x0, x1)} (the
-     * other products of the row are exact zeros).
-     */
-    private NDArray rope(NDArray x, Step step) {
-        return x.toType(DataType.FLOAT32, false)
-                .matMul(step.rotation)
-                .toType(x.getDataType(), false);
-    }
-
-    /** The MLP's hidden activations, the input of its down projection. */
-    private NDArray mlpHidden(LayerWeights w, NDArray h) {
-        if (w.upBias == null) {
-            NDList gateUp = linear(h, w.upWeight, null).split(2, 1);
-            NDArray gate = gateUp.get(0);
-            if (config.getArchitecture() == DecoderConfig.Architecture.GEMMA2) {
-                // gelu_pytorch_tanh (GeGLU). add_bias_gelu reads a contiguous input; the gate is
-                // a column view of gate|up, so it is copied (duplicate: a dense copy).
-                return AttentionOps.addBiasGelu(gate.duplicate(), null, true).mul(gateUp.get(1));
-            }
-            return gate.mul(Activation.sigmoid(gate)).mul(gateUp.get(1));
-        }
-        // GPT-2's gelu_new is the tanh approximation.
-        return AttentionOps.addBiasGelu(linear(h, w.upWeight, null), w.upBias, true);
-    }
-
-    /**
-     * Final norm and output projection of the stream's rows (or of the given rows): float32
-     * {@code [rows, V]}.
-     */
-    private NDArray logits(Step step, NDArray x, NDArray rows) {
-        return logits(step, x, rows, step.w.finalNorm);
-    }
-
-    private NDArray logits(Step step, NDArray x, NDArray rows, NormWeights finalNorm) {
-        NDArray h = norm(step, x, finalNorm);
-        if (rows != null) {
-            h = h.get(rows);
-        }
-        NDArray logits = linear(h, step.w.head, null).toType(DataType.FLOAT32, false);
-        float cap = config.getFinalSoftcap();
-        return cap > 0 ? logits.div(cap).tanh().mul(cap) : logits;
     }
 
     /** The parameters in the order {@link #currentSources} lists their arrays. */

@@ -21,7 +21,7 @@ import java.util.Map;
 /**
  * Reads a decoder's parameters from a {@link TensorSource} into arrays allocated once, in their
  * final layout: each parameter on the manager's device in the configuration's data type, the
- * {@link Decoder#stackedGroups} as one array each whose row ranges the members are read into
+ * {@link DecoderParameters#stackedGroups} as one array each whose row ranges the members are read into
  * (the members' values are views of it). Nothing is converted, duplicated or concatenated
  * afterwards: what {@link Decoder#setWeights(NDManager, TensorSource)} installs is what was read.
  */
@@ -54,7 +54,7 @@ final class ParameterReader {
                         e.getKey() + ": expected shape " + e.getValue() + ", got " + got);
             }
         }
-        Map<String, List<String>> groups = Decoder.stackedGroups(config);
+        Map<String, List<String>> groups = DecoderParameters.stackedGroups(config);
         Map<String, String> groupOf = new LinkedHashMap<>();
         for (Map.Entry<String, List<String>> g : groups.entrySet()) {
             for (String member : g.getValue()) {

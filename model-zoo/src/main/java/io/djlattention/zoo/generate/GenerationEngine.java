@@ -14,7 +14,6 @@ import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.decoder.DeviceDecodeStep;
 
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -56,7 +55,6 @@ import java.util.logging.Logger;
 public final class GenerationEngine implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(GenerationEngine.class.getName());
-    private static final long RATE_WINDOW_NANOS = TimeUnit.SECONDS.toNanos(5);
 
     private final Decoder decoder;
     private final NDManager manager;
@@ -72,8 +70,6 @@ public final class GenerationEngine implements AutoCloseable {
     // {nanoTime, tokens} per step with tokens over the last RATE_WINDOW_NANOS; guarded by itself
     // (the engine thread adds, readers of the metrics prune and sum, so the rate decays to 0
     // when nothing runs instead of freezing at the last step's value).
-    private final ArrayDeque<long[]> rateWindow = new ArrayDeque<>();
-    private final long startNanos = System.nanoTime();
     private final Thread thread;
     private final CountDownLatch terminated = new CountDownLatch(1);
     private final AtomicLong nextId = new AtomicLong();
@@ -86,17 +82,7 @@ public final class GenerationEngine implements AutoCloseable {
 
     private volatile int running;
     private volatile int freeBlocks;
-    private final AtomicLong submitted = new AtomicLong();
-    private final AtomicLong rejected = new AtomicLong();
-    private final AtomicLong completed = new AtomicLong();
-    private final AtomicLong cancelled = new AtomicLong();
-    private final AtomicLong failed = new AtomicLong();
-    private final AtomicLong promptTokens = new AtomicLong();
-    private final AtomicLong generatedTokens = new AtomicLong();
-    private final AtomicLong steps = new AtomicLong();
-    private final LatencyHistogram timeToFirstToken = new LatencyHistogram();
-    private final LatencyHistogram timePerOutputToken = new LatencyHistogram();
-    private final LatencyHistogram requestLatency = new LatencyHistogram();
+    private final EngineCounters counters = new EngineCounters();
 
     private GenerationEngine(Builder b) {
         decoder = b.decoder;
@@ -106,30 +92,8 @@ public final class GenerationEngine implements AutoCloseable {
                         : decoder.getParameters().valueAt(0).getArray().getDevice();
         manager = NDManager.newBaseManager(device);
         try {
-            PagedKvCache.Builder cb =
-                    decoder.newCacheBuilder(manager)
-                            .optBlockSize(b.blockSize)
-                            .optCacheDtype(b.kvCacheDtype)
-                            .optScales(b.kvCacheScales);
-            if (b.numBlocks > 0) {
-                cb.optNumBlocks(b.numBlocks);
-            } else if (b.memoryBudget > 0) {
-                cb.optMemoryBudget(b.memoryBudget);
-            } else {
-                // Room for a full batch of full-length sequences, within 512 MiB.
-                int maxPositions = decoder.getConfig().getMaxPositions();
-                long perSeq = (maxPositions + b.blockSize - 1) / b.blockSize;
-                long perBlock =
-                        PagedKvCache.bytesPerBlock(
-                                decoder.getConfig().getNumLayers(),
-                                b.blockSize,
-                                decoder.getConfig().getNumKvHeads(),
-                                decoder.getCacheHeadDim(),
-                                b.kvCacheDtype.storageType(decoder.getConfig().getDataType()));
-                long blocks = Math.min(perSeq * b.maxBatchSize, (512L << 20) / perBlock);
-                cb.optNumBlocks((int) Math.max(perSeq, blocks));
-            }
-            cache = cb.build();
+            cache = EngineCaches.build(decoder, manager, b.blockSize, b.kvCacheDtype,
+                    b.kvCacheScales, b.numBlocks, b.memoryBudget, b.maxBatchSize);
             deviceStep = DeviceDecodeStep.create(b.deviceStep, decoder, cache);
             scheduler =
                     ContinuousBatchingScheduler.builder()
@@ -214,7 +178,7 @@ public final class GenerationEngine implements AutoCloseable {
                 throw new IllegalStateException("the generation engine is shutting down");
             }
             if (inboxSubmits + publishedWaiting >= maxQueue) {
-                rejected.incrementAndGet();
+                counters.rejected.incrementAndGet();
                 throw new RejectedExecutionException(
                         "the generation queue is full (" + maxQueue + " requests waiting)");
             }
@@ -222,8 +186,8 @@ public final class GenerationEngine implements AutoCloseable {
             h.submitNanos = System.nanoTime();
             commands.add(() -> admit(h));
         }
-        submitted.incrementAndGet();
-        promptTokens.addAndGet(prompt.length);
+        counters.submitted.incrementAndGet();
+        counters.promptTokens.addAndGet(prompt.length);
         return h;
     }
 
@@ -243,37 +207,15 @@ public final class GenerationEngine implements AutoCloseable {
                 cache.getNumBlocks(),
                 freeBlocks,
                 scheduler.getPreemptions(),
-                submitted.get(),
-                rejected.get(),
-                completed.get(),
-                cancelled.get(),
-                failed.get(),
-                promptTokens.get(),
-                generatedTokens.get(),
-                steps.get(),
-                tokensPerSecond());
-    }
-
-    /**
-     * Generated tokens per second over the last {@code RATE_WINDOW_NANOS} (or since the start, if
-     * shorter), up to now: 0 once nothing has been generated for that long.
-     */
-    private double tokensPerSecond() {
-        long now = System.nanoTime();
-        long tokens = 0;
-        synchronized (rateWindow) {
-            while (!rateWindow.isEmpty() && now - rateWindow.peekFirst()[0] > RATE_WINDOW_NANOS) {
-                rateWindow.pollFirst();
-            }
-            for (long[] e : rateWindow) {
-                tokens += e[1];
-            }
-        }
-        long span =
-                Math.max(
-                        Math.min(now - startNanos, RATE_WINDOW_NANOS),
-                        TimeUnit.MILLISECONDS.toNanos(100));
-        return tokens * 1e9 / span;
+                counters.submitted.get(),
+                counters.rejected.get(),
+                counters.completed.get(),
+                counters.cancelled.get(),
+                counters.failed.get(),
+                counters.promptTokens.get(),
+                counters.generatedTokens.get(),
+                counters.steps.get(),
+                counters.tokensPerSecond());
     }
 
     /**
@@ -282,7 +224,7 @@ public final class GenerationEngine implements AutoCloseable {
      * @return the histogram (seconds)
      */
     public LatencyHistogram getTimeToFirstToken() {
-        return timeToFirstToken;
+        return counters.timeToFirstToken;
     }
 
     /**
@@ -291,7 +233,7 @@ public final class GenerationEngine implements AutoCloseable {
      * @return the histogram (seconds)
      */
     public LatencyHistogram getTimePerOutputToken() {
-        return timePerOutputToken;
+        return counters.timePerOutputToken;
     }
 
     /**
@@ -300,7 +242,7 @@ public final class GenerationEngine implements AutoCloseable {
      * @return the histogram (seconds)
      */
     public LatencyHistogram getRequestLatency() {
-        return requestLatency;
+        return counters.requestLatency;
     }
 
     /**
@@ -428,7 +370,7 @@ public final class GenerationEngine implements AutoCloseable {
 
     private void step() {
         List<GenerationResult> done;
-        long before = generatedTokens.get();
+        long before = counters.generatedTokens.get();
         try {
             done = scheduler.step();
         } catch (RuntimeException e) {
@@ -451,7 +393,7 @@ public final class GenerationEngine implements AutoCloseable {
             }
             return;
         }
-        steps.incrementAndGet();
+        counters.steps.incrementAndGet();
         for (GenerationResult r : done) {
             Handle h = bySchedulerId.get(r.requestId());
             if (h != null) {
@@ -463,12 +405,8 @@ public final class GenerationEngine implements AutoCloseable {
         }
         listenerFailures.clear();
         long now = System.nanoTime();
-        long produced = generatedTokens.get() - before;
-        if (produced > 0) {
-            synchronized (rateWindow) {
-                rateWindow.addLast(new long[] {now, produced});
-            }
-        }
+        long produced = counters.generatedTokens.get() - before;
+        counters.produced(now, produced);
     }
 
     private void onToken(long schedulerId, int token) {
@@ -478,13 +416,13 @@ public final class GenerationEngine implements AutoCloseable {
         }
         long now = System.nanoTime();
         if (h.numTokens == 0) {
-            timeToFirstToken.observe((now - h.submitNanos) / 1e9);
+            counters.timeToFirstToken.observe((now - h.submitNanos) / 1e9);
         } else {
-            timePerOutputToken.observe((now - h.lastTokenNanos) / 1e9);
+            counters.timePerOutputToken.observe((now - h.lastTokenNanos) / 1e9);
         }
         h.lastTokenNanos = now;
         ++h.numTokens;
-        generatedTokens.incrementAndGet();
+        counters.generatedTokens.incrementAndGet();
         if (h.listener != null && !h.cancelRequested) {
             try {
                 h.listener.onToken(h.id, token);
@@ -502,15 +440,15 @@ public final class GenerationEngine implements AutoCloseable {
         }
         switch (r.finishReason()) {
             case CANCELLED:
-                cancelled.incrementAndGet();
+                counters.cancelled.incrementAndGet();
                 break;
             case FAILED:
-                failed.incrementAndGet();
+                counters.failed.incrementAndGet();
                 break;
             default:
-                completed.incrementAndGet();
+                counters.completed.incrementAndGet();
         }
-        requestLatency.observe((System.nanoTime() - h.submitNanos) / 1e9);
+        counters.requestLatency.observe((System.nanoTime() - h.submitNanos) / 1e9);
         publish(); // the metrics a caller reads once its result is in already show it
         h.future.complete(
                 new GenerationResult(
@@ -530,9 +468,7 @@ public final class GenerationEngine implements AutoCloseable {
         }
     }
 
-    /**
-     * One request: its id, its result's future and {@link #cancel}.
-     */
+    /** One request: its id, its result's future and {@link #cancel}. */
     public final class Handle {
 
         private final long id;
@@ -611,6 +547,7 @@ public final class GenerationEngine implements AutoCloseable {
         private boolean prefixSharing = true;
         private boolean batchInvariant;
         private DeviceDecodeStep.Mode deviceStep = DeviceDecodeStep.Mode.AUTO;
+        private FailingPrompts failingPrompts;
         private KvCacheDtype kvCacheDtype = KvCacheDtype.AUTO;
         private KvCacheScales kvCacheScales;
         private ForwardHook forwardHook;
@@ -806,8 +743,6 @@ public final class GenerationEngine implements AutoCloseable {
             return this;
         }
 
-        private FailingPrompts failingPrompts;
-
         /**
          * Sets how long {@link #close} lets in-flight requests finish (default 30 s).
          *
@@ -853,31 +788,13 @@ public final class GenerationEngine implements AutoCloseable {
             }
             GenerationEngine engine = new GenerationEngine(this);
             if (failingPrompts != null) {
-                failingPrompts.engine = engine;
+                failingPrompts.promptOf =
+                        id -> {
+                            Handle h = engine.bySchedulerId.get(id);
+                            return h == null ? null : h.prompt;
+                        };
             }
             return engine;
-        }
-    }
-
-    /** The hook of {@link Builder#optFailingPrompt}: maps scheduler ids to prompts. */
-    private static final class FailingPrompts implements ForwardHook {
-
-        private final Predicate<int[]> failing;
-        private GenerationEngine engine;
-
-        FailingPrompts(Predicate<int[]> failing) {
-            this.failing = failing;
-        }
-
-        @Override
-        public void beforeForward(long[] requestIds) {
-            for (long id : requestIds) {
-                Handle h = engine.bySchedulerId.get(id);
-                if (h != null && failing.test(h.prompt)) {
-                    throw new IllegalStateException(
-                            "injected failure in the forward pass of request " + h.id);
-                }
-            }
         }
     }
 }
