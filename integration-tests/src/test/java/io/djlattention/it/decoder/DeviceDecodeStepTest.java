@@ -15,6 +15,7 @@ import io.djlattention.CudaGraph;
 import io.djlattention.it.TestDevice;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
+import io.djlattention.zoo.decoder.DecoderConfig;
 import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.DeviceDecodeStep;
 import io.djlattention.zoo.decoder.DeviceDecodeStep.Mode;
@@ -56,13 +57,24 @@ class DeviceDecodeStepTest {
     private static Map<Long, GenerationResult> generate(
             Decoder decoder, NDManager manager, Mode mode, List<int[]> prompts,
             List<GenerationConfig> configs, int[] graphs) {
-        try (PagedKvCache cache = decoder.newCacheBuilder(manager).optNumBlocks(256).build();
+        return generate(decoder, manager, mode, prompts, configs, graphs, 16);
+    }
+
+    private static Map<Long, GenerationResult> generate(
+            Decoder decoder, NDManager manager, Mode mode, List<int[]> prompts,
+            List<GenerationConfig> configs, int[] graphs, int maxBatch) {
+        int blocks = 0;
+        for (int i = 0; i < prompts.size(); ++i) {
+            blocks += (prompts.get(i).length + configs.get(i).getMaxNewTokens()) / 16 + 2;
+        }
+        try (PagedKvCache cache =
+                        decoder.newCacheBuilder(manager).optNumBlocks(Math.max(256, blocks)).build();
                 DeviceDecodeStep step = DeviceDecodeStep.create(mode, decoder, cache)) {
             ContinuousBatchingScheduler scheduler =
                     ContinuousBatchingScheduler.builder()
                             .setDecoder(decoder)
                             .setCache(cache)
-                            .optMaxBatchSize(16)
+                            .optMaxBatchSize(maxBatch)
                             .optDeviceStep(step)
                             .build();
             for (int i = 0; i < prompts.size(); ++i) {
@@ -175,6 +187,100 @@ class DeviceDecodeStepTest {
                         !Arrays.equals(b.get(i).generated(), greedy.generated());
             }
             assertTrue(anyDiffersFromGreedy, "temperature 0.9 sampled only greedy tokens");
+        }
+    }
+
+    /** A LLaMA-style random model with room for 256 generated tokens. */
+    private static Decoder randomLlama(NDManager manager) {
+        DecoderConfig config =
+                DecoderConfig.builder()
+                        .setArchitecture(DecoderConfig.Architecture.LLAMA)
+                        .setVocabSize(512)
+                        .setHiddenSize(64)
+                        .setIntermediateSize(128)
+                        .setNumLayers(2)
+                        .setNumHeads(4)
+                        .optMaxPositions(512)
+                        .build();
+        Decoder decoder = new Decoder(config);
+        decoder.initializeRandom(manager, SEED, 0.2f);
+        return decoder;
+    }
+
+    @Test
+    void everyBucketRunsManyStepsAlikeOnBothPaths() {
+        // On a GPU: the captured graphs against the eager calls (bit-identical by construction)
+        // over 256 steps in every batch bucket; on the CPU: the eager device step against the
+        // host path over fewer steps and buckets (its cost on two cores).
+        boolean gpu = TestDevice.isGpu();
+        int[] sizes = gpu ? new int[] {1, 2, 4, 8, 16, 32, 64, 128, 256} : new int[] {1, 3, 16};
+        int steps = gpu ? 256 : 40;
+        Mode reference = gpu ? Mode.EAGER : Mode.OFF;
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
+            Decoder decoder = randomLlama(manager);
+            Random random = new Random(SEED);
+            for (int n : sizes) {
+                List<int[]> prompts = new ArrayList<>();
+                List<GenerationConfig> configs = new ArrayList<>();
+                for (int i = 0; i < n; ++i) {
+                    prompts.add(new int[] {random.nextInt(512), random.nextInt(512)});
+                    configs.add(GenerationConfig.greedy(steps));
+                }
+                Map<Long, GenerationResult> expected =
+                        generate(decoder, manager, reference, prompts, configs, null, 256);
+                Map<Long, GenerationResult> actual =
+                        generate(decoder, manager, tested(), prompts, configs, null, 256);
+                for (long id : expected.keySet()) {
+                    assertArrayEquals(
+                            expected.get(id).generated(),
+                            actual.get(id).generated(),
+                            n + " sequences, sequence " + id + " (seed " + SEED + ")");
+                    assertEquals(steps, actual.get(id).generated().length);
+                }
+            }
+        }
+    }
+
+    @Test
+    void aMemoryBudgetReleasesTheLeastRecentlyUsedBuckets() throws Exception {
+        try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
+            Decoder decoder = randomLlama(manager);
+            try (PagedKvCache cache = decoder.newCacheBuilder(manager).optNumBlocks(64).build();
+                    DeviceDecodeStep step =
+                            new DeviceDecodeStep(
+                                    decoder, cache, TestDevice.isGpu(), 1)) { // 1 byte
+                long[] ids = {1, 2, 3};
+                for (long id : ids) {
+                    cache.allocate(id, 1);
+                }
+                long[] tokens = {5, 6, 7};
+                long[] positions = {0, 0, 0};
+                long[] first = null;
+                for (int n : new int[] {3, 1, 3, 2}) {
+                    long[] out =
+                            step.step(
+                                    Arrays.copyOf(ids, n),
+                                    Arrays.copyOf(tokens, n),
+                                    Arrays.copyOf(positions, n),
+                                    new StepSampling(n));
+                    // Only the bucket just used is left, and the same inputs give the same ids.
+                    assertTrue(step.getNumGraphs() <= 1, "graphs: " + step.getNumGraphs());
+                    if (n == 3) {
+                        if (first != null) {
+                            assertArrayEquals(first, out);
+                        }
+                        first = out;
+                    }
+                }
+                assertTrue(step.getMemoryBytes() > 0);
+            }
+            try (PagedKvCache cache = decoder.newCacheBuilder(manager).optNumBlocks(8).build()) {
+                IllegalArgumentException e =
+                        assertThrows(
+                                IllegalArgumentException.class,
+                                () -> new DeviceDecodeStep(decoder, cache, false, 0));
+                assertTrue(e.getMessage().startsWith("memoryBudget: expected a positive"));
+            }
         }
     }
 

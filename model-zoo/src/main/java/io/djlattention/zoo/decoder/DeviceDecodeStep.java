@@ -47,12 +47,17 @@ public final class DeviceDecodeStep implements AutoCloseable {
     /** The largest batch one step takes. */
     public static final int MAX_SEQUENCES = 256;
 
+    /** The default bound of {@link #getMemoryBytes()}: 1 GiB. */
+    public static final long DEFAULT_MEMORY_BUDGET = 1L << 30;
+
     private final Decoder decoder;
     private final PagedKvCache cache;
     private final boolean capture;
     private final NDManager manager;
     private final int maxWidth;
-    private final Map<Long, Bucket> buckets = new LinkedHashMap<>();
+    private final long memoryBudget;
+    /** In the order of their last use: the first is the one a bound on memory drops first. */
+    private final Map<Long, Bucket> buckets = new LinkedHashMap<>(16, 0.75f, true);
     private StepWeights weights;
     private float embedScale;
     private long graphReplays;
@@ -78,6 +83,28 @@ public final class DeviceDecodeStep implements AutoCloseable {
      *     cache, or capture is asked for off a GPU
      */
     public DeviceDecodeStep(Decoder decoder, PagedKvCache cache, boolean capture) {
+        this(decoder, cache, capture, DEFAULT_MEMORY_BUDGET);
+    }
+
+    /**
+     * Creates the step with a bound on the device memory its buckets hold ({@link
+     * #getMemoryBytes()}): whenever a bucket is made or captured, the least recently used others
+     * (their arrays and graphs) are released while the total is over the bound; the bucket a step
+     * needs is always kept, so one bucket larger than the bound still runs.
+     *
+     * @param decoder the decoder, on its fused path for this cache
+     * @param cache the cache, on the decoder's device
+     * @param capture whether steps are captured into CUDA graphs (GPU only)
+     * @param memoryBudget the bound, bytes
+     * @throws IllegalArgumentException as {@link #DeviceDecodeStep(Decoder, PagedKvCache,
+     *     boolean)}, or if the budget is not positive
+     */
+    public DeviceDecodeStep(
+            Decoder decoder, PagedKvCache cache, boolean capture, long memoryBudget) {
+        if (memoryBudget <= 0) {
+            throw new IllegalArgumentException(
+                    "memoryBudget: expected a positive number of bytes, got " + memoryBudget);
+        }
         if (!decoder.isFused(cache)) {
             throw new IllegalArgumentException(
                     "decoder: expected the fused layer path for this cache (Decoder.isFused)");
@@ -89,6 +116,7 @@ public final class DeviceDecodeStep implements AutoCloseable {
         this.decoder = decoder;
         this.cache = cache;
         this.capture = capture;
+        this.memoryBudget = memoryBudget;
         manager = NDManager.newBaseManager(cache.getDevice());
         int blockSize = cache.getBlockSize();
         maxWidth = (decoder.getConfig().getMaxPositions() + blockSize - 1) / blockSize;
@@ -168,13 +196,13 @@ public final class DeviceDecodeStep implements AutoCloseable {
                         Math.min(Integer.highestOneBit(Math.max(needed, 1) * 2 - 1), maxWidth),
                         needed);
         int rows = Integer.highestOneBit(n * 2 - 1);
-        Bucket bucket =
-                buckets.computeIfAbsent(
-                        ((long) rows << 32) | width,
-                        k ->
-                                new Bucket(
-                                        new DecodeStepArrays(
-                                                manager, rows, width, decoder.getConfig())));
+        long key = ((long) rows << 32) | width;
+        Bucket bucket = buckets.get(key);
+        if (bucket == null) {
+            evictFor(key);
+            bucket = new Bucket(new DecodeStepArrays(manager, rows, width, decoder.getConfig()));
+            buckets.put(key, bucket);
+        }
         DecodeStepArrays a = bucket.arrays;
         fill(a, n, sequenceIds, tokens, positions, sampling);
         a.upload();
@@ -183,6 +211,7 @@ public final class DeviceDecodeStep implements AutoCloseable {
         } else {
             if (bucket.graph == null) {
                 bucket.graph = CudaGraph.capture(manager, () -> run(a));
+                evictFor(key);
             }
             bucket.graph.replay();
             graphReplays++;
@@ -373,14 +402,30 @@ public final class DeviceDecodeStep implements AutoCloseable {
         return graphReplays;
     }
 
+    /** Releases the least recently used buckets but {@code keep} while over the budget. */
+    private void evictFor(long keep) {
+        java.util.Iterator<Map.Entry<Long, Bucket>> it = buckets.entrySet().iterator();
+        while (getMemoryBytes() > memoryBudget && it.hasNext()) {
+            Map.Entry<Long, Bucket> e = it.next();
+            if (e.getKey() != keep) {
+                it.remove();
+                close(e.getValue());
+            }
+        }
+    }
+
+    private static void close(Bucket b) {
+        if (b.graph != null) {
+            b.graph.close();
+        }
+        b.arrays.close();
+    }
+
     private void closeBuckets() {
         List<Bucket> all = new ArrayList<>(buckets.values());
         buckets.clear();
         for (Bucket b : all) {
-            if (b.graph != null) {
-                b.graph.close();
-            }
-            b.arrays.close();
+            close(b);
         }
     }
 
