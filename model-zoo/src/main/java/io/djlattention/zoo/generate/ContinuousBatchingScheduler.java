@@ -7,7 +7,6 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 
-import io.djlattention.SamplingOps;
 import io.djlattention.paged.BlockManager;
 import io.djlattention.paged.OutOfBlocksException;
 import io.djlattention.paged.PagedBatch;
@@ -15,7 +14,6 @@ import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.decoder.DeviceDecodeStep;
-import io.djlattention.zoo.decoder.StepSampling;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -589,8 +587,8 @@ public final class ContinuousBatchingScheduler {
         if (forwardHook != null) {
             forwardHook.beforeForward(ids);
         }
-        if (deviceStep != null && logitsHook == null && isDeviceStep(seqs, queryLens)) {
-            return new StepOutput(null, deviceDecode(seqs));
+        if (deviceStep != null && logitsHook == null && DeviceChoices.takes(seqs, queryLens)) {
+            return new StepOutput(null, DeviceChoices.decode(deviceStep, seqs));
         }
         try (NDScope ignore = new NDScope();
                 NDManager step = NDManager.newBaseManager(cache.getDevice());
@@ -598,10 +596,10 @@ public final class ContinuousBatchingScheduler {
             NDArray out =
                     decoder.forwardPaged(
                             cache, batch, step.create(tokens), step.create(positions), prefill);
-            if (deviceStep != null && logitsHook == null && noForks(seqs)) {
+            if (deviceStep != null && logitsHook == null && DeviceChoices.noForks(seqs)) {
                 // With a device step every token is chosen by the device sampler, also after a
                 // prefill: a sequence's draws must not depend on which path its step took.
-                return new StepOutput(null, chooseOnDevice(out, seqs));
+                return new StepOutput(null, DeviceChoices.choose(out, seqs));
             }
             if (logitsHook != null || anySampling(seqs)) {
                 return new StepOutput(out.toFloatArray(), null);
@@ -610,75 +608,6 @@ public final class ContinuousBatchingScheduler {
             // of equal maxima).
             return new StepOutput(null, out.argMax(1).toLongArray());
         }
-    }
-
-    /**
-     * Whether the device step takes this batch: a decode step (one new token per sequence, the
-     * last of its tokens, so that each chooses its next one) with no fork waiting to share logits.
-     */
-    private static boolean isDeviceStep(List<Sequence> seqs, int[] queryLens) {
-        if (seqs.size() > DeviceDecodeStep.MAX_SEQUENCES) {
-            return false;
-        }
-        for (int s = 0; s < seqs.size(); ++s) {
-            Sequence seq = seqs.get(s);
-            if (queryLens[s] != 1
-                    || seq.cached + 1 != seq.tokens.length
-                    || !seq.pendingForks.isEmpty()) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    private static boolean noForks(List<Sequence> seqs) {
-        for (Sequence seq : seqs) {
-            if (!seq.pendingForks.isEmpty()) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    /** Each sequence's choice from its logits row by the device sampler (sample_tokens). */
-    private static long[] chooseOnDevice(NDArray logits, List<Sequence> seqs) {
-        StepSampling sampling = sampling(seqs);
-        NDManager m = logits.getManager();
-        return SamplingOps.sampleTokens(
-                        logits,
-                        m.create(sampling.temperatures()),
-                        m.create(sampling.topKs()),
-                        m.create(sampling.topPs()),
-                        m.create(sampling.seeds()),
-                        m.create(sampling.offsets()))
-                .toLongArray();
-    }
-
-    private static StepSampling sampling(List<Sequence> seqs) {
-        StepSampling sampling = new StepSampling(seqs.size());
-        for (int s = 0; s < seqs.size(); ++s) {
-            Sequence seq = seqs.get(s);
-            GenerationConfig c = seq.config;
-            if (c.isSampling()) {
-                sampling.set(s, c.getTemperature(), c.getTopK(), c.getTopP(), seq.seed, seq.generated);
-            }
-        }
-        return sampling;
-    }
-
-    /** The batch's next tokens from the device step: only the ids cross to the host. */
-    private long[] deviceDecode(List<Sequence> seqs) {
-        int n = seqs.size();
-        long[] ids = new long[n];
-        long[] tokens = new long[n];
-        long[] positions = new long[n];
-        for (int s = 0; s < n; ++s) {
-            Sequence seq = seqs.get(s);
-            ids[s] = seq.id;
-            tokens[s] = seq.tokens[seq.cached];
-            positions[s] = seq.cached;
-        }
-        return deviceStep.step(ids, tokens, positions, sampling(seqs));
     }
 
     /** Samples the next token of each sequence whose tokens are now all cached. */
