@@ -1,22 +1,23 @@
 // sample_tokens on CUDA: one thread block per row, the rules of src/sampling/sampling_rules.h.
 //
-//   pass 1           the row's first maximum (torch.argmax's order) and largest non-NaN logit;
-//                    greedy rows stop here
-//   top-k            radix select of the k-th largest logit key: 3 passes of 11/11/10-bit digits
-//                    with count histograms in shared memory
-//   total            the kept tokens' fixed-point mass (64-bit integers: any order, same sum)
-//   top-p            radix select, over the logit keys again, of the key where the mass from the
-//                    top reaches ceil(p * total) (3 passes, mass histograms; weights do not
-//                    decrease with the logit, so this key's weight is the nucleus boundary),
-//                    then the mass strictly above that weight (1 pass): the boundary's ties are
-//                    kept lowest id first, as many as the mass still needs
-//   draw             block prefix scans in id order, tile by tile, until the running kept mass
-//                    passes floor(u * kept total); usually ends before the row does
+//   pass 1     the row's first maximum (torch.argmax's order) and largest non-NaN logit; greedy
+//              rows stop here. With top-k, the same pass counts the logits' order keys by their
+//              top 11 bits: the first digit of the k-th largest key's radix select
+//   top-k      2 more radix passes (digits of 11 and 10 bits; count histograms in shared memory)
+//   total      the kept tokens' fixed-point mass (64-bit integers: any order, same sum); with
+//              top-p, the same pass adds each weight to its key's top-11-bit bin: the first digit
+//              of the nucleus boundary's radix select
+//   top-p      2 more radix passes over the keys with mass histograms find the boundary key: the
+//              mass of larger keys is below ceil(p * total), with it at least that. Its tokens
+//              (equal logits, equal weights) are kept lowest id first, as many as still needed
+//   draw       tiles of 8 Ki logits in id order, one block scan of (mass, boundary tokens) each,
+//              until the running kept mass passes floor(u * kept total); usually before the end
 //
-// Every sum is an integer sum, every selection exact, and the weights are computed with
-// correctly rounded operations in a fixed order: the ids are bit-reproducible run to run and
-// equal the CPU kernel's. The row (at most 2^24 logits) is re-read from L2 by each pass: Llama-3's
-// 128,256 fp32 logits at batch 64 are 33 MB, within the H100's 50 MB L2.
+// Passes over the row: greedy 1; temperature only 2.5 on average (the draw stops halfway); top-k
+// or top-p 4.5; both 6.5. Every sum is an integer sum, every selection exact, and the weights
+// are computed with correctly rounded operations in a fixed order: the ids are bit-reproducible
+// run to run and equal the CPU kernel's. Each pass re-reads the row from L2: Llama-3's 128,256
+// float32 logits at batch 64 are 33 MB, within the H100's 50 MB L2.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -36,13 +37,17 @@ namespace {
 using sampling::SampleTokensParams;
 using u64 = unsigned long long;
 
-// 1024 threads: 32 warps of loads in flight per SM while a row is read, the most a block holds.
-constexpr int kThreads = 1024;
-// Radix digits of up to 11 bits: a 32-bit key in 3 passes, 2048 64-bit bins (16 KiB).
-constexpr int kRadixBits = 11;
-constexpr int kBins = 1 << kRadixBits;
-// Logits per thread per tile of the draw's scan.
-constexpr int kItems = 4;
+// 512 threads, each with four loads in flight (for_each_logit): 2048 loads per SM while a row is
+// read. At 1024 threads the kernel was held to 64 registers and spilled 800 bytes per thread
+// (ptxas, sm_90); at 512 it takes 115 and spills nothing.
+constexpr int kThreads = 512;
+// Loads each thread issues before using the first.
+constexpr int kUnroll = 4;
+// Radix digits over a 32-bit key: bits [21, 32), [10, 21), [0, 10); 2048 64-bit bins (16 KiB).
+constexpr int kTopShift = 21;
+constexpr int kBins = 1 << 11;
+// Logits per thread per tile of the draw: 8 Ki per tile, 16 tiles at V = 128,256.
+constexpr int kItems = 16;
 
 // A candidate for the row's first maximum; index INT_MAX: none yet.
 struct Best {
@@ -66,25 +71,60 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
+// The draw's running sums: the kept mass of tokens above the boundary key and the number of
+// boundary tokens.
+struct Running {
+  u64 mass;
+  u64 ties;
+};
+
+struct RunningSum {
+  __device__ Running operator()(const Running& a, const Running& b) const {
+    return {a.mass + b.mass, a.ties + b.ties};
+  }
+};
+
 struct Shared {
   union {
     typename cub::BlockReduce<Best, kThreads>::TempStorage best;
     typename cub::BlockReduce<float, kThreads>::TempStorage max;
     typename cub::BlockReduce<u64, kThreads>::TempStorage sum;
-    typename cub::BlockScan<int, kThreads>::TempStorage scan_int;
-    typename cub::BlockScan<u64, kThreads>::TempStorage scan_u64;
+    typename cub::BlockScan<Running, kThreads>::TempStorage scan;
   } cub;
   u64 bins[kBins];
   int argmax;
   float max;
-  u64 value;      // a block-wide result, broadcast
+  u64 value;  // a block-wide result, broadcast
   uint32_t digit;
   u64 need;
 };
 
-// The key's float (order_key's inverse; the key of a selected, weighed logit is never NaN's 0).
+// The digit bits of radix pass `pass` (0, 1, 2).
+__device__ __forceinline__ int digit_shift(int pass) { return pass == 0 ? kTopShift : pass == 1 ? 10 : 0; }
+__device__ __forceinline__ int digit_bits(int pass) { return pass == 2 ? 10 : 11; }
+
+// The key's float (order_key's inverse; the key of a weighed logit is never NaN's 0).
 __device__ float key_float(uint32_t key) {
   return sampling::bits_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
+}
+
+// Calls fn(i, logit i) for every logit of the row: thread t takes i = t + j * kThreads, issuing
+// kUnroll loads before it uses the first.
+template <typename Load, typename Fn>
+__device__ __forceinline__ void for_each_logit(int vocab, Load load, Fn fn) {
+  int i = threadIdx.x;
+  for (; i + (kUnroll - 1) * kThreads < vocab; i += kUnroll * kThreads) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) x[u] = load(i + u * kThreads);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) fn(i + u * kThreads, x[u]);
+  }
+  for (; i < vocab; i += kThreads) fn(i, load(i));
+}
+
+__device__ void clear_bins(Shared& sh) {
+  for (int j = threadIdx.x; j < kBins; j += kThreads) sh.bins[j] = 0;
 }
 
 // Warp 0: the digit whose bin holds the `need`-th unit of weight counted from the top, and the
@@ -117,30 +157,33 @@ __device__ void select_digit(Shared& sh, int num_bins, u64 need) {
 
 // The largest key K such that the weight of the keys >= K reaches `need` (>= 1, at most the
 // row's total weight): the need-th largest key when every weight is 1. `weight(x, key)` weighs a
-// logit (0: not counted).
+// logit (0: not counted). The bins already hold the first digit's histogram (made by a pass
+// that also did other work). Returns K; `*left` is `need` less the weight of the keys above K.
 template <typename Load, typename Weight>
-__device__ uint32_t radix_select(Shared& sh, int vocab, u64 need, Load load, Weight weight) {
+__device__ uint32_t radix_select(Shared& sh, int vocab, u64 need, Load load, Weight weight,
+                                 u64* left) {
   uint32_t prefix = 0;
-#pragma unroll
+#pragma unroll 1
   for (int pass = 0; pass < 3; ++pass) {
-    // Digits of bits [21, 32), [10, 21), [0, 10).
-    const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
-    const int bits = pass == 2 ? 10 : kRadixBits, fixed = shift + bits;
-    for (int j = threadIdx.x; j < kBins; j += kThreads) sh.bins[j] = 0;
-    __syncthreads();
-    for (int i = threadIdx.x; i < vocab; i += kThreads) {
-      const float x = load(i);
-      const uint32_t key = sampling::order_key(x);
-      if (fixed < 32 && (key >> fixed) != (prefix >> fixed)) continue;
-      const u64 w = weight(x, key);
-      if (w != 0) atomicAdd(&sh.bins[(key >> shift) & ((1u << bits) - 1)], w);
+    const int shift = digit_shift(pass), bits = digit_bits(pass), fixed = shift + bits;
+    if (pass > 0) {
+      clear_bins(sh);
+      __syncthreads();
+      for_each_logit(vocab, load, [&](int, float x) {
+        const uint32_t key = sampling::order_key(x);
+        if ((key >> fixed) != (prefix >> fixed)) return;
+        const u64 w = weight(x, key);
+        if (w != 0) atomicAdd(&sh.bins[(key >> shift) & ((1u << bits) - 1)], w);
+      });
     }
     __syncthreads();
     if (threadIdx.x < 32) select_digit(sh, 1 << bits, need);
     __syncthreads();
     prefix |= sh.digit << shift;
     need = sh.need;
+    __syncthreads();  // sh.digit and the bins are rewritten next
   }
+  *left = need;
   return prefix;
 }
 
@@ -161,19 +204,27 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
   const int vocab = static_cast<int>(p.vocab);
   const T* row = static_cast<const T*>(p.logits) + b * p.vocab;
   const auto load = [row](int i) { return to_float(row[i]); };
+  const float temperature = p.temperature[b];
+  const bool greedy = sampling::is_greedy(temperature);
+  const int64_t k = sampling::effective_top_k(p.top_k[b], vocab);
+  const bool use_top_k = !greedy && k < vocab;
+  if (use_top_k) {
+    clear_bins(sh);
+    __syncthreads();
+  }
 
-  // Pass 1: the first maximum and the largest number.
+  // Pass 1: the first maximum, the largest number, and top-k's first digit.
   Best best{0.0f, INT_MAX};
   float max = -INFINITY;
   int any_number = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float x = load(i);
+  for_each_logit(vocab, load, [&](int i, float x) {
     best = BestOp()(best, Best{x, i});
     if (x == x) {
       max = fmaxf(max, x);
       any_number = 1;
     }
-  }
+    if (use_top_k) atomicAdd(&sh.bins[sampling::order_key(x) >> kTopShift], u64{1});
+  });
   best = cub::BlockReduce<Best, kThreads>(sh.cub.best).Reduce(best, BestOp());
   __syncthreads();
   max = cub::BlockReduce<float, kThreads>(sh.cub.max).Reduce(max, MaxOp());
@@ -182,100 +233,98 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
     sh.max = max;
   }
   any_number = __syncthreads_or(any_number);
-  const float temperature = p.temperature[b];
-  if (sampling::is_greedy(temperature) || !any_number) {
+  if (greedy || !any_number) {
     if (threadIdx.x == 0) p.ids[b] = sh.argmax;
     return;
   }
   const float row_max = sh.max;
 
   // Top-k: keep the keys >= the k-th largest.
-  const int64_t k = sampling::effective_top_k(p.top_k[b], vocab);
   uint32_t threshold = 0;
-  if (k < vocab) {
+  if (use_top_k) {
+    u64 unused;
     threshold = radix_select(sh, vocab, static_cast<u64>(k), load,
-                             [](float, uint32_t) { return u64{1}; });
+                             [](float, uint32_t) { return u64{1}; }, &unused);
   }
   const auto weight = [threshold, row_max, temperature](float x, uint32_t key) -> u64 {
     return key >= threshold ? sampling::fixed_weight(x, row_max, temperature) : 0;
   };
-  u64 part = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float x = load(i);
-    part += weight(x, sampling::order_key(x));
+
+  // The total, and top-p's first digit.
+  const float top_p = p.top_p[b];
+  const bool top_p_bins = sampling::applies_top_p(top_p);
+  if (top_p_bins) {
+    clear_bins(sh);
+    __syncthreads();
   }
+  u64 part = 0;
+  for_each_logit(vocab, load, [&](int, float x) {
+    const uint32_t key = sampling::order_key(x);
+    const u64 w = weight(x, key);
+    part += w;
+    if (top_p_bins && w != 0) atomicAdd(&sh.bins[key >> kTopShift], w);
+  });
   const u64 total = block_sum(sh, part);
 
-  // Top-p: the boundary weight, the mass above it, and how many of its ties are kept.
-  const float top_p = p.top_p[b];
+  // Top-p: the boundary key, the mass above it, how many of its tokens are kept.
   const u64 need = sampling::nucleus_need(top_p, total);
   const bool nucleus = need < total;
+  uint32_t boundary_key = 0;
   u64 boundary = 0, ties = 0, kept_total = total;
   if (nucleus) {
-    const uint32_t key = radix_select(sh, vocab, need, load, weight);
-    boundary = sampling::fixed_weight(key_float(key), row_max, temperature);
-    part = 0;
-    for (int i = threadIdx.x; i < vocab; i += kThreads) {
-      const float x = load(i);
-      const u64 w = weight(x, sampling::order_key(x));
-      if (w > boundary) part += w;
-    }
-    const u64 above = block_sum(sh, part);
-    ties = (need - above + boundary - 1) / boundary;
-    kept_total = above + ties * boundary;
+    u64 left;
+    boundary_key = radix_select(sh, vocab, need, load, weight, &left);
+    boundary = weight(key_float(boundary_key), boundary_key);
+    ties = (left + boundary - 1) / boundary;
+    kept_total = need - left + ties * boundary;
   }
 
-  // The draw: scan the kept weights in id order until the running sum passes the target.
+  // The draw: the kept mass in id order until it passes the target. A token's kept weight: its
+  // weight above the boundary key, the boundary's weight for the boundary key's first `ties`
+  // tokens, nothing below.
   const u64 target = sampling::draw_target(sampling::uniform_bits(p.seeds[b], p.offsets[b]),
                                            kept_total);
-  u64 carry_mass = 0;
-  int carry_ties = 0;
+  Running carry{0, 0};
   for (int base = 0; base < vocab; base += kThreads * kItems) {
     const int first = base + threadIdx.x * kItems;
-    u64 w[kItems];
-    int my_ties = 0;
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      w[j] = 0;
-      if (first + j < vocab) {
-        const float x = load(first + j);
-        w[j] = weight(x, sampling::order_key(x));
-      }
-      if (nucleus) {
-        if (w[j] < boundary) w[j] = 0;
-        if (w[j] == boundary && w[j] != 0) ++my_ties;
+    const int last = min(first + kItems, vocab);
+    Running mine{0, 0};
+    for (int i = first; i < last; ++i) {
+      const float x = load(i);
+      const uint32_t key = sampling::order_key(x);
+      if (!nucleus || key > boundary_key) {
+        mine.mass += weight(x, key);
+      } else if (key == boundary_key) {
+        ++mine.ties;
       }
     }
-    int tie_rank, tile_ties;
-    cub::BlockScan<int, kThreads>(sh.cub.scan_int).ExclusiveSum(my_ties, tie_rank, tile_ties);
-    __syncthreads();
-    tie_rank += carry_ties;
-    u64 mine = 0;
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      if (nucleus && w[j] == boundary && w[j] != 0) {
-        if (static_cast<u64>(tie_rank) >= ties) w[j] = 0;
-        ++tie_rank;
-      }
-      mine += w[j];
-    }
-    u64 start, tile_mass;
-    cub::BlockScan<u64, kThreads>(sh.cub.scan_u64).ExclusiveSum(mine, start, tile_mass);
-    start += carry_mass;
+    Running before, tile;
+    cub::BlockScan<Running, kThreads>(sh.cub.scan)
+        .ExclusiveScan(mine, before, Running{0, 0}, RunningSum(), tile);
+    before = RunningSum()(carry, before);
+    const u64 start = before.mass + boundary * min(ties, before.ties);
+    const u64 end = before.mass + mine.mass + boundary * min(ties, before.ties + mine.ties);
     int found = 0;
-    if (target >= start && target - start < mine) {
+    if (target >= start && target < end) {
       u64 running = start;
-#pragma unroll
-      for (int j = 0; j < kItems; ++j) {
-        running += w[j];
-        if (!found && running > target) {
-          p.ids[b] = first + j;
+      u64 rank = before.ties;
+      for (int i = first; i < last; ++i) {
+        const float x = load(i);
+        const uint32_t key = sampling::order_key(x);
+        if (!nucleus || key > boundary_key) {
+          running += weight(x, key);
+        } else if (key == boundary_key) {
+          running += rank < ties ? boundary : 0;
+          ++rank;
+        }
+        if (running > target) {
+          p.ids[b] = i;
           found = 1;
+          break;
         }
       }
     }
-    carry_mass += tile_mass;
-    carry_ties += tile_ties;
+    carry = RunningSum()(carry, tile);
     if (__syncthreads_or(found)) return;
   }
   // Not reached: target < kept_total, so some tile holds it.

@@ -20,9 +20,9 @@ bool beats(float v, float best) { return (v != v && best == best) || v > best; }
 // Scratch of one thread, grown to the largest row seen.
 struct RowScratch {
   std::vector<float> logits;    // [V]
-  std::vector<uint32_t> keys;   // [V], for the top-k threshold
+  std::vector<uint32_t> keys;   // [V]: order keys, for the top-k threshold and the nucleus
   std::vector<uint64_t> weights;  // [V]
-  std::vector<int32_t> order;   // the tokens with weight, most likely first
+  std::vector<int32_t> order;   // the tokens with weight, largest logit first
 };
 
 template <typename T>
@@ -76,16 +76,20 @@ int64_t sample_row(const SampleTokensParams& p, int64_t b, RowScratch& s) {
     total += w[i];
   }
 
-  // Top-p: the most likely tokens, ties by the lower id, until their mass reaches ceil(p total).
+  // Top-p: the largest logits, ties by the lower id, until their mass reaches ceil(p total).
   const float top_p = p.top_p[b];
   if (applies_top_p(top_p)) {
     const uint64_t need = nucleus_need(top_p, total);
     s.order.clear();
+    s.keys.resize(vocab);
     for (int64_t i = 0; i < vocab; ++i) {
+      s.keys[i] = order_key(x[i]);
       if (w[i] > 0) s.order.push_back(static_cast<int32_t>(i));
     }
-    std::sort(s.order.begin(), s.order.end(),
-              [w](int32_t a, int32_t c) { return w[a] != w[c] ? w[a] > w[c] : a < c; });
+    const uint32_t* key = s.keys.data();
+    std::sort(s.order.begin(), s.order.end(), [key](int32_t a, int32_t c) {
+      return key[a] != key[c] ? key[a] > key[c] : a < c;
+    });
     uint64_t kept = 0;
     size_t n = 0;
     while (n < s.order.size() && kept < need) kept += w[s.order[n++]];

@@ -169,8 +169,12 @@ DJL_SAMPLING_HOST_DEVICE uint64_t fixed_weight(float x, float max, float tempera
 }
 
 // The nucleus's mass: ceil(p * total), computed exactly (p's float32 value times the integer
-// total). The kept tokens are the most likely ones, ties by the lower id, up to and including the
-// first whose running sum reaches it. p <= 0 (unchecked) keeps the most likely token only.
+// total). The kept tokens are those with the largest logits (order_key), equal logits by the
+// lower id, up to and including the first whose running sum of weights reaches it. Ordering by
+// the logit rather than by the weight makes the boundary a radix select over keys on the GPU,
+// and needs nothing of the weights' rounding (equal logits have equal weights; a larger logit
+// has a weight at least as large up to the last bit of the polynomial). p <= 0 (unchecked) keeps
+// one token: the lowest id among the largest logits.
 DJL_SAMPLING_HOST_DEVICE uint64_t nucleus_need(float top_p, uint64_t total) {
   if (!applies_top_p(top_p)) return total;
   if (!(top_p > 0.0f) || total == 0) return total == 0 ? 0 : 1;

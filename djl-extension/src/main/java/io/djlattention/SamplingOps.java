@@ -18,8 +18,8 @@ import io.djlattention.jni.OperatorCall;
  *
  * <p>The rules are those of the zoo's {@code TokenSampler}: greedy is the first maximum ({@code
  * torch.argmax}); sampling draws from {@code softmax(logits / temperature)} over the logits {@code
- * >=} the k-th largest (ties kept), cut to the most likely tokens (ties by the lower id) whose
- * weight reaches {@code top_p} of the total. The uniform number is Philox4x32-10 keyed by the row's
+ * >=} the k-th largest (ties kept), cut to the largest logits (equal logits by the lower id)
+ * whose weight reaches {@code top_p} of the total. The uniform number is Philox4x32-10 keyed by the row's
  * seed and counting by its offset only, so a row draws the same id in any batch and on every run,
  * on the CPU and on CUDA alike. Weights are 40-bit fixed point: tokens more than 27.7 temperatures
  * below the maximum logit are never drawn (docs/operators.md, "sample_tokens").

@@ -214,9 +214,10 @@ class SamplingOpsTest {
                                 .longValueExact();
                 Integer[] order =
                         IntStream.range(0, vocab).filter(i -> w[i] > 0).boxed().toArray(Integer[]::new);
+                // The largest logits first, equal logits by the lower id.
                 Arrays.sort(
                         order,
-                        Comparator.<Integer>comparingLong(i -> -w[i]).thenComparingInt(i -> i));
+                        Comparator.<Integer>comparingLong(i -> -key(x[i])).thenComparingInt(i -> i));
                 long kept = 0;
                 int n = 0;
                 while (n < order.length && kept < need) {
