@@ -24,7 +24,9 @@ import time
 import torch
 
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
-LIB_DIRS = [os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build", NATIVE_OPS / "target" / "cmake"]
+LIB_DIRS = [os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build",
+            NATIVE_OPS / "target" / "classes" / "io" / "djlattention" / "jni" / "linux-x86_64",
+            NATIVE_OPS / "target" / "cmake"]
 VOCAB = 128256
 CALLS_PER_GRAPH = 20
 MODES = [  # name, temperature, top_k, top_p
@@ -44,7 +46,7 @@ def find_lib(name):
 
 
 def torch_sampler(logits, temperature, top_k, top_p):
-    """The PyTorch op-by-op anchor (one setting for the whole batch, as a server batch often has)."""
+    """The PyTorch op-by-op anchor (one setting for the whole batch, as a server's often is)."""
     if temperature == 0:
         return logits.argmax(dim=1)
     x = logits.float() / temperature

@@ -100,7 +100,9 @@ struct Shared {
 };
 
 // The digit bits of radix pass `pass` (0, 1, 2).
-__device__ __forceinline__ int digit_shift(int pass) { return pass == 0 ? kTopShift : pass == 1 ? 10 : 0; }
+__device__ __forceinline__ int digit_shift(int pass) {
+  return pass == 0 ? kTopShift : pass == 1 ? 10 : 0;
+}
 __device__ __forceinline__ int digit_bits(int pass) { return pass == 2 ? 10 : 11; }
 
 // The key's float (order_key's inverse; the key of a weighed logit is never NaN's 0).

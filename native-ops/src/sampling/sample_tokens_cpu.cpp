@@ -17,12 +17,17 @@ namespace {
 // torch.argmax's order: the first maximum, a NaN above every number (the first NaN wins).
 bool beats(float v, float best) { return (v != v && best == best) || v > best; }
 
+// The nucleus's buckets: a key's top 11 bits.
+constexpr int kBucketShift = 21;
+constexpr uint32_t kBuckets = 1u << (32 - kBucketShift);
+
 // Scratch of one thread, grown to the largest row seen.
 struct RowScratch {
-  std::vector<float> logits;    // [V]
-  std::vector<uint32_t> keys;   // [V]: order keys, for the top-k threshold and the nucleus
-  std::vector<uint64_t> weights;  // [V]
-  std::vector<int32_t> order;   // the tokens with weight, largest logit first
+  std::vector<float> logits;          // [V]
+  std::vector<uint32_t> keys;         // [V]: order keys, for the top-k threshold and the nucleus
+  std::vector<uint64_t> weights;      // [V]
+  std::vector<uint64_t> bucket_mass;  // [kBuckets]
+  std::vector<int32_t> order;         // the nucleus's boundary bucket, largest logit first
 };
 
 template <typename T>
@@ -77,20 +82,30 @@ int64_t sample_row(const SampleTokensParams& p, int64_t b, RowScratch& s) {
   }
 
   // Top-p: the largest logits, ties by the lower id, until their mass reaches ceil(p total).
-  const float top_p = p.top_p[b];
-  if (applies_top_p(top_p)) {
-    const uint64_t need = nucleus_need(top_p, total);
-    s.order.clear();
+  // The tokens are bucketed by their key's top 11 bits (a factor of 2^(1/4) in |logit|): the
+  // buckets above the one where the running mass from the top reaches the need are kept whole,
+  // those below dropped, and only that bucket's tokens are sorted.
+  const uint64_t need = nucleus_need(p.top_p[b], total);
+  if (need < total) {
     s.keys.resize(vocab);
+    s.bucket_mass.assign(kBuckets, 0);
     for (int64_t i = 0; i < vocab; ++i) {
       s.keys[i] = order_key(x[i]);
-      if (w[i] > 0) s.order.push_back(static_cast<int32_t>(i));
+      s.bucket_mass[s.keys[i] >> kBucketShift] += w[i];
     }
+    uint32_t bucket = kBuckets - 1;
+    uint64_t kept = 0;
+    while (kept + s.bucket_mass[bucket] < need) kept += s.bucket_mass[bucket--];
     const uint32_t* key = s.keys.data();
+    s.order.clear();
+    for (int64_t i = 0; i < vocab; ++i) {
+      const uint32_t in = key[i] >> kBucketShift;
+      if (in < bucket) w[i] = 0;
+      if (in == bucket && w[i] > 0) s.order.push_back(static_cast<int32_t>(i));
+    }
     std::sort(s.order.begin(), s.order.end(), [key](int32_t a, int32_t c) {
       return key[a] != key[c] ? key[a] > key[c] : a < c;
     });
-    uint64_t kept = 0;
     size_t n = 0;
     while (n < s.order.size() && kept < need) kept += w[s.order[n++]];
     for (size_t j = n; j < s.order.size(); ++j) w[s.order[j]] = 0;

@@ -13,16 +13,16 @@ import io.djlattention.jni.OperatorCall;
 
 /**
  * Token sampling on the logits' device: one {@code djl_attn::sample_tokens} call chooses the next
- * token of every row of a batch — greedy, or sampled with a temperature, top-k and top-p — so that
+ * token of every row of a batch (greedy, or sampled with a temperature, top-k and top-p), so that
  * a decode step on a GPU returns only the chosen ids to the host.
  *
  * <p>The rules are those of the zoo's {@code TokenSampler}: greedy is the first maximum ({@code
  * torch.argmax}); sampling draws from {@code softmax(logits / temperature)} over the logits {@code
  * >=} the k-th largest (ties kept), cut to the largest logits (equal logits by the lower id)
- * whose weight reaches {@code top_p} of the total. The uniform number is Philox4x32-10 keyed by the row's
- * seed and counting by its offset only, so a row draws the same id in any batch and on every run,
- * on the CPU and on CUDA alike. Weights are 40-bit fixed point: tokens more than 27.7 temperatures
- * below the maximum logit are never drawn (docs/operators.md, "sample_tokens").
+ * whose weight reaches {@code top_p} of the total. The uniform number is Philox4x32-10 keyed by
+ * the row's seed and counting by its offset only, so a row draws the same id in any batch and on
+ * every run, on the CPU and on CUDA alike. Weights are 40-bit fixed point: tokens more than 27.7
+ * temperatures below the maximum logit are never drawn (docs/operators.md, "sample_tokens").
  *
  * <p>CPU and CUDA; logits float32 or float16 from Java. The operator validates every argument and
  * names the one it refuses; on CUDA the settings' values are read back for that check, except

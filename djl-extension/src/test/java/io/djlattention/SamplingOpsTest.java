@@ -96,7 +96,8 @@ class SamplingOpsTest {
         long[] expected = new long[batch];
         for (int b = 0; b < batch; ++b) {
             float[] row = Arrays.copyOfRange(asRead, b * vocab, (b + 1) * vocab);
-            expected[b] = Reference.sample(row, temperature[b], topK[b], topP[b], seeds[b], offsets[b]);
+            expected[b] =
+                    Reference.sample(row, temperature[b], topK[b], topP[b], seeds[b], offsets[b]);
         }
         assertArrayEquals(expected, ids);
     }
@@ -213,11 +214,15 @@ class SamplingOpsTest {
                                 .setScale(0, RoundingMode.CEILING)
                                 .longValueExact();
                 Integer[] order =
-                        IntStream.range(0, vocab).filter(i -> w[i] > 0).boxed().toArray(Integer[]::new);
+                        IntStream.range(0, vocab)
+                                .filter(i -> w[i] > 0)
+                                .boxed()
+                                .toArray(Integer[]::new);
                 // The largest logits first, equal logits by the lower id.
                 Arrays.sort(
                         order,
-                        Comparator.<Integer>comparingLong(i -> -key(x[i])).thenComparingInt(i -> i));
+                        Comparator.<Integer>comparingLong(i -> -key(x[i]))
+                                .thenComparingInt(i -> i));
                 long kept = 0;
                 int n = 0;
                 while (n < order.length && kept < need) {
