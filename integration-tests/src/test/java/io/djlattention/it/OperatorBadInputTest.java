@@ -19,6 +19,7 @@ import io.djlattention.AttentionOptions;
 import io.djlattention.DecoderLayerOps;
 import io.djlattention.DecoderLayerOptions;
 import io.djlattention.DecoderLayerWeights;
+import io.djlattention.SamplingOps;
 import io.djlattention.jni.Operator;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
@@ -219,7 +220,13 @@ class OperatorBadInputTest {
                         (m, good) -> prefill(m, good ? 3 : 2)),
                 new Row(Operator.DECODER_LAYER, "down_weight",
                         "expected size 24 for in (the intermediate size I of up_weight), got 23",
-                        (m, good) -> decoderLayer(good ? 24 : 23)));
+                        (m, good) -> decoderLayer(good ? 24 : 23)),
+                new Row(Operator.SAMPLE_TOKENS, "top_p",
+                        "expected values in (0, 1] (1: every token), got 0 at index 1",
+                        (m, good) -> SamplingOps.sampleTokens(
+                                randn(m, 2, 50), m.create(new float[] {0f, 0.8f}),
+                                ints(m, 0, 5), m.create(new float[] {1f, good ? 0.9f : 0f}),
+                                m.create(new long[] {1, 2}), m.create(new long[] {0, 0}))));
     }
 
     static Stream<Arguments> rowArguments() {
