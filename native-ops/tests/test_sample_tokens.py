@@ -228,3 +228,35 @@ def test_special_values(device):
                                        offsets=torch.full((4,), step, dtype=torch.int64)))
         for b in range(4):
             assert ids[b].item() in allowed[b], (b, ids[b].item())
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="captures a CUDA graph")
+def test_a_captured_call_replays_the_eager_ids():
+    # In a graph the binding reads nothing back; replays with new settings and logits written into
+    # the same tensors choose what eager calls choose.
+    batch, vocab = 16, 5000
+    logits = torch.empty(batch, vocab, device="cuda")
+    per_row = [t.cuda() for t in random_settings(batch, vocab, "cpu")]
+    ids = torch.full((batch,), -1, dtype=torch.int64, device="cuda")
+    logits.copy_(torch.randn(batch, vocab))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        sample_tokens(ids, logits, *per_row)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        sample_tokens(ids, logits, *per_row)
+    for step in range(4):
+        logits.copy_(2 * torch.randn(batch, vocab))
+        for dst, src in zip(per_row, random_settings(batch, vocab, "cpu")):
+            dst.copy_(src)
+        ids.fill_(-1)
+        graph.replay()
+        captured = ids.cpu()
+        assert torch.equal(captured, sample(logits, *per_row)), step
+    # Values the binding would refuse reach a captured kernel unchecked: a negative temperature
+    # is greedy there (sampling_rules.h).
+    per_row[0].fill_(-1.0)
+    graph.replay()
+    assert torch.equal(ids.cpu(), logits.argmax(dim=1).cpu())
