@@ -125,6 +125,20 @@ __device__ __forceinline__ void for_each_logit(int vocab, Load load, Fn fn) {
   for (; i < vocab; i += kThreads) fn(i, load(i));
 }
 
+// Adds `w` to bin `bin` (negative: nothing) for every active lane of the warp with one
+// shared-memory atomic per distinct bin: logits crowd into a few bins (their top key bits), and
+// same-address atomics of one warp serialise. Lanes with the same bin sum their weights first, in
+// two 32-bit reductions of 20-bit halves (exact: 32 weights <= 2^40 give sums < 2^25 per half).
+__device__ __forceinline__ void add_to_bin(Shared& sh, int bin, u64 w) {
+  const unsigned active = __activemask();
+  const unsigned peers = __match_any_sync(active, bin);
+  const unsigned lo = __reduce_add_sync(peers, static_cast<unsigned>(w & 0xFFFFFu));
+  const unsigned hi = __reduce_add_sync(peers, static_cast<unsigned>(w >> 20));
+  if (bin >= 0 && static_cast<int>(threadIdx.x & 31) == __ffs(peers) - 1) {
+    atomicAdd(&sh.bins[bin], (u64{hi} << 20) + lo);
+  }
+}
+
 __device__ void clear_bins(Shared& sh) {
   for (int j = threadIdx.x; j < kBins; j += kThreads) sh.bins[j] = 0;
 }
@@ -173,9 +187,8 @@ __device__ uint32_t radix_select(Shared& sh, int vocab, u64 need, Load load, Wei
       __syncthreads();
       for_each_logit(vocab, load, [&](int, float x) {
         const uint32_t key = sampling::order_key(x);
-        if ((key >> fixed) != (prefix >> fixed)) return;
-        const u64 w = weight(x, key);
-        if (w != 0) atomicAdd(&sh.bins[(key >> shift) & ((1u << bits) - 1)], w);
+        const u64 w = (key >> fixed) == (prefix >> fixed) ? weight(x, key) : 0;
+        add_to_bin(sh, w != 0 ? static_cast<int>((key >> shift) & ((1u << bits) - 1)) : -1, w);
       });
     }
     __syncthreads();
@@ -225,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
       max = fmaxf(max, x);
       any_number = 1;
     }
-    if (use_top_k) atomicAdd(&sh.bins[sampling::order_key(x) >> kTopShift], u64{1});
+    if (use_top_k) add_to_bin(sh, static_cast<int>(sampling::order_key(x) >> kTopShift), 1);
   });
   best = cub::BlockReduce<Best, kThreads>(sh.cub.best).Reduce(best, BestOp());
   __syncthreads();
@@ -264,7 +277,7 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
     const uint32_t key = sampling::order_key(x);
     const u64 w = weight(x, key);
     part += w;
-    if (top_p_bins && w != 0) atomicAdd(&sh.bins[key >> kTopShift], w);
+    if (top_p_bins) add_to_bin(sh, w != 0 ? static_cast<int>(key >> kTopShift) : -1, w);
   });
   const u64 total = block_sum(sh, part);
 
