@@ -20,6 +20,7 @@ import io.djlattention.DecoderLayerOps;
 import io.djlattention.DecoderLayerOptions;
 import io.djlattention.DecoderLayerWeights;
 import io.djlattention.SamplingOps;
+import io.djlattention.StepOps;
 import io.djlattention.jni.Operator;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
@@ -221,6 +222,34 @@ class OperatorBadInputTest {
                 new Row(Operator.DECODER_LAYER, "down_weight",
                         "expected size 24 for in (the intermediate size I of up_weight), got 23",
                         (m, good) -> decoderLayer(good ? 24 : 23)),
+                new Row(Operator.EMBED_TOKENS, "token_ids",
+                        "expected values in [0, V, the rows of embedding = 5), got 5 at index 0",
+                        (m, good) -> {
+                            NDArray hidden = m.zeros(new Shape(3, 8));
+                            StepOps.embedTokens(
+                                    hidden, m.create(new long[] {good ? 4 : 5, 2, 3}),
+                                    randn(m, 5, 8), null, null, 1f, true);
+                            return hidden;
+                        }),
+                new Row(Operator.DECODER_HEAD, "logits",
+                        "expected size 3 for R (the rows of hidden), got 2",
+                        (m, good) -> {
+                            NDArray logits = m.zeros(new Shape(good ? 3 : 2, 5));
+                            StepOps.decoderHead(
+                                    logits, randn(m, 3, 8), null, m.ones(new Shape(8)), null,
+                                    randn(m, 5, 8), DecoderLayerOptions.Norm.RMS, 1e-5f, 0f,
+                                    true);
+                            return logits;
+                        }),
+                new Row(Operator.COPY_FROM_HOST, "src",
+                        "expected 4 elements (those of dst), got 5",
+                        (m, good) -> {
+                            NDArray dst = m.zeros(new Shape(4));
+                            try (NDManager host = NDManager.newBaseManager(Device.cpu())) {
+                                StepOps.copyFromHost(dst, host.zeros(new Shape(good ? 4 : 5)));
+                            }
+                            return dst;
+                        }),
                 new Row(Operator.SAMPLE_TOKENS, "top_p",
                         "expected values in (0, 1] (1: every token), got 0 at index 1",
                         (m, good) -> SamplingOps.sampleTokens(
@@ -248,7 +277,19 @@ class OperatorBadInputTest {
         Set<Operator> covered =
                 rows().stream().map(Row::op).collect(Collectors.toCollection(
                         () -> EnumSet.noneOf(Operator.class)));
-        assertEquals(EnumSet.allOf(Operator.class), covered, "operators without a bad-input row");
+        // The CUDA graph operators take GPU tensors only: their refusals (of CPU tensors, bad
+        // arenas, dead graph ids) are tested in native-ops/tests/test_step_ops.py, and their use
+        // from Java by DeviceDecodeStepTest on the GPU.
+        Set<Operator> expected = EnumSet.allOf(Operator.class);
+        expected.removeAll(
+                EnumSet.of(
+                        Operator.CUDA_GRAPH_MEASURE_BEGIN,
+                        Operator.CUDA_GRAPH_MEASURE_END,
+                        Operator.CUDA_GRAPH_CAPTURE_BEGIN,
+                        Operator.CUDA_GRAPH_CAPTURE_END,
+                        Operator.CUDA_GRAPH_REPLAY,
+                        Operator.CUDA_GRAPH_RELEASE));
+        assertEquals(expected, covered, "operators without a bad-input row");
     }
 
     @ParameterizedTest(name = "{0}")
