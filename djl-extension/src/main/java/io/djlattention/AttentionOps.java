@@ -6,17 +6,9 @@ package io.djlattention;
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
-import ai.djl.nn.Activation;
 import ai.djl.pytorch.engine.PtNDArray;
-import ai.djl.pytorch.engine.PtNDManager;
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
-import java.util.Arrays;
 import java.util.Objects;
 
 /**
@@ -31,6 +23,10 @@ import java.util.Objects;
  * <p>Supported dtypes from Java are float32 and float16: DJL 0.36.0's PyTorch engine cannot hold
  * bfloat16 arrays, so bfloat16 is rejected before any native call (it remains supported for
  * Python and TorchScript callers of the same operators).
+ *
+ * <p>A facade: each operator family lives in a class of its own in this package ({@code
+ * FlashOps}, {@code LinearAttentionOps}, {@code EncoderOps}, {@code PagedOps}); this class holds
+ * the public entry points and their documentation only.
  */
 public final class AttentionOps {
 
@@ -50,7 +46,7 @@ public final class AttentionOps {
      */
     public static NDArray flashAttention(
             NDArray q, NDArray k, NDArray v, AttentionOptions options) {
-        NDList outputs = flashAttentionWithLogSumExp(q, k, v, options);
+        NDList outputs = FlashOps.flashAttentionWithLogSumExp(q, k, v, options);
         // The kernel always writes the logsumexp; free it now rather than with the manager.
         outputs.get(1).close();
         return outputs.get(0);
@@ -82,28 +78,7 @@ public final class AttentionOps {
      */
     public static NDList flashAttentionWithLogSumExp(
             NDArray q, NDArray k, NDArray v, AttentionOptions options) {
-        PtNDArray ptQ = pytorchArray(q, "q");
-        PtNDArray ptK = pytorchArray(k, "k");
-        PtNDArray ptV = pytorchArray(v, "v");
-        Objects.requireNonNull(options, "options must not be null");
-        PtNDArray kvLens =
-                options.getKvLens() == null ? null : pytorchArray(options.getKvLens(), "kvLens");
-        PtNDArray alibiSlopes = alibiSlopes(options);
-        long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
-        PtNDArray[] outputs =
-                OperatorCall.of(Operator.FLASH_ATTENTION)
-                        .tensor(ptQ)
-                        .tensor(ptK)
-                        .tensor(ptV)
-                        .optionalTensor(kvLens)
-                        .floatArg(options.getScale(headDim))
-                        .boolArg(options.isCausal())
-                        .intArg(options.getWindowLeft())
-                        .intArg(options.getWindowRight())
-                        .floatArg(options.getSoftcap())
-                        .optionalTensor(alibiSlopes)
-                        .invoke(ptQ.getManager());
-        return new NDList(outputs);
+        return FlashOps.flashAttentionWithLogSumExp(q, k, v, options);
     }
 
     /**
@@ -134,32 +109,8 @@ public final class AttentionOps {
             long maxSeqlenQ,
             long maxSeqlenK,
             AttentionOptions options) {
-        PtNDArray ptQ = pytorchArray(q, "q");
-        Objects.requireNonNull(options, "options must not be null");
-        PtNDArray alibiSlopes = alibiSlopes(options);
-        long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
-        PtNDArray[] outputs =
-                OperatorCall.of(Operator.FLASH_ATTENTION_VARLEN)
-                        .tensor(ptQ)
-                        .tensor(pytorchArray(k, "k"))
-                        .tensor(pytorchArray(v, "v"))
-                        .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
-                        .tensor(pytorchArray(cuSeqlensK, "cuSeqlensK"))
-                        .intArg(maxSeqlenQ)
-                        .intArg(maxSeqlenK)
-                        .floatArg(options.getScale(headDim))
-                        .boolArg(options.isCausal())
-                        .intArg(options.getWindowLeft())
-                        .intArg(options.getWindowRight())
-                        .floatArg(options.getSoftcap())
-                        .optionalTensor(alibiSlopes)
-                        .invoke(ptQ.getManager());
-        return new NDList(outputs);
-    }
-
-    private static PtNDArray alibiSlopes(AttentionOptions options) {
-        NDArray slopes = options.getAlibiSlopes();
-        return slopes == null ? null : pytorchArray(slopes, "alibiSlopes");
+        return FlashOps.flashAttentionVarlen(
+                q, k, v, cuSeqlensQ, cuSeqlensK, maxSeqlenQ, maxSeqlenK, options);
     }
 
     /**
@@ -167,6 +118,7 @@ public final class AttentionOps {
      * in fast-transformers' {@code LinearAttention} and {@code CausalLinearAttention}.
      */
     public static final float DEFAULT_LINEAR_EPS = 1e-6f;
+
 
     /**
      * Computes causal linear attention (Katharopoulos et al., "Transformers are RNNs") with the
@@ -202,38 +154,7 @@ public final class AttentionOps {
      * @return the output {@code [B, H, L, M]}, dtype of {@code q}, attached to {@code q}'s manager
      */
     public static NDArray causalLinearAttention(NDArray q, NDArray k, NDArray v, float eps) {
-        PtNDArray ptQ = pytorchArray(q, "q");
-        pytorchArray(k, "k");
-        pytorchArray(v, "v");
-        checkEps(eps);
-        NDManager target = ptQ.getManager();
-        try (PtNDManager scope = (PtNDManager) target.newSubManager()) {
-            boolean widen = allFloat16(q, k, v);
-            NDArray phiQ = featureMap(widen(inScope(scope, q), widen));
-            NDArray phiK = featureMap(widen(inScope(scope, k), widen));
-            NDArray values = widen(inScope(scope, v), widen);
-            // The operator first: it validates q, k and v before any DJL op sees their shapes.
-            NDArray numerator =
-                    OperatorCall.of(Operator.CAUSAL_DOT_PRODUCT)
-                            .tensor((PtNDArray) phiQ)
-                            .tensor((PtNDArray) phiK)
-                            .tensor((PtNDArray) values)
-                            .invoke(scope)[0];
-            // φ(q_j)·Σ_{i≤j} φ(k_i) + eps, [B, H, L, 1], as a float32 prefix sum.
-            NDArray keySums = phiK.toType(DataType.FLOAT32, false).cumSum(2);
-            NDArray normaliser =
-                    phiQ.toType(DataType.FLOAT32, false)
-                            .mul(keySums)
-                            .sum(new int[] {3}, true)
-                            .add(eps);
-            NDArray out =
-                    numerator
-                            .toType(DataType.FLOAT32, false)
-                            .div(normaliser)
-                            .toType(q.getDataType(), false);
-            out.attach(target);
-            return out;
-        }
+        return LinearAttentionOps.causalLinearAttention(q, k, v, eps);
     }
 
     /**
@@ -271,23 +192,7 @@ public final class AttentionOps {
      * @return the output {@code [B, H, L, M]}, dtype of {@code q}, attached to {@code q}'s manager
      */
     public static NDArray linearAttention(NDArray q, NDArray k, NDArray v, float eps) {
-        PtNDArray ptQ = pytorchArray(q, "q");
-        pytorchArray(k, "k");
-        pytorchArray(v, "v");
-        checkEps(eps);
-        checkLinearAttentionArgs(q, k, v);
-        NDManager target = ptQ.getManager();
-        try (NDManager scope = target.newSubManager()) {
-            NDArray phiQ = featureMap(widen(inScope(scope, q), true));
-            NDArray phiK = featureMap(widen(inScope(scope, k), true));
-            NDArray values = widen(inScope(scope, v), true);
-            NDArray state = phiK.transpose(0, 1, 3, 2).matMul(values); // [B, H, E, M]
-            NDArray keySum = phiK.sum(new int[] {2}, true).transpose(0, 1, 3, 2); // [B, H, E, 1]
-            NDArray normaliser = phiQ.matMul(keySum).add(eps); // [B, H, L, 1]
-            NDArray out = phiQ.matMul(state).div(normaliser).toType(q.getDataType(), false);
-            out.attach(target);
-            return out;
-        }
+        return LinearAttentionOps.linearAttention(q, k, v, eps);
     }
 
     /**
@@ -300,113 +205,6 @@ public final class AttentionOps {
      */
     public static NDArray linearAttention(NDArray q, NDArray k, NDArray v) {
         return linearAttention(q, k, v, DEFAULT_LINEAR_EPS);
-    }
-
-    /** The feature map of linear attention, {@code elu(x) + 1} (positive everywhere). */
-    private static NDArray featureMap(NDArray x) {
-        return Activation.elu(x, 1f).add(1f);
-    }
-
-    private static void checkEps(float eps) {
-        if (!Float.isFinite(eps) || eps < 0) {
-            throw new IllegalArgumentException("eps: expected a finite value >= 0, got " + eps);
-        }
-    }
-
-    private static boolean allFloat16(NDArray... arrays) {
-        for (NDArray array : arrays) {
-            if (array.getDataType() != DataType.FLOAT16) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    private static NDArray widen(NDArray array, boolean toFloat32) {
-        return toFloat32 ? array.toType(DataType.FLOAT32, false) : array;
-    }
-
-    /**
-     * A view of an input (same data, shape and strides) attached to the call's scope, so that
-     * everything computed from it lands there and is freed with it. The input itself is left
-     * alone: other threads may be reading it, so it is never moved between managers.
-     */
-    private static NDArray inScope(NDManager scope, NDArray input) {
-        NDArray view = input.reshape(input.getShape());
-        view.attach(scope);
-        return view;
-    }
-
-    /** The rules of {@link #linearAttention}, which has no native operator to check them. */
-    private static void checkLinearAttentionArgs(NDArray q, NDArray k, NDArray v) {
-        String op = "linear_attention: ";
-        Shape qs = checkRank(op, q, "q", "[B, H, L, E]");
-        Shape ks = checkRank(op, k, "k", "[B, H, S, E]");
-        Shape vs = checkRank(op, v, "v", "[B, H, S, M]");
-        checkSize(op, "k", ks, 0, "B", qs.get(0), "the batch of q");
-        checkSize(op, "k", ks, 1, "H", qs.get(1), "the heads of q");
-        checkSize(op, "k", ks, 3, "E", qs.get(3), "the feature dim of q");
-        checkSize(op, "v", vs, 0, "B", qs.get(0), "the batch of q");
-        checkSize(op, "v", vs, 1, "H", qs.get(1), "the heads of q");
-        checkSize(op, "v", vs, 2, "S", ks.get(2), "the length of k");
-        DataType dtype = q.getDataType();
-        if (dtype != DataType.FLOAT32 && dtype != DataType.FLOAT16) {
-            throw new IllegalArgumentException(
-                    op + "q: expected dtype in {float32, float16}, got " + dtype);
-        }
-        for (NDArray other : new NDArray[] {k, v}) {
-            if (other.getDataType() != dtype) {
-                throw new IllegalArgumentException(
-                        op
-                                + (other == k ? "k" : "v")
-                                + ": expected the dtype of q ("
-                                + dtype
-                                + "), got "
-                                + other.getDataType());
-            }
-            if (!other.getDevice().equals(q.getDevice())) {
-                throw new IllegalArgumentException(
-                        op
-                                + (other == k ? "k" : "v")
-                                + ": expected the device of q ("
-                                + q.getDevice()
-                                + "), got "
-                                + other.getDevice());
-            }
-        }
-    }
-
-    private static Shape checkRank(String op, NDArray array, String name, String layout) {
-        Shape shape = array.getShape();
-        if (shape.dimension() != 4) {
-            throw new IllegalArgumentException(
-                    op
-                            + name
-                            + ": expected 4 dims "
-                            + layout
-                            + ", got "
-                            + shape.dimension()
-                            + " dims with shape "
-                            + Arrays.toString(shape.getShape()));
-        }
-        return shape;
-    }
-
-    private static void checkSize(
-            String op, String name, Shape shape, int axis, String dim, long want, String what) {
-        if (shape.get(axis) != want) {
-            throw new IllegalArgumentException(
-                    op
-                            + name
-                            + ": expected size "
-                            + want
-                            + " for "
-                            + dim
-                            + " ("
-                            + what
-                            + "), got "
-                            + shape.get(axis));
-        }
     }
 
     /**
@@ -427,16 +225,7 @@ public final class AttentionOps {
      */
     public static NDArray bertAttention(
             NDArray qkv, NDArray qkvBias, NDArray kvLens, int numHeads, double scale) {
-        PtNDArray ptQkv = pytorchArray(qkv, "qkv");
-        PtNDArray ptBias = qkvBias == null ? null : pytorchArray(qkvBias, "qkvBias");
-        PtNDArray ptLens = kvLens == null ? null : pytorchArray(kvLens, "kvLens");
-        return OperatorCall.of(Operator.BERT_ATTENTION)
-                .tensor(ptQkv)
-                .optionalTensor(ptBias)
-                .optionalTensor(ptLens)
-                .intArg(numHeads)
-                .floatArg(scale)
-                .invoke(ptQkv.getManager())[0];
+        return EncoderOps.bertAttention(qkv, qkvBias, kvLens, numHeads, scale);
     }
 
     /**
@@ -472,16 +261,7 @@ public final class AttentionOps {
      */
     public static NDArray addBiasResidualLayerNorm(
             NDArray x, NDArray bias, NDArray residual, NDArray gamma, NDArray beta, double eps) {
-        PtNDArray ptX = pytorchArray(x, "x");
-        PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
-        return OperatorCall.of(Operator.ADD_BIAS_RESIDUAL_LAYERNORM)
-                .tensor(ptX)
-                .optionalTensor(ptBias)
-                .tensor(pytorchArray(residual, "residual"))
-                .tensor(pytorchArray(gamma, "gamma"))
-                .tensor(pytorchArray(beta, "beta"))
-                .floatArg(eps)
-                .invoke(ptX.getManager())[0];
+        return EncoderOps.addBiasResidualLayerNorm(x, bias, residual, gamma, beta, eps);
     }
 
     /**
@@ -499,15 +279,7 @@ public final class AttentionOps {
      */
     public static NDArray addBiasResidualAffine(
             NDArray x, NDArray bias, NDArray residual, NDArray scale, NDArray shift) {
-        PtNDArray ptX = pytorchArray(x, "x");
-        PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
-        return OperatorCall.of(Operator.ADD_BIAS_RESIDUAL_AFFINE)
-                .tensor(ptX)
-                .optionalTensor(ptBias)
-                .tensor(pytorchArray(residual, "residual"))
-                .tensor(pytorchArray(scale, "scale"))
-                .tensor(pytorchArray(shift, "shift"))
-                .invoke(ptX.getManager())[0];
+        return EncoderOps.addBiasResidualAffine(x, bias, residual, scale, shift);
     }
 
     /**
@@ -521,13 +293,7 @@ public final class AttentionOps {
      * @return the output, shape and dtype of {@code x}
      */
     public static NDArray addBiasGelu(NDArray x, NDArray bias, boolean tanhApproximation) {
-        PtNDArray ptX = pytorchArray(x, "x");
-        PtNDArray ptBias = bias == null ? null : pytorchArray(bias, "bias");
-        return OperatorCall.of(Operator.ADD_BIAS_GELU)
-                .tensor(ptX)
-                .optionalTensor(ptBias)
-                .boolArg(tanhApproximation)
-                .invoke(ptX.getManager())[0];
+        return EncoderOps.addBiasGelu(x, bias, tanhApproximation);
     }
 
     /**
@@ -541,12 +307,7 @@ public final class AttentionOps {
      *     cu_seqlens[B] = total}), as {@code flash_attention_varlen} takes them
      */
     public static NDList removePadding(NDArray x, NDArray lens) {
-        PtNDArray ptX = pytorchArray(x, "x");
-        return new NDList(
-                OperatorCall.of(Operator.REMOVE_PADDING)
-                        .tensor(ptX)
-                        .tensor(pytorchArray(lens, "lens"))
-                        .invoke(ptX.getManager()));
+        return EncoderOps.removePadding(x, lens);
     }
 
     /**
@@ -560,12 +321,7 @@ public final class AttentionOps {
      * @return the padded batch {@code [B, S, C]}, dtype of {@code packed}
      */
     public static NDArray restorePadding(NDArray packed, NDArray cuSeqlens, long seqLen) {
-        PtNDArray ptPacked = pytorchArray(packed, "packed");
-        return OperatorCall.of(Operator.RESTORE_PADDING)
-                .tensor(ptPacked)
-                .tensor(pytorchArray(cuSeqlens, "cuSeqlens"))
-                .intArg(seqLen)
-                .invoke(ptPacked.getManager())[0];
+        return EncoderOps.restorePadding(packed, cuSeqlens, seqLen);
     }
 
     /**
@@ -583,7 +339,7 @@ public final class AttentionOps {
      */
     public static void reshapeAndCache(
             NDArray key, NDArray value, NDArray keyCache, NDArray valueCache, NDArray slotMapping) {
-        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true, null, null);
+        PagedOps.reshapeAndCache(key, value, keyCache, valueCache, slotMapping, null, null);
     }
 
     /**
@@ -608,14 +364,14 @@ public final class AttentionOps {
             NDArray slotMapping,
             NDArray kScale,
             NDArray vScale) {
-        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true, kScale, vScale);
+        PagedOps.reshapeAndCache(key, value, keyCache, valueCache, slotMapping, kScale, vScale);
     }
 
     /**
      * Writes one layer's new keys and values to the slots a {@link PagedBatch} of this cache
-     * holds ({@link #reshapeAndCache} on {@code cache}'s arrays of {@code layer}). The batch's
-     * slots were checked when the batch was built, so they are not copied back and checked again
-     * (on a GPU that copy is a synchronisation per call).
+     * holds ({@link #reshapeAndCache} on {@code cache}'s arrays and scales of {@code layer}). The
+     * batch's slots were checked when the batch was built, so they are not copied back and
+     * checked again (on a GPU that copy is a synchronisation per call).
      *
      * @param key new keys {@code [T, Hkv, D]}, the cache's dtype, last dim contiguous
      * @param value new values {@code [T, Hkv, D]}
@@ -627,59 +383,32 @@ public final class AttentionOps {
      */
     public static void reshapeAndCache(
             NDArray key, NDArray value, PagedKvCache cache, int layer, PagedBatch batch) {
-        cache.checkBatch(batch);
-        reshapeAndCache(
-                key,
-                value,
-                cache.getKeyCache(layer),
-                cache.getValueCache(layer),
-                batch.getSlotMapping(),
-                false,
-                cache.getKeyScale(layer),
-                cache.getValueScale(layer));
-    }
-
-    private static void reshapeAndCache(
-            NDArray key,
-            NDArray value,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray slotMapping,
-            boolean checkSlots,
-            NDArray kScale,
-            NDArray vScale) {
-        PtNDArray ptKey = pytorchArray(key, "key");
-        OperatorCall.of(Operator.RESHAPE_AND_CACHE)
-                .tensor(ptKey)
-                .tensor(pytorchArray(value, "value"))
-                .tensor(pytorchArray(keyCache, "keyCache"))
-                .tensor(pytorchArray(valueCache, "valueCache"))
-                .tensor(pytorchArray(slotMapping, "slotMapping"))
-                .boolArg(checkSlots)
-                .optionalTensor(optionalArray(kScale, "kScale"))
-                .optionalTensor(optionalArray(vScale, "vScale"))
-                .invoke(ptKey.getManager());
+        PagedOps.reshapeAndCache(key, value, cache, layer, batch);
     }
 
     /**
-     * Decode attention over a paged KV cache: one query token per sequence attends to the first
-     * {@code contextLens[s]} cached tokens of its sequence, read through its block table. The
-     * score of key {@code j} is {@code scale·q·k_j + slope[h]·(j - (contextLen - 1))} (the ALiBi
-     * term only when slopes are given); a sequence of context 0 gets zeros.
+     * Decode attention over a paged KV cache whose arrays the caller keeps: one query token per
+     * sequence attends to the first {@code contextLens[s]} cached tokens of its sequence, read
+     * through its block table, with the window, soft-cap and ALiBi of {@link
+     * PagedAttentionOptions}; a sequence of context 0 gets zeros. The operator checks the block
+     * tables and lengths against the cache (one device-to-host copy per call); a {@link
+     * PagedKvCache} batch is checked once instead ({@link #pagedAttention(NDArray, PagedKvCache,
+     * int, PagedBatch, PagedAttentionOptions)}).
      *
      * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous; {@code D}
      *     one of {@link PagedKvCache#supportedHeadDims()}
-     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous, {@code Hq % Hkv == 0},
-     *     block size in {8, 16, 32}
-     * @param valueCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
+     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]} in the query's dtype, or uint8 (FP8
+     *     e4m3fn, scales in the options), contiguous, {@code Hq % Hkv == 0}, block size one of
+     *     {@link PagedKvCache#supportedBlockSizes()}
+     * @param valueCache likewise
      * @param blockTables int32 {@code [numSeqs, maxBlocks]}; entries past a sequence's blocks are
      *     never read
      * @param contextLens int32 {@code [numSeqs]}, each in {@code [0, maxBlocks·blockSize]} and
      *     at most {@code maxContextLen}
-     * @param scale the factor on {@code q·k}, usually {@code 1/sqrt(D)}
      * @param maxContextLen an upper bound of {@code contextLens}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param options scale, window, soft-cap, ALiBi slopes, FP8 scales
      * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if an argument breaks a rule of {@code paged_attention}
      */
     public static NDArray pagedAttention(
             NDArray query,
@@ -687,311 +416,59 @@ public final class AttentionOps {
             NDArray valueCache,
             NDArray blockTables,
             NDArray contextLens,
-            float scale,
             int maxContextLen,
-            NDArray alibiSlopes) {
-        return pagedAttention(
-                query, keyCache, valueCache, blockTables, contextLens, scale, maxContextLen,
-                alibiSlopes, null, null);
+            PagedAttentionOptions options) {
+        return PagedOps.pagedAttention(
+                query, keyCache, valueCache, blockTables, contextLens, maxContextLen, options);
     }
 
     /**
-     * {@link #pagedAttention(NDArray, NDArray, NDArray, NDArray, NDArray, float, int, NDArray)}
-     * over an FP8 cache: uint8 caches of OCP e4m3fn bytes, read as {@code byte · scale}.
-     *
-     * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous
-     * @param keyCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
-     * @param valueCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
-     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
-     * @param contextLens int32 {@code [numSeqs]}
-     * @param scale the factor on {@code q·k}
-     * @param maxContextLen an upper bound of {@code contextLens}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @param kScale float32 {@code [1]} or {@code [Hkv]} on the cache's device, or {@code null}
-     *     for 1; only with a uint8 cache
-     * @param vScale the value scales, likewise
-     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
-     */
-    public static NDArray pagedAttention(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray contextLens,
-            float scale,
-            int maxContextLen,
-            NDArray alibiSlopes,
-            NDArray kScale,
-            NDArray vScale) {
-        return pagedAttention(
-                query, keyCache, valueCache, blockTables, contextLens, scale, maxContextLen,
-                alibiSlopes, kScale, vScale, -1, 0f);
-    }
-
-    /**
-     * {@link #pagedAttention(NDArray, NDArray, NDArray, NDArray, NDArray, float, int, NDArray,
-     * NDArray, NDArray)} with a sliding window and a logit soft-cap, as the cache-level {@link
-     * #pagedAttention(NDArray, PagedKvCache, int, PagedBatch, float, NDArray, int, float)} has
-     * them, for callers that keep their own block tables: the query at position {@code p =
-     * contextLen - 1} sees key {@code j} iff {@code j <= p} and, when {@code windowLeft >= 0},
-     * {@code j >= p - windowLeft}; the score {@code s = scale·q·k_j} becomes {@code
-     * softcap·tanh(s / softcap)} when {@code softcap > 0}, then gets the ALiBi term.
-     *
-     * @param query {@code [numSeqs, Hq, D]}, float32 or float16, last dim contiguous
-     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]} in the query's dtype, or uint8 (FP8
-     *     e4m3fn), contiguous
-     * @param valueCache likewise
-     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
-     * @param contextLens int32 {@code [numSeqs]}
-     * @param scale the factor on {@code q·k}
-     * @param maxContextLen an upper bound of {@code contextLens}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @param kScale float32 {@code [1]} or {@code [Hkv]}, or {@code null} for 1; only with a uint8
-     *     cache
-     * @param vScale the value scales, likewise
-     * @param windowLeft the keys before the query's position it sees, {@code >= 0}, or {@code
-     *     -1} for all
-     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
-     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
-     * @throws IllegalArgumentException if {@code windowLeft < -1}, {@code softcap} is negative or
-     *     not finite, or an argument breaks a rule of {@code paged_attention}
-     */
-    public static NDArray pagedAttention(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray contextLens,
-            float scale,
-            int maxContextLen,
-            NDArray alibiSlopes,
-            NDArray kScale,
-            NDArray vScale,
-            int windowLeft,
-            float softcap) {
-        checkFeatures(windowLeft, softcap);
-        return pagedAttention(
-                query,
-                keyCache,
-                valueCache,
-                blockTables,
-                contextLens,
-                scale,
-                maxContextLen,
-                alibiSlopes,
-                true,
-                kScale,
-                vScale,
-                windowLeft,
-                softcap);
-    }
-
-    /**
-     * {@link #pagedAttention} over one layer of a paged KV cache for a decode batch of that cache:
-     * the block tables and context lengths are the batch's, checked once when the batch was built
-     * (not copied back and checked again in every layer: on a GPU that copy is a synchronisation
-     * per call).
+     * {@link #pagedAttention(NDArray, NDArray, NDArray, NDArray, NDArray, int,
+     * PagedAttentionOptions)} over one layer of a paged KV cache for a decode batch of that cache:
+     * the block tables, context lengths and FP8 scales are the cache's and the batch's, checked
+     * once when the batch was built (not copied back and checked again in every layer: on a GPU
+     * that copy is a synchronisation per call).
      *
      * @param query {@code [numSeqs, Hq, D]}, the cache's dtype and head dim, last dim contiguous
      * @param cache the cache
      * @param layer the layer, in {@code [0, cache.getNumLayers())}
      * @param batch the step's batch, prepared by {@code cache} and not closed
-     * @param scale the factor on {@code q·k}, usually {@code 1/sqrt(D)}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param options scale, window, soft-cap, ALiBi slopes; no FP8 scales (the cache's are used)
      * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
-     * @throws IllegalArgumentException if the batch is not one of this cache's, or an argument
-     *     breaks a rule of {@code paged_attention}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, the options set
+     *     FP8 scales, or an argument breaks a rule of {@code paged_attention}
      */
     public static NDArray pagedAttention(
             NDArray query,
             PagedKvCache cache,
             int layer,
             PagedBatch batch,
-            float scale,
-            NDArray alibiSlopes) {
-        return pagedAttention(query, cache, layer, batch, scale, alibiSlopes, -1, 0f);
+            PagedAttentionOptions options) {
+        return PagedOps.pagedAttention(query, cache, layer, batch, options);
     }
 
     /**
-     * {@link #pagedAttention(NDArray, PagedKvCache, int, PagedBatch, float, NDArray)} with a
-     * sliding window (Mistral's {@code sliding_window}) and a logit soft-cap (Gemma-2's {@code
-     * attn_logit_softcapping}), as {@link AttentionOptions} defines them for flash attention: the
-     * query at position {@code p = contextLen - 1} sees key {@code j} iff {@code j <= p} and,
-     * when {@code windowLeft >= 0}, {@code j >= p - windowLeft} ({@code 0}: only itself); the
-     * score {@code s = scale·q·k_j} becomes {@code softcap·tanh(s / softcap)} when {@code
-     * softcap > 0}, then gets the ALiBi term.
-     *
-     * @param query {@code [numSeqs, Hq, D]}, the cache's dtype and head dim, last dim contiguous
-     * @param cache the cache
-     * @param layer the layer, in {@code [0, cache.getNumLayers())}
-     * @param batch the step's batch, prepared by {@code cache} and not closed
-     * @param scale the factor on {@code q·k}, usually {@code 1/sqrt(D)}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @param windowLeft the keys before the query's position it sees, {@code >= 0}, or {@code
-     *     -1} for all
-     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
-     * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
-     * @throws IllegalArgumentException if the batch is not one of this cache's, {@code
-     *     windowLeft < -1}, {@code softcap} is negative or not finite, or an argument breaks a
-     *     rule of {@code paged_attention}
-     */
-    public static NDArray pagedAttention(
-            NDArray query,
-            PagedKvCache cache,
-            int layer,
-            PagedBatch batch,
-            float scale,
-            NDArray alibiSlopes,
-            int windowLeft,
-            float softcap) {
-        checkFeatures(windowLeft, softcap);
-        cache.checkBatch(batch);
-        return pagedAttention(
-                query,
-                cache.getKeyCache(layer),
-                cache.getValueCache(layer),
-                batch.getBlockTables(),
-                batch.getContextLens(),
-                scale,
-                batch.getMaxContextLen(),
-                alibiSlopes,
-                false,
-                cache.getKeyScale(layer),
-                cache.getValueScale(layer),
-                windowLeft,
-                softcap);
-    }
-
-    private static NDArray pagedAttention(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray contextLens,
-            float scale,
-            int maxContextLen,
-            NDArray alibiSlopes,
-            boolean checkIndices,
-            NDArray kScale,
-            NDArray vScale,
-            int windowLeft,
-            float softcap) {
-        PtNDArray ptQuery = pytorchArray(query, "query");
-        return OperatorCall.of(Operator.PAGED_ATTENTION)
-                .tensor(ptQuery)
-                .tensor(pytorchArray(keyCache, "keyCache"))
-                .tensor(pytorchArray(valueCache, "valueCache"))
-                .tensor(pytorchArray(blockTables, "blockTables"))
-                .tensor(pytorchArray(contextLens, "contextLens"))
-                .floatArg(scale)
-                .intArg(maxContextLen)
-                .optionalTensor(optionalArray(alibiSlopes, "alibiSlopes"))
-                .boolArg(checkIndices)
-                .optionalTensor(optionalArray(kScale, "kScale"))
-                .optionalTensor(optionalArray(vScale, "vScale"))
-                .intArg(windowLeft)
-                .floatArg(softcap)
-                .invoke(ptQuery.getManager())[0];
-    }
-
-    /**
-     * Prefill attention over a paged KV cache: the new tokens of each sequence (a chunk, cached
-     * first with {@link #reshapeAndCache}) attend causally to the sequence's cached prefix and to
-     * themselves. Sequence {@code s} owns the packed query rows {@code [cuSeqlensQ[s],
-     * cuSeqlensQ[s+1])}: the last {@code n} of its {@code contextLens[s]} tokens; row {@code t}
-     * sits at position {@code p = contextLen - n + t} and sees keys {@code j <= p}. With one
-     * chunk per prompt this is causal prefill; with several it is chunked prefill, and a prefix
-     * shared through the block table is read, not recomputed.
-     *
-     * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
-     * @param keyCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
-     * @param valueCache {@code [numBlocks, blockSize, Hkv, D]}, contiguous
-     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
-     * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
-     * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
-     * @param scale the factor on {@code q·k}
-     * @param maxSeqlenQ an upper bound of the chunk lengths
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
-     */
-    public static NDArray pagedPrefillAttention(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray cuSeqlensQ,
-            NDArray contextLens,
-            float scale,
-            int maxSeqlenQ,
-            NDArray alibiSlopes) {
-        return pagedPrefillAttention(
-                query, keyCache, valueCache, blockTables, cuSeqlensQ, contextLens, scale,
-                maxSeqlenQ, alibiSlopes, null, null);
-    }
-
-    /**
-     * {@link #pagedPrefillAttention(NDArray, NDArray, NDArray, NDArray, NDArray, NDArray, float,
-     * int, NDArray)} over an FP8 cache: uint8 caches of OCP e4m3fn bytes, read as {@code byte ·
-     * scale}.
-     *
-     * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
-     * @param keyCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
-     * @param valueCache uint8 {@code [numBlocks, blockSize, Hkv, D]}, contiguous
-     * @param blockTables int32 {@code [numSeqs, maxBlocks]}
-     * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
-     * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
-     * @param scale the factor on {@code q·k}
-     * @param maxSeqlenQ an upper bound of the chunk lengths
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @param kScale float32 {@code [1]} or {@code [Hkv]} on the cache's device, or {@code null}
-     *     for 1; only with a uint8 cache
-     * @param vScale the value scales, likewise
-     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
-     */
-    public static NDArray pagedPrefillAttention(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray cuSeqlensQ,
-            NDArray contextLens,
-            float scale,
-            int maxSeqlenQ,
-            NDArray alibiSlopes,
-            NDArray kScale,
-            NDArray vScale) {
-        return pagedPrefillAttention(
-                query, keyCache, valueCache, blockTables, cuSeqlensQ, contextLens, scale,
-                maxSeqlenQ, alibiSlopes, kScale, vScale, -1, 0f);
-    }
-
-    /**
-     * {@link #pagedPrefillAttention(NDArray, NDArray, NDArray, NDArray, NDArray, NDArray, float,
-     * int, NDArray, NDArray, NDArray)} with a sliding window and a logit soft-cap, for callers
-     * that keep their own block tables: row {@code t} of a chunk of {@code n} sits at {@code p =
-     * contextLen - n + t} and sees keys {@code p - windowLeft <= j <= p} (no left edge when
-     * {@code windowLeft = -1}); scores are soft-capped as in {@link #pagedAttention(NDArray,
-     * NDArray, NDArray, NDArray, NDArray, float, int, NDArray, NDArray, NDArray, int, float)}.
+     * Prefill attention over a paged KV cache whose arrays the caller keeps: the new tokens of
+     * each sequence (a chunk, cached first with {@link #reshapeAndCache}) attend causally to the
+     * sequence's cached prefix and to themselves. Sequence {@code s} owns the packed query rows
+     * {@code [cuSeqlensQ[s], cuSeqlensQ[s+1])}: the last {@code n} of its {@code contextLens[s]}
+     * tokens; row {@code t} sits at position {@code p = contextLen - n + t} and sees keys {@code
+     * j <= p} (and {@code j >= p - windowLeft} with a window). With one chunk per prompt this is
+     * causal prefill; with several it is chunked prefill, and a prefix shared through the block
+     * table is read, not recomputed.
      *
      * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
      * @param keyCache {@code [numBlocks, blockSize, Hkv, D]} in the query's dtype, or uint8 (FP8
-     *     e4m3fn), contiguous
+     *     e4m3fn, scales in the options), contiguous
      * @param valueCache likewise
      * @param blockTables int32 {@code [numSeqs, maxBlocks]}
      * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
      * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
-     * @param scale the factor on {@code q·k}
      * @param maxSeqlenQ an upper bound of the chunk lengths
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @param kScale float32 {@code [1]} or {@code [Hkv]}, or {@code null} for 1; only with a uint8
-     *     cache
-     * @param vScale the value scales, likewise
-     * @param windowLeft the keys before each row's position it sees, {@code >= 0}, or {@code -1}
-     *     for all
-     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
+     * @param options scale, window, soft-cap, ALiBi slopes, FP8 scales
      * @return the output {@code [T, Hq, D]}, dtype of {@code query}
-     * @throws IllegalArgumentException if {@code windowLeft < -1}, {@code softcap} is negative or
-     *     not finite, or an argument breaks a rule of {@code paged_prefill_attention}
+     * @throws IllegalArgumentException if an argument breaks a rule of {@code
+     *     paged_prefill_attention}
      */
     public static NDArray pagedPrefillAttention(
             NDArray query,
@@ -1000,168 +477,48 @@ public final class AttentionOps {
             NDArray blockTables,
             NDArray cuSeqlensQ,
             NDArray contextLens,
-            float scale,
             int maxSeqlenQ,
-            NDArray alibiSlopes,
-            NDArray kScale,
-            NDArray vScale,
-            int windowLeft,
-            float softcap) {
-        checkFeatures(windowLeft, softcap);
-        return pagedPrefillAttention(
+            PagedAttentionOptions options) {
+        return PagedOps.pagedPrefillAttention(
                 query,
                 keyCache,
                 valueCache,
                 blockTables,
                 cuSeqlensQ,
                 contextLens,
-                scale,
                 maxSeqlenQ,
-                alibiSlopes,
-                true,
-                kScale,
-                vScale,
-                windowLeft,
-                softcap);
+                options);
     }
 
     /**
-     * {@link #pagedPrefillAttention} over one layer of a paged KV cache for a batch of that cache:
-     * block tables, query offsets and context lengths are the batch's, checked once when the
-     * batch was built.
+     * {@link #pagedPrefillAttention(NDArray, NDArray, NDArray, NDArray, NDArray, NDArray, int,
+     * PagedAttentionOptions)} over one layer of a paged KV cache for a batch of that cache: block
+     * tables, query offsets, context lengths and FP8 scales are the cache's and the batch's,
+     * checked once when the batch was built.
      *
      * @param query packed new tokens {@code [T, Hq, D]}, the cache's dtype and head dim
      * @param cache the cache
      * @param layer the layer, in {@code [0, cache.getNumLayers())}
      * @param batch the step's batch, prepared by {@code cache} and not closed
-     * @param scale the factor on {@code q·k}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
+     * @param options scale, window, soft-cap, ALiBi slopes; no FP8 scales (the cache's are used)
      * @return the output {@code [T, Hq, D]}, dtype of {@code query}
-     * @throws IllegalArgumentException if the batch is not one of this cache's, or an argument
-     *     breaks a rule of {@code paged_prefill_attention}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, the options set
+     *     FP8 scales, or an argument breaks a rule of {@code paged_prefill_attention}
      */
     public static NDArray pagedPrefillAttention(
             NDArray query,
             PagedKvCache cache,
             int layer,
             PagedBatch batch,
-            float scale,
-            NDArray alibiSlopes) {
-        return pagedPrefillAttention(query, cache, layer, batch, scale, alibiSlopes, -1, 0f);
+            PagedAttentionOptions options) {
+        return PagedOps.pagedPrefillAttention(query, cache, layer, batch, options);
     }
 
     /**
-     * {@link #pagedPrefillAttention(NDArray, PagedKvCache, int, PagedBatch, float, NDArray)}
-     * with a sliding window and a logit soft-cap, as {@link #pagedAttention(NDArray,
-     * PagedKvCache, int, PagedBatch, float, NDArray, int, float)} has them: row {@code t} of a
-     * chunk of {@code n} sits at {@code p = contextLen - n + t} and sees keys {@code p -
-     * windowLeft <= j <= p} (no left edge when {@code windowLeft = -1}).
-     *
-     * @param query packed new tokens {@code [T, Hq, D]}, the cache's dtype and head dim
-     * @param cache the cache
-     * @param layer the layer, in {@code [0, cache.getNumLayers())}
-     * @param batch the step's batch, prepared by {@code cache} and not closed
-     * @param scale the factor on {@code q·k}
-     * @param alibiSlopes float32 {@code [Hq]}, or {@code null} for none
-     * @param windowLeft the keys before each row's position it sees, {@code >= 0}, or {@code -1}
-     *     for all
-     * @param softcap the cap, finite and {@code >= 0} ({@code 0}: none)
-     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
-     * @throws IllegalArgumentException if the batch is not one of this cache's, {@code
-     *     windowLeft < -1}, {@code softcap} is negative or not finite, or an argument breaks a
-     *     rule of {@code paged_prefill_attention}
+     * The checks Java owns on an argument (nulls, bfloat16, arrays of another engine), for {@link
+     * DecoderLayerOps}; the operator families use {@link NativeArrays} directly.
      */
-    public static NDArray pagedPrefillAttention(
-            NDArray query,
-            PagedKvCache cache,
-            int layer,
-            PagedBatch batch,
-            float scale,
-            NDArray alibiSlopes,
-            int windowLeft,
-            float softcap) {
-        checkFeatures(windowLeft, softcap);
-        cache.checkBatch(batch);
-        return pagedPrefillAttention(
-                query,
-                cache.getKeyCache(layer),
-                cache.getValueCache(layer),
-                batch.getBlockTables(),
-                batch.getCuSeqlensQ(),
-                batch.getContextLens(),
-                scale,
-                batch.getMaxQueryLen(),
-                alibiSlopes,
-                false,
-                cache.getKeyScale(layer),
-                cache.getValueScale(layer),
-                windowLeft,
-                softcap);
-    }
-
-    private static NDArray pagedPrefillAttention(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray cuSeqlensQ,
-            NDArray contextLens,
-            float scale,
-            int maxSeqlenQ,
-            NDArray alibiSlopes,
-            boolean checkIndices,
-            NDArray kScale,
-            NDArray vScale,
-            int windowLeft,
-            float softcap) {
-        PtNDArray ptQuery = pytorchArray(query, "query");
-        return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
-                .tensor(ptQuery)
-                .tensor(pytorchArray(keyCache, "keyCache"))
-                .tensor(pytorchArray(valueCache, "valueCache"))
-                .tensor(pytorchArray(blockTables, "blockTables"))
-                .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
-                .tensor(pytorchArray(contextLens, "contextLens"))
-                .floatArg(scale)
-                .intArg(maxSeqlenQ)
-                .optionalTensor(optionalArray(alibiSlopes, "alibiSlopes"))
-                .boolArg(checkIndices)
-                .optionalTensor(optionalArray(kScale, "kScale"))
-                .optionalTensor(optionalArray(vScale, "vScale"))
-                .intArg(windowLeft)
-                .floatArg(softcap)
-                .invoke(ptQuery.getManager())[0];
-    }
-
-    /**
-     * The paged operators' window and soft-cap rules, checked in Java with the messages of
-     * {@link AttentionOptions.Builder}'s (the native binding checks them again for other callers).
-     */
-    private static void checkFeatures(int windowLeft, float softcap) {
-        AttentionOptions.checkWindowSize("windowLeft", windowLeft);
-        AttentionOptions.checkSoftcap(softcap);
-    }
-
-    /** {@link #pytorchArray} of a {@code Tensor?} argument: null stays null (None). */
-    private static PtNDArray optionalArray(NDArray array, String name) {
-        return array == null ? null : pytorchArray(array, name);
-    }
-
-    /** The checks Java owns: nulls, bfloat16, arrays of another engine. */
     static PtNDArray pytorchArray(NDArray array, String name) {
-        Objects.requireNonNull(array, name + " must not be null");
-        if (array.getDataType() == DataType.BFLOAT16) {
-            throw new IllegalArgumentException(
-                    name
-                            + ": bfloat16 is not supported from Java (DJL 0.36.0's PyTorch engine"
-                            + " cannot hold bfloat16 arrays); use float16 or float32");
-        }
-        if (!(array instanceof PtNDArray)) {
-            throw new IllegalArgumentException(
-                    name
-                            + ": expected an NDArray of the PyTorch engine, got one of "
-                            + array.getManager().getEngine().getEngineName());
-        }
-        return (PtNDArray) array;
+        return NativeArrays.pytorchArray(array, name);
     }
 }

@@ -103,7 +103,16 @@ class PagedFeaturesTest {
                     NDArray q = manager.randomNormal(new Shape(tokens, HEADS, DIM));
                     NDArray out =
                             AttentionOps.pagedPrefillAttention(
-                                    q, cache, 0, batch, SCALE, slopes, windowLeft, softcap);
+                                    q,
+                                    cache,
+                                    0,
+                                    batch,
+                                    PagedAttentionOptions.builder()
+                                            .optScale(SCALE)
+                                            .optAlibiSlopes(slopes)
+                                            .optWindowLeft(windowLeft)
+                                            .optSoftcap(softcap)
+                                            .build());
                     double[] expected =
                             reference(q.toFloatArray(), lens, keys, values, windowLeft, softcap,
                                     slope);
@@ -117,13 +126,13 @@ class PagedFeaturesTest {
                                     batch.getBlockTables(),
                                     batch.getCuSeqlensQ(),
                                     batch.getContextLens(),
-                                    SCALE,
                                     batch.getMaxQueryLen(),
-                                    slopes,
-                                    null,
-                                    null,
-                                    windowLeft,
-                                    softcap);
+                                    PagedAttentionOptions.builder()
+                                            .optScale(SCALE)
+                                            .optAlibiSlopes(slopes)
+                                            .optWindowLeft(windowLeft)
+                                            .optSoftcap(softcap)
+                                            .build());
                     assertClose(expected, table, what + ", prefill step " + step + ", tables");
                 }
             }
@@ -137,7 +146,16 @@ class PagedFeaturesTest {
                 NDArray q = manager.randomNormal(new Shape(ids.length, HEADS, DIM));
                 NDArray out =
                         AttentionOps.pagedAttention(
-                                q, cache, 0, batch, SCALE, slopes, windowLeft, softcap);
+                                q,
+                                cache,
+                                0,
+                                batch,
+                                PagedAttentionOptions.builder()
+                                        .optScale(SCALE)
+                                        .optAlibiSlopes(slopes)
+                                        .optWindowLeft(windowLeft)
+                                        .optSoftcap(softcap)
+                                        .build());
                 double[] expected =
                         reference(q.toFloatArray(), ones, keys, values, windowLeft, softcap,
                                 slope);
@@ -149,13 +167,13 @@ class PagedFeaturesTest {
                                 cache.getValueCache(0),
                                 batch.getBlockTables(),
                                 batch.getContextLens(),
-                                SCALE,
                                 batch.getMaxContextLen(),
-                                slopes,
-                                null,
-                                null,
-                                windowLeft,
-                                softcap);
+                                PagedAttentionOptions.builder()
+                                        .optScale(SCALE)
+                                        .optAlibiSlopes(slopes)
+                                        .optWindowLeft(windowLeft)
+                                        .optSoftcap(softcap)
+                                        .build());
                 assertClose(expected, table, what + ", decode, tables");
             }
         }
@@ -178,16 +196,36 @@ class PagedFeaturesTest {
                 AttentionOps.reshapeAndCache(k, k, cache, 0, batch);
                 NDArray q = manager.randomNormal(new Shape(20, HEADS, DIM));
                 assertArrayEquals(
-                        AttentionOps.pagedPrefillAttention(q, cache, 0, batch, SCALE, null)
+                        AttentionOps.pagedPrefillAttention(
+                                        q,
+                                        cache,
+                                        0,
+                                        batch,
+                                        PagedAttentionOptions.builder().optScale(SCALE).build())
                                 .toFloatArray(),
-                        AttentionOps.pagedPrefillAttention(q, cache, 0, batch, SCALE, null, -1, 0f)
+                        AttentionOps.pagedPrefillAttention(
+                                        q,
+                                        cache,
+                                        0,
+                                        batch,
+                                        PagedAttentionOptions.builder().optScale(SCALE).build())
                                 .toFloatArray());
                 NDArray one = q.get("19:20");
                 try (PagedBatch decode = cache.prepare(new long[] {0}, new int[] {1}, manager)) {
                     assertArrayEquals(
-                            AttentionOps.pagedAttention(one, cache, 0, decode, SCALE, null)
+                            AttentionOps.pagedAttention(
+                                            one,
+                                            cache,
+                                            0,
+                                            decode,
+                                            PagedAttentionOptions.builder().optScale(SCALE).build())
                                     .toFloatArray(),
-                            AttentionOps.pagedAttention(one, cache, 0, decode, SCALE, null, -1, 0f)
+                            AttentionOps.pagedAttention(
+                                            one,
+                                            cache,
+                                            0,
+                                            decode,
+                                            PagedAttentionOptions.builder().optScale(SCALE).build())
                                     .toFloatArray());
                 }
             }
@@ -227,12 +265,28 @@ class PagedFeaturesTest {
                             message,
                             () ->
                                     AttentionOps.pagedPrefillAttention(
-                                            q, cache, 0, batch, SCALE, null, left, cap));
+                                            q,
+                                            cache,
+                                            0,
+                                            batch,
+                                            PagedAttentionOptions.builder()
+                                                    .optScale(SCALE)
+                                                    .optWindowLeft(left)
+                                                    .optSoftcap(cap)
+                                                    .build()));
                     assertRejected(
                             message,
                             () ->
                                     AttentionOps.pagedAttention(
-                                            one, cache, 0, batch, SCALE, null, left, cap));
+                                            one,
+                                            cache,
+                                            0,
+                                            batch,
+                                            PagedAttentionOptions.builder()
+                                                    .optScale(SCALE)
+                                                    .optWindowLeft(left)
+                                                    .optSoftcap(cap)
+                                                    .build()));
                     assertRejected(
                             message,
                             () ->
@@ -243,13 +297,12 @@ class PagedFeaturesTest {
                                             batch.getBlockTables(),
                                             batch.getCuSeqlensQ(),
                                             batch.getContextLens(),
-                                            SCALE,
                                             3,
-                                            null,
-                                            null,
-                                            null,
-                                            left,
-                                            cap));
+                                            PagedAttentionOptions.builder()
+                                                    .optScale(SCALE)
+                                                    .optWindowLeft(left)
+                                                    .optSoftcap(cap)
+                                                    .build()));
                     assertRejected(
                             message,
                             () ->
@@ -259,13 +312,12 @@ class PagedFeaturesTest {
                                             cache.getValueCache(0),
                                             batch.getBlockTables(),
                                             batch.getContextLens(),
-                                            SCALE,
                                             3,
-                                            null,
-                                            null,
-                                            null,
-                                            left,
-                                            cap));
+                                            PagedAttentionOptions.builder()
+                                                    .optScale(SCALE)
+                                                    .optWindowLeft(left)
+                                                    .optSoftcap(cap)
+                                                    .build()));
                 }
             }
         }

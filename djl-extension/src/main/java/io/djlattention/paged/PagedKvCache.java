@@ -11,7 +11,6 @@ import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
-import io.djlattention.AttentionOps;
 import io.djlattention.jni.SupportedValues;
 
 import java.util.List;
@@ -33,8 +32,11 @@ import java.util.List;
  *
  * <p>A step: give each sequence its new slots ({@link #allocate} for a prompt, {@link #appendSlots}
  * for decode tokens, which also performs copy-on-write of shared blocks), build the batch tensors
- * ({@link #prepare}), write each layer's new K/V ({@link #write}) and run the paged kernels on
- * {@link #getKeyCache}/{@link #getValueCache}. Not thread-safe.
+ * ({@link #prepare}), and per layer write the new K/V and run the paged kernels on the batch
+ * ({@code AttentionOps.reshapeAndCache}, {@code pagedAttention}, {@code pagedPrefillAttention}
+ * with this cache and the batch). The block tables are reachable read-only ({@link
+ * #getBlockTable}): every change goes through this cache, so none skips the copy-on-write of
+ * {@link #appendSlots}. Not thread-safe.
  */
 public final class PagedKvCache implements AutoCloseable {
 
@@ -188,12 +190,46 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Returns the block tables and allocator.
+     * Returns a sequence's block table, read-only: the blocks change only through this cache
+     * ({@link #appendSlots} copies a shared partial block before writing to it), never around it.
      *
-     * @return the block manager
+     * @param sequenceId the sequence
+     * @return its table
+     * @throws IllegalArgumentException if the sequence is unknown
      */
-    public BlockManager getBlockManager() {
-        return blocks;
+    public BlockTable getBlockTable(long sequenceId) {
+        return blocks.getTable(sequenceId);
+    }
+
+    /**
+     * Returns the blocks {@code numTokens} tokens occupy.
+     *
+     * @param numTokens the tokens
+     * @return {@code ceil(numTokens / blockSize)}
+     */
+    public int blocksFor(int numTokens) {
+        return blocks.blocksFor(numTokens);
+    }
+
+    /**
+     * Returns how many leading tokens of {@code tokens[0 .. maxTokens)} the prefix index holds
+     * ({@link BlockManager#findCachedPrefix}); changes nothing.
+     *
+     * @param tokens the token ids
+     * @param maxTokens how many leading tokens may be shared, in {@code [0, tokens.length]}
+     * @return the tokens that would be shared, a multiple of the block size
+     */
+    public int findCachedPrefix(int[] tokens, int maxTokens) {
+        return blocks.findCachedPrefix(tokens, maxTokens);
+    }
+
+    /**
+     * Returns the number of blocks in the prefix index.
+     *
+     * @return the indexed blocks
+     */
+    public int getNumIndexedBlocks() {
+        return blocks.getPrefixCache().size();
     }
 
     /**
@@ -494,18 +530,6 @@ public final class PagedKvCache implements AutoCloseable {
             long[] sequenceIds, int width, int[] tables, int[] contexts, long[] slots) {
         checkOpen();
         PagedBatch.writeDecode(blocks, sequenceIds, width, tables, contexts, slots);
-    }
-
-    /**
-     * Writes one layer's new keys and values to their slots ({@code reshape_and_cache}).
-     *
-     * @param layer the layer
-     * @param key {@code [T, Hkv, D]}
-     * @param value {@code [T, Hkv, D]}
-     * @param batch the step's batch (its slot mapping)
-     */
-    public void write(int layer, NDArray key, NDArray value, PagedBatch batch) {
-        AttentionOps.reshapeAndCache(key, value, this, layer, batch);
     }
 
     /**

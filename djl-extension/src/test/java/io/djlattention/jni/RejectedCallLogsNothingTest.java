@@ -13,6 +13,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import io.djlattention.AttentionOps;
 import io.djlattention.AttentionOptions;
+import io.djlattention.PagedAttentionOptions;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.IOException;
@@ -107,7 +108,13 @@ class RejectedCallLogsNothingTest {
                 expectRejected(
                         () ->
                                 AttentionOps.pagedAttention(
-                                        query, cache, cache, tables, lens, 0.125f, 20, null));
+                                        query,
+                                        cache,
+                                        cache,
+                                        tables,
+                                        lens,
+                                        20,
+                                        PagedAttentionOptions.builder().optScale(0.125f).build()));
                 NDArray qkv = manager.randomNormal(new Shape(1, 2, 48), DataType.FLOAT32);
                 expectRejected(() -> AttentionOps.bertAttention(qkv, null, null, 0, 0.5));
             }

@@ -12,6 +12,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import io.djlattention.AttentionOps;
+import io.djlattention.PagedAttentionOptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -46,7 +47,12 @@ class PagedBatchPathTest {
                 AttentionOps.reshapeAndCache(k, v, cache, layer, prefill);
                 NDArray q = manager.randomNormal(new Shape(43, 4, 64));
                 NDArray batchOut =
-                        AttentionOps.pagedPrefillAttention(q, cache, layer, prefill, 0.125f, null);
+                        AttentionOps.pagedPrefillAttention(
+                                q,
+                                cache,
+                                layer,
+                                prefill,
+                                PagedAttentionOptions.builder().optScale(0.125f).build());
                 NDArray rawOut =
                         AttentionOps.pagedPrefillAttention(
                                 q,
@@ -55,14 +61,19 @@ class PagedBatchPathTest {
                                 prefill.getBlockTables(),
                                 prefill.getCuSeqlensQ(),
                                 prefill.getContextLens(),
-                                0.125f,
                                 prefill.getMaxQueryLen(),
-                                null);
+                                PagedAttentionOptions.builder().optScale(0.125f).build());
                 assertArrayEquals(rawOut.toFloatArray(), batchOut.toFloatArray());
             }
             try (PagedBatch decode = cache.prepare(new long[] {0, 1}, new int[] {1, 1}, manager)) {
                 NDArray q = manager.randomNormal(new Shape(2, 4, 64));
-                NDArray batchOut = AttentionOps.pagedAttention(q, cache, layer, decode, 0.125f, null);
+                NDArray batchOut =
+                        AttentionOps.pagedAttention(
+                                q,
+                                cache,
+                                layer,
+                                decode,
+                                PagedAttentionOptions.builder().optScale(0.125f).build());
                 NDArray rawOut =
                         AttentionOps.pagedAttention(
                                 q,
@@ -70,9 +81,8 @@ class PagedBatchPathTest {
                                 cache.getValueCache(layer),
                                 decode.getBlockTables(),
                                 decode.getContextLens(),
-                                0.125f,
                                 decode.getMaxContextLen(),
-                                null);
+                                PagedAttentionOptions.builder().optScale(0.125f).build());
                 assertArrayEquals(rawOut.toFloatArray(), batchOut.toFloatArray());
             }
         }
@@ -126,7 +136,15 @@ class PagedBatchPathTest {
                 IllegalArgumentException e =
                         assertThrows(
                                 IllegalArgumentException.class,
-                                () -> AttentionOps.pagedAttention(q, cache, 0, foreign, 1f, null));
+                                () ->
+                                        AttentionOps.pagedAttention(
+                                                q,
+                                                cache,
+                                                0,
+                                                foreign,
+                                                PagedAttentionOptions.builder()
+                                                        .optScale(1f)
+                                                        .build()));
                 assertTrue(e.getMessage().contains("prepared by this cache"), e.getMessage());
             }
             PagedBatch closed = cache.prepare(new long[] {0}, new int[] {1}, manager);
@@ -134,7 +152,13 @@ class PagedBatchPathTest {
             IllegalArgumentException e =
                     assertThrows(
                             IllegalArgumentException.class,
-                            () -> AttentionOps.pagedAttention(q, cache, 0, closed, 1f, null));
+                            () ->
+                                    AttentionOps.pagedAttention(
+                                            q,
+                                            cache,
+                                            0,
+                                            closed,
+                                            PagedAttentionOptions.builder().optScale(1f).build()));
             assertTrue(e.getMessage().contains("closed"), e.getMessage());
             // The operator's shape rules still apply on the batch path.
             try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {1}, manager)) {
@@ -144,7 +168,13 @@ class PagedBatchPathTest {
                                 IllegalArgumentException.class,
                                 () ->
                                         AttentionOps.pagedAttention(
-                                                wrongDim, cache, 0, batch, 1f, null));
+                                                wrongDim,
+                                                cache,
+                                                0,
+                                                batch,
+                                                PagedAttentionOptions.builder()
+                                                        .optScale(1f)
+                                                        .build()));
                 assertTrue(e.getMessage().startsWith("paged_attention: "), e.getMessage());
             }
         }

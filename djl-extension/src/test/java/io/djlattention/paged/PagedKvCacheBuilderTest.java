@@ -12,6 +12,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import io.djlattention.AttentionOps;
+import io.djlattention.PagedAttentionOptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -42,7 +43,13 @@ class PagedKvCacheBuilderTest {
             try {
                 NDArray out =
                         AttentionOps.pagedAttention(
-                                query, cache, cache, tables, lens, 0.5f, 1, null);
+                                query,
+                                cache,
+                                cache,
+                                tables,
+                                lens,
+                                1,
+                                PagedAttentionOptions.builder().optScale(0.5f).build());
                 assertEquals(new Shape(1, 2, headDim), out.getShape());
                 return null;
             } catch (IllegalArgumentException e) {

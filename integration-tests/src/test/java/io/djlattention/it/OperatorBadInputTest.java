@@ -19,6 +19,7 @@ import io.djlattention.AttentionOptions;
 import io.djlattention.DecoderLayerOps;
 import io.djlattention.DecoderLayerOptions;
 import io.djlattention.DecoderLayerWeights;
+import io.djlattention.PagedAttentionOptions;
 import io.djlattention.SamplingOps;
 import io.djlattention.StepOps;
 import io.djlattention.jni.Operator;
@@ -87,15 +88,25 @@ class OperatorBadInputTest {
     /** Paged calls: 2 sequences of 20 and 9 tokens in a cache of 4 blocks of 16, 2 KV heads. */
     private static NDArray paged(NDManager m, NDArray tables) {
         return AttentionOps.pagedAttention(
-                randn(m, 2, 4, 64), randn(m, 4, 16, 2, 64), randn(m, 4, 16, 2, 64), tables,
-                ints(m, 20, 9), 0.125f, 20, null);
+                randn(m, 2, 4, 64),
+                randn(m, 4, 16, 2, 64),
+                randn(m, 4, 16, 2, 64),
+                tables,
+                ints(m, 20, 9),
+                20,
+                PagedAttentionOptions.builder().optScale(0.125f).build());
     }
 
     private static NDArray prefill(NDManager m, int maxSeqlenQ) {
         return AttentionOps.pagedPrefillAttention(
-                randn(m, 5, 4, 64), randn(m, 4, 16, 2, 64), randn(m, 4, 16, 2, 64),
-                m.create(new int[] {2, 0, 3, 1}, new Shape(2, 2)), ints(m, 0, 3, 5),
-                ints(m, 20, 9), 0.125f, maxSeqlenQ, null);
+                randn(m, 5, 4, 64),
+                randn(m, 4, 16, 2, 64),
+                randn(m, 4, 16, 2, 64),
+                m.create(new int[] {2, 0, 3, 1}, new Shape(2, 2)),
+                ints(m, 0, 3, 5),
+                ints(m, 20, 9),
+                maxSeqlenQ,
+                PagedAttentionOptions.builder().optScale(0.125f).build());
     }
 
     /**

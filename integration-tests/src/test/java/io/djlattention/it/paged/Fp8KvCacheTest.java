@@ -23,19 +23,20 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 
 import io.djlattention.AttentionOps;
+import io.djlattention.PagedAttentionOptions;
 import io.djlattention.it.TestDevice;
 import io.djlattention.paged.BlockCopy;
 import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.KvCacheScales;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.Decoder;
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
-import io.djlattention.zoo.generate.GenerationEngine;
+import io.djlattention.zoo.generate.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationConfig;
+import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.zoo.generate.GenerationResult;
 
 import org.junit.jupiter.api.AfterAll;
@@ -169,17 +170,34 @@ class Fp8KvCacheTest {
             try (PagedBatch b8 = fp8.prepare(ids, contexts, m);
                     PagedBatch b32 = f32.prepare(ids, contexts, m);
                     PagedBatch b16 = f16.prepare(ids, contexts, m)) {
-                fp8.write(0, k, v, b8);
-                f32.write(0, k, v, b32);
-                f16.write(0, half(k), half(v), b16);
+                AttentionOps.reshapeAndCache(k, v, fp8, 0, b8);
+                AttentionOps.reshapeAndCache(k, v, f32, 0, b32);
+                AttentionOps.reshapeAndCache(half(k), half(v), f16, 0, b16);
                 prefill16 =
-                        AttentionOps.pagedPrefillAttention(half(qPrefill), f16, 0, b16, scale, null)
+                        AttentionOps.pagedPrefillAttention(
+                                        half(qPrefill),
+                                        f16,
+                                        0,
+                                        b16,
+                                        PagedAttentionOptions.builder().optScale(scale).build())
                                 .toType(DataType.FLOAT32, false)
                                 .toFloatArray();
-                prefill8 = AttentionOps.pagedPrefillAttention(qPrefill, fp8, 0, b8, scale, null)
-                        .toFloatArray();
-                prefill32 = AttentionOps.pagedPrefillAttention(qPrefill, f32, 0, b32, scale, null)
-                        .toFloatArray();
+                prefill8 =
+                        AttentionOps.pagedPrefillAttention(
+                                        qPrefill,
+                                        fp8,
+                                        0,
+                                        b8,
+                                        PagedAttentionOptions.builder().optScale(scale).build())
+                                .toFloatArray();
+                prefill32 =
+                        AttentionOps.pagedPrefillAttention(
+                                        qPrefill,
+                                        f32,
+                                        0,
+                                        b32,
+                                        PagedAttentionOptions.builder().optScale(scale).build())
+                                .toFloatArray();
             }
             assertEquals(DataType.UINT8, fp8.getKeyCache(0).getDataType());
             double[] keys = dequantise(fp8.getKeyCache(0), kScales, hkv, dim);
@@ -248,13 +266,30 @@ class Fp8KvCacheTest {
                     PagedBatch d32 = f32.prepare(ids, ones, m);
                     PagedBatch d16 = f16.prepare(ids, ones, m)) {
                 float[] out16 =
-                        AttentionOps.pagedAttention(half(qDecode), f16, 0, d16, scale, null)
+                        AttentionOps.pagedAttention(
+                                        half(qDecode),
+                                        f16,
+                                        0,
+                                        d16,
+                                        PagedAttentionOptions.builder().optScale(scale).build())
                                 .toType(DataType.FLOAT32, false)
                                 .toFloatArray();
                 float[] out8 =
-                        AttentionOps.pagedAttention(qDecode, fp8, 0, d8, scale, null).toFloatArray();
+                        AttentionOps.pagedAttention(
+                                        qDecode,
+                                        fp8,
+                                        0,
+                                        d8,
+                                        PagedAttentionOptions.builder().optScale(scale).build())
+                                .toFloatArray();
                 float[] out32 =
-                        AttentionOps.pagedAttention(qDecode, f32, 0, d32, scale, null).toFloatArray();
+                        AttentionOps.pagedAttention(
+                                        qDecode,
+                                        f32,
+                                        0,
+                                        d32,
+                                        PagedAttentionOptions.builder().optScale(scale).build())
+                                .toFloatArray();
                 float[] qd = qDecode.toFloatArray();
                 worstRef = 0;
                 worstVsF32 = 0;
@@ -347,7 +382,7 @@ class Fp8KvCacheTest {
         for (int s = 0; s < ids.length; ++s) {
             out[s] = new int[contexts[s]];
             for (int p = 0; p < contexts[s]; ++p) {
-                out[s][p] = (int) cache.getBlockManager().getTable(ids[s]).slotOf(p);
+                out[s][p] = (int) cache.getBlockTable(ids[s]).slotOf(p);
             }
         }
         return out;
@@ -718,17 +753,18 @@ class Fp8KvCacheTest {
             cache.allocate(0, 5); // a partial block
             try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {5}, m)) {
                 for (int l = 0; l < 2; ++l) {
-                    cache.write(
+                    AttentionOps.reshapeAndCache(
+                            randn(m, random, new Shape(5, 2, 64)),
+                            randn(m, random, new Shape(5, 2, 64)),
+                            cache,
                             l,
-                            randn(m, random, new Shape(5, 2, 64)),
-                            randn(m, random, new Shape(5, 2, 64)),
                             batch);
                 }
             }
-            int parentBlock = cache.getBlockManager().getTable(0).getBlocks().get(0);
+            int parentBlock = cache.getBlockTable(0).getBlocks().get(0);
             cache.fork(0, 1);
             cache.appendSlots(1, 1); // copy-on-write of the shared partial block
-            int childBlock = cache.getBlockManager().getTable(1).getBlocks().get(0);
+            int childBlock = cache.getBlockTable(1).getBlocks().get(0);
             assertTrue(childBlock != parentBlock, "the child's block was not copied");
             for (int l = 0; l < 2; ++l) {
                 for (NDArray c : new NDArray[] {cache.getKeyCache(l), cache.getValueCache(l)}) {
@@ -769,7 +805,7 @@ class Fp8KvCacheTest {
             NDArray k = randn(m, random, new Shape(11, 3, 64)).mul(spread);
             NDArray v = randn(m, random, new Shape(11, 3, 64));
             try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {11}, m)) {
-                cache.write(0, k, v, batch);
+                AttentionOps.reshapeAndCache(k, v, cache, 0, batch);
             }
             float[] kIn = k.toFloatArray();
             float[] want = new float[3];

@@ -14,6 +14,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.AttentionOps;
+import io.djlattention.PagedAttentionOptions;
 import io.djlattention.it.StockAttention;
 import io.djlattention.it.TestDevice;
 import io.djlattention.paged.BlockTable;
@@ -80,7 +81,7 @@ class PagedAttentionParityTest {
             try (PagedBatch batch = cache.prepare(ids, all, manager)) {
                 NDArray k = randn(manager, random, new Shape(sum(all), headsKv, dim), dtype);
                 NDArray v = randn(manager, random, new Shape(sum(all), headsKv, dim), dtype);
-                cache.write(0, k, v, batch);
+                AttentionOps.reshapeAndCache(k, v, cache, 0, batch);
                 int start = 0;
                 for (int s = 0; s < n; ++s) {
                     NDIndex rows = new NDIndex("{}:{}", start, start + CONTEXTS[s]);
@@ -107,9 +108,8 @@ class PagedAttentionParityTest {
                                 cache.getValueCache(0),
                                 decode.getBlockTables(),
                                 decode.getContextLens(),
-                                scale,
                                 decode.getMaxContextLen(),
-                                null);
+                                PagedAttentionOptions.builder().optScale(scale).build());
                 assertEquals(new Shape(n, headsQ, dim), out.getShape());
                 assertEquals(dtype, out.getDataType());
                 for (int s = 0; s < n; ++s) {
@@ -169,7 +169,7 @@ class PagedAttentionParityTest {
                     v.add(vs.get(s).get(rows));
                 }
                 try (PagedBatch batch = cache.prepare(ids, step, manager)) {
-                    cache.write(0, NDArrays(k), NDArrays(v), batch);
+                    AttentionOps.reshapeAndCache(NDArrays(k), NDArrays(v), cache, 0, batch);
                     NDArray out =
                             AttentionOps.pagedPrefillAttention(
                                     NDArrays(q),
@@ -178,9 +178,8 @@ class PagedAttentionParityTest {
                                     batch.getBlockTables(),
                                     batch.getCuSeqlensQ(),
                                     batch.getContextLens(),
-                                    scale,
                                     batch.getMaxQueryLen(),
-                                    null);
+                                    PagedAttentionOptions.builder().optScale(scale).build());
                     int start = 0;
                     for (int s = 0; s < n; ++s) {
                         if (step[s] > 0) {
@@ -225,19 +224,19 @@ class PagedAttentionParityTest {
             cache.allocate(0, 11);
             NDArray k = randn(manager, random, new Shape(11, 1, 64), DataType.FLOAT32);
             try (PagedBatch batch = cache.prepare(new long[] {0}, new int[] {11}, manager)) {
-                cache.write(0, k, k, batch);
+                AttentionOps.reshapeAndCache(k, k, cache, 0, batch);
             }
             cache.fork(0, 1);
             cache.appendSlots(1, 1);
             NDArray extra = randn(manager, random, new Shape(1, 1, 64), DataType.FLOAT32);
             try (PagedBatch batch = cache.prepare(new long[] {1}, new int[] {1}, manager)) {
-                cache.write(0, extra, extra, batch);
+                AttentionOps.reshapeAndCache(extra, extra, cache, 0, batch);
             }
             assertEquals(k, gather(cache.getKeyCache(0), cache, 0));
             assertEquals(k.concat(extra, 0), gather(cache.getKeyCache(0), cache, 1));
             assertEquals(
-                    cache.getBlockManager().getTable(0).getBlocks().get(0),
-                    cache.getBlockManager().getTable(1).getBlocks().get(0));
+                    cache.getBlockTable(0).getBlocks().get(0),
+                    cache.getBlockTable(1).getBlocks().get(0));
             cache.free(0);
             cache.free(1);
             assertEquals(cache.getNumBlocks(), cache.getNumFreeBlocks());
@@ -287,7 +286,7 @@ class PagedAttentionParityTest {
     private static void assertBlocksAreShuffled(PagedKvCache cache, long[] ids) {
         boolean gap = false;
         for (long id : ids) {
-            List<Integer> blocks = cache.getBlockManager().getTable(id).getBlocks();
+            List<Integer> blocks = cache.getBlockTable(id).getBlocks();
             for (int i = 1; i < blocks.size(); ++i) {
                 gap |= blocks.get(i) != blocks.get(i - 1) + 1;
             }
@@ -297,7 +296,7 @@ class PagedAttentionParityTest {
 
     /** A sequence's tokens read from a cache through its block table: {@code [ctx, Hkv, D]}. */
     private static NDArray gather(NDArray cacheArray, PagedKvCache cache, long id) {
-        BlockTable table = cache.getBlockManager().getTable(id);
+        BlockTable table = cache.getBlockTable(id);
         long[] slots = new long[table.getNumTokens()];
         for (int p = 0; p < slots.length; ++p) {
             slots[p] = table.slotOf(p);

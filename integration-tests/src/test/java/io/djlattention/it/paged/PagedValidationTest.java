@@ -13,6 +13,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.AttentionOps;
+import io.djlattention.PagedAttentionOptions;
 import io.djlattention.it.TestDevice;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
@@ -60,7 +61,13 @@ class PagedValidationTest {
 
     private NDArray decode() {
         return AttentionOps.pagedAttention(
-                query, keyCache, valueCache, blockTables, contextLens, 0.125f, 20, null);
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                contextLens,
+                20,
+                PagedAttentionOptions.builder().optScale(0.125f).build());
     }
 
     private static void assertRejected(String expected, Executable call) {
@@ -97,9 +104,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 contextLens,
-                                0.125f,
                                 40,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         contextLens = manager.create(new int[] {20, 9});
         assertRejected(
                 "context_lens: expected values <= max_context_len = 19",
@@ -110,9 +116,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 contextLens,
-                                0.125f,
                                 19,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
     }
 
     @Test
@@ -127,9 +132,8 @@ class PagedValidationTest {
                                 valueCache,
                                 tables64,
                                 contextLens,
-                                0.125f,
                                 20,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         NDArray lens64 = contextLens.toType(DataType.INT64, false);
         assertRejected(
                 "context_lens: expected dtype int32",
@@ -140,9 +144,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 lens64,
-                                0.125f,
                                 20,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         NDArray q64 = query.toType(DataType.FLOAT64, false);
         assertRejected(
                 "query: expected dtype in",
@@ -153,9 +156,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 contextLens,
-                                0.125f,
                                 20,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         NDArray q16 = query.toType(DataType.FLOAT16, false);
         assertRejected(
                 "key_cache: expected the dtype of query",
@@ -166,9 +168,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 contextLens,
-                                0.125f,
                                 20,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         NDArray key = manager.randomNormal(new Shape(3, 2, 64));
         NDArray slots32 = manager.create(new int[] {0, 1, 2});
         assertRejected(
@@ -185,14 +186,25 @@ class PagedValidationTest {
                 "query: expected a head dim D in [1, 256], got 257",
                 () ->
                         AttentionOps.pagedAttention(
-                                q257, cache257, cache257, blockTables, contextLens, 0.125f, 20,
-                                null));
+                                q257,
+                                cache257,
+                                cache257,
+                                blockTables,
+                                contextLens,
+                                20,
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         NDArray cache4 = keyCache.reshape(16, 4, 2, 64);
         assertRejected(
                 "key_cache: expected a block size in {8, 16, 32}, got 4",
                 () ->
                         AttentionOps.pagedAttention(
-                                query, cache4, cache4, blockTables, contextLens, 0.125f, 20, null));
+                                query,
+                                cache4,
+                                cache4,
+                                blockTables,
+                                contextLens,
+                                20,
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
     }
 
     @Test
@@ -215,7 +227,14 @@ class PagedValidationTest {
                 "context_lens: expected each context to hold its chunk of new tokens",
                 () ->
                         AttentionOps.pagedPrefillAttention(
-                                q, keyCache, valueCache, blockTables, cu, lens, 0.125f, 10, null));
+                                q,
+                                keyCache,
+                                valueCache,
+                                blockTables,
+                                cu,
+                                lens,
+                                10,
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
     }
 
     @Test
@@ -230,9 +249,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 contextLens,
-                                0.125f,
                                 20,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
         assertRejected(
                 "keyCache: bfloat16 is not supported from Java",
                 () -> AttentionOps.reshapeAndCache(query, query, bf16, valueCache, contextLens));
@@ -245,9 +263,8 @@ class PagedValidationTest {
                                 valueCache,
                                 blockTables,
                                 contextLens,
-                                0.125f,
                                 20,
-                                null));
+                                PagedAttentionOptions.builder().optScale(0.125f).build()));
     }
 
     @Test

@@ -272,7 +272,7 @@ class PrefixSharingTest {
             }
             Map<Long, GenerationResult> results = scheduler.runToCompletion();
             assertEquals(cache.getNumBlocks(), cache.getNumFreeBlocks(), "blocks leaked");
-            assertEquals(0, cache.getBlockManager().getPrefixCache().size(), "index not empty");
+            assertEquals(0, cache.getNumIndexedBlocks(), "index not empty");
             Run run = new Run();
             run.outputs = new int[prompts.length][];
             for (int r = 0; r < prompts.length; ++r) {

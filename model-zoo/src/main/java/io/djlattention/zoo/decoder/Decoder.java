@@ -19,6 +19,7 @@ import ai.djl.util.PairList;
 import io.djlattention.AttentionOps;
 import io.djlattention.AttentionOptions;
 import io.djlattention.DecoderLayerOps;
+import io.djlattention.PagedAttentionOptions;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import io.djlattention.zoo.hf.TensorSource;
@@ -628,16 +629,22 @@ public final class Decoder extends AbstractBlock {
                             l,
                             x,
                             qkv -> {
-                                cache.write(
-                                        layer,
+                                AttentionOps.reshapeAndCache(
                                         padHeadDim(qkv[1], padKv),
                                         padHeadDim(qkv[2], padKv),
+                                        cache,
+                                        layer,
                                         batch);
                                 NDArray attn;
                                 if (flash) {
                                     attn = flashPrefill(qkv, queryLens, flashOptions[layer]);
                                 } else {
-                                    int windowLeft = config.getWindowLeft(layer);
+                                    PagedAttentionOptions pagedOptions =
+                                            PagedAttentionOptions.builder()
+                                                    .optScale(scale)
+                                                    .optWindowLeft(config.getWindowLeft(layer))
+                                                    .optSoftcap(softcap)
+                                                    .build();
                                     NDArray q = padHeadDim(qkv[0], padQ);
                                     // The batch's tables were checked once when it was built:
                                     // no per-layer device-to-host copy of them.
@@ -648,19 +655,13 @@ public final class Decoder extends AbstractBlock {
                                                             cache,
                                                             layer,
                                                             batch,
-                                                            scale,
-                                                            null,
-                                                            windowLeft,
-                                                            softcap)
+                                                            pagedOptions)
                                                     : AttentionOps.pagedPrefillAttention(
                                                             q,
                                                             cache,
                                                             layer,
                                                             batch,
-                                                            scale,
-                                                            null,
-                                                            windowLeft,
-                                                            softcap);
+                                                            pagedOptions);
                                     if (cacheDim != dim) {
                                         attn = attn.get(new NDIndex("..., :{}", dim));
                                     }

@@ -1,0 +1,77 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention;
+
+import static io.djlattention.NativeArrays.optionalArray;
+import static io.djlattention.NativeArrays.pytorchArray;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.pytorch.engine.PtNDArray;
+import io.djlattention.jni.Operator;
+import io.djlattention.jni.OperatorCall;
+import java.util.Objects;
+
+/**
+ * The dense FlashAttention family ({@code flash_attention}, {@code flash_attention_varlen}) behind
+ * {@link AttentionOps}, which documents them.
+ */
+final class FlashOps {
+
+    private FlashOps() {}
+
+    static NDList flashAttentionWithLogSumExp(
+            NDArray q, NDArray k, NDArray v, AttentionOptions options) {
+        PtNDArray ptQ = pytorchArray(q, "q");
+        PtNDArray ptK = pytorchArray(k, "k");
+        PtNDArray ptV = pytorchArray(v, "v");
+        Objects.requireNonNull(options, "options must not be null");
+        long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
+        PtNDArray[] outputs =
+                OperatorCall.of(Operator.FLASH_ATTENTION)
+                        .tensor(ptQ)
+                        .tensor(ptK)
+                        .tensor(ptV)
+                        .optionalTensor(optionalArray(options.getKvLens(), "kvLens"))
+                        .floatArg(options.getScale(headDim))
+                        .boolArg(options.isCausal())
+                        .intArg(options.getWindowLeft())
+                        .intArg(options.getWindowRight())
+                        .floatArg(options.getSoftcap())
+                        .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
+                        .invoke(ptQ.getManager());
+        return new NDList(outputs);
+    }
+
+    static NDList flashAttentionVarlen(
+            NDArray q,
+            NDArray k,
+            NDArray v,
+            NDArray cuSeqlensQ,
+            NDArray cuSeqlensK,
+            long maxSeqlenQ,
+            long maxSeqlenK,
+            AttentionOptions options) {
+        PtNDArray ptQ = pytorchArray(q, "q");
+        Objects.requireNonNull(options, "options must not be null");
+        long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
+        PtNDArray[] outputs =
+                OperatorCall.of(Operator.FLASH_ATTENTION_VARLEN)
+                        .tensor(ptQ)
+                        .tensor(pytorchArray(k, "k"))
+                        .tensor(pytorchArray(v, "v"))
+                        .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
+                        .tensor(pytorchArray(cuSeqlensK, "cuSeqlensK"))
+                        .intArg(maxSeqlenQ)
+                        .intArg(maxSeqlenK)
+                        .floatArg(options.getScale(headDim))
+                        .boolArg(options.isCausal())
+                        .intArg(options.getWindowLeft())
+                        .intArg(options.getWindowRight())
+                        .floatArg(options.getSoftcap())
+                        .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
+                        .invoke(ptQ.getManager());
+        return new NDList(outputs);
+    }
+}

@@ -1,0 +1,237 @@
+/*
+ * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
+ */
+package io.djlattention;
+
+import static io.djlattention.NativeArrays.optionalArray;
+import static io.djlattention.NativeArrays.pytorchArray;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.pytorch.engine.PtNDArray;
+import io.djlattention.jni.Operator;
+import io.djlattention.jni.OperatorCall;
+import io.djlattention.paged.PagedBatch;
+import io.djlattention.paged.PagedKvCache;
+import java.util.Objects;
+
+/**
+ * The paged family behind {@link AttentionOps}, which documents it: {@code reshape_and_cache},
+ * {@code paged_attention} and {@code paged_prefill_attention}, each on arrays the caller keeps
+ * (indices checked by the operator, one device-to-host copy per call) or on a {@link
+ * PagedKvCache} and one of its {@link PagedBatch}es (checked once when the batch was built, so
+ * the per-layer calls pass {@code check_indices = false}).
+ */
+final class PagedOps {
+
+    private PagedOps() {}
+
+    static void reshapeAndCache(
+            NDArray key,
+            NDArray value,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray slotMapping,
+            NDArray kScale,
+            NDArray vScale) {
+        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true, kScale, vScale);
+    }
+
+    static void reshapeAndCache(
+            NDArray key, NDArray value, PagedKvCache cache, int layer, PagedBatch batch) {
+        cache.checkBatch(batch);
+        reshapeAndCache(
+                key,
+                value,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                batch.getSlotMapping(),
+                false,
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer));
+    }
+
+    static NDArray pagedAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray contextLens,
+            int maxContextLen,
+            PagedAttentionOptions options) {
+        Objects.requireNonNull(options, "options must not be null");
+        return decode(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                contextLens,
+                maxContextLen,
+                options,
+                true,
+                options.getKeyScale(),
+                options.getValueScale());
+    }
+
+    static NDArray pagedAttention(
+            NDArray query,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            PagedAttentionOptions options) {
+        checkCacheCall(cache, batch, options);
+        return decode(
+                query,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                batch.getBlockTables(),
+                batch.getContextLens(),
+                batch.getMaxContextLen(),
+                options,
+                false,
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer));
+    }
+
+    static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            int maxSeqlenQ,
+            PagedAttentionOptions options) {
+        Objects.requireNonNull(options, "options must not be null");
+        return prefill(
+                query,
+                keyCache,
+                valueCache,
+                blockTables,
+                cuSeqlensQ,
+                contextLens,
+                maxSeqlenQ,
+                options,
+                true,
+                options.getKeyScale(),
+                options.getValueScale());
+    }
+
+    static NDArray pagedPrefillAttention(
+            NDArray query,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            PagedAttentionOptions options) {
+        checkCacheCall(cache, batch, options);
+        return prefill(
+                query,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                batch.getBlockTables(),
+                batch.getCuSeqlensQ(),
+                batch.getContextLens(),
+                batch.getMaxQueryLen(),
+                options,
+                false,
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer));
+    }
+
+    private static NDArray decode(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray contextLens,
+            int maxContextLen,
+            PagedAttentionOptions options,
+            boolean checkIndices,
+            NDArray kScale,
+            NDArray vScale) {
+        PtNDArray ptQuery = pytorchArray(query, "query");
+        return OperatorCall.of(Operator.PAGED_ATTENTION)
+                .tensor(ptQuery)
+                .tensor(pytorchArray(keyCache, "keyCache"))
+                .tensor(pytorchArray(valueCache, "valueCache"))
+                .tensor(pytorchArray(blockTables, "blockTables"))
+                .tensor(pytorchArray(contextLens, "contextLens"))
+                .floatArg(options.getScale(headDim(query)))
+                .intArg(maxContextLen)
+                .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
+                .boolArg(checkIndices)
+                .optionalTensor(optionalArray(kScale, "kScale"))
+                .optionalTensor(optionalArray(vScale, "vScale"))
+                .intArg(options.getWindowLeft())
+                .floatArg(options.getSoftcap())
+                .invoke(ptQuery.getManager())[0];
+    }
+
+    private static NDArray prefill(
+            NDArray query,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            int maxSeqlenQ,
+            PagedAttentionOptions options,
+            boolean checkIndices,
+            NDArray kScale,
+            NDArray vScale) {
+        PtNDArray ptQuery = pytorchArray(query, "query");
+        return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
+                .tensor(ptQuery)
+                .tensor(pytorchArray(keyCache, "keyCache"))
+                .tensor(pytorchArray(valueCache, "valueCache"))
+                .tensor(pytorchArray(blockTables, "blockTables"))
+                .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
+                .tensor(pytorchArray(contextLens, "contextLens"))
+                .floatArg(options.getScale(headDim(query)))
+                .intArg(maxSeqlenQ)
+                .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
+                .boolArg(checkIndices)
+                .optionalTensor(optionalArray(kScale, "kScale"))
+                .optionalTensor(optionalArray(vScale, "vScale"))
+                .intArg(options.getWindowLeft())
+                .floatArg(options.getSoftcap())
+                .invoke(ptQuery.getManager())[0];
+    }
+
+    private static void reshapeAndCache(
+            NDArray key,
+            NDArray value,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray slotMapping,
+            boolean checkSlots,
+            NDArray kScale,
+            NDArray vScale) {
+        PtNDArray ptKey = pytorchArray(key, "key");
+        OperatorCall.of(Operator.RESHAPE_AND_CACHE)
+                .tensor(ptKey)
+                .tensor(pytorchArray(value, "value"))
+                .tensor(pytorchArray(keyCache, "keyCache"))
+                .tensor(pytorchArray(valueCache, "valueCache"))
+                .tensor(pytorchArray(slotMapping, "slotMapping"))
+                .boolArg(checkSlots)
+                .optionalTensor(optionalArray(kScale, "kScale"))
+                .optionalTensor(optionalArray(vScale, "vScale"))
+                .invoke(ptKey.getManager());
+    }
+
+    /** A call on a cache's batch: the batch is this cache's, the scales are the cache's. */
+    private static void checkCacheCall(
+            PagedKvCache cache, PagedBatch batch, PagedAttentionOptions options) {
+        Objects.requireNonNull(options, "options must not be null");
+        cache.checkBatch(batch);
+        if (options.getKeyScale() != null || options.getValueScale() != null) {
+            throw new IllegalArgumentException(
+                    "options: a PagedKvCache carries its own FP8 scales; leave optKvScales unset"
+                            + " for a call on a cache");
+        }
+    }
+
+    private static long headDim(NDArray query) {
+        return query != null && query.getShape().dimension() > 0 ? query.getShape().tail() : 1;
+    }
+}
