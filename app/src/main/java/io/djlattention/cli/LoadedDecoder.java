@@ -9,8 +9,8 @@ import ai.djl.ndarray.types.DataType;
 
 import com.google.gson.JsonElement;
 
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.Decoder;
-import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.HfDecoderLoader;
 import io.djlattention.zoo.decoder.Llama2cLoader;
 import io.djlattention.zoo.hf.HfCheckpoint;

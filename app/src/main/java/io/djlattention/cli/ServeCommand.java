@@ -9,14 +9,14 @@ import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
 
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.encoder.EncoderModels;
-import io.djlattention.zoo.encoder.MiniLm;
 import io.djlattention.serving.ApiKeys;
 import io.djlattention.serving.EmbeddingService;
 import io.djlattention.serving.OpenAiServer;
 import io.djlattention.serving.ServedGenerator;
 import io.djlattention.serving.ZooEmbeddingModel;
+import io.djlattention.zoo.DecoderModels;
+import io.djlattention.zoo.encoder.EncoderModels;
+import io.djlattention.zoo.encoder.MiniLm;
 
 import java.io.IOException;
 import java.nio.file.Files;

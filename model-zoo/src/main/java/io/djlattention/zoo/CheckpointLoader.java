@@ -9,7 +9,6 @@ import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ModelNotFoundException;
 import ai.djl.repository.zoo.ZooModel;
 
-import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.HfDecoderLoader;
 import io.djlattention.zoo.decoder.Llama2cLoader;
 import io.djlattention.zoo.encoder.EncoderModels;

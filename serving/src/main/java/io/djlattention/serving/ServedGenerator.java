@@ -6,8 +6,8 @@ package io.djlattention.serving;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.repository.zoo.ZooModel;
 
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
+import io.djlattention.zoo.DecoderModels;
+import io.djlattention.zoo.generate.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationEngine;
 
 import java.io.IOException;

@@ -10,8 +10,8 @@ import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
 
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
+import io.djlattention.zoo.DecoderModels;
+import io.djlattention.zoo.generate.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationEngine;
 
 import java.io.Serializable;

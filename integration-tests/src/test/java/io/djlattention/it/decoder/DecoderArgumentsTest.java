@@ -17,9 +17,9 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.DecoderConfig;
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
+import io.djlattention.zoo.generate.GenerationBlock;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

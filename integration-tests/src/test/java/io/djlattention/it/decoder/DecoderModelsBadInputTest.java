@@ -22,7 +22,7 @@ import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
 
 import io.djlattention.it.HfFixtures;
-import io.djlattention.zoo.decoder.DecoderModels;
+import io.djlattention.zoo.DecoderModels;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

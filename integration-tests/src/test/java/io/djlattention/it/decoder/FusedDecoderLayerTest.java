@@ -24,10 +24,10 @@ import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.KvCacheScales;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.LayerPath;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
-import io.djlattention.zoo.decoder.DecoderModels;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

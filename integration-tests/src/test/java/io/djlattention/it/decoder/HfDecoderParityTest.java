@@ -25,12 +25,12 @@ import com.google.gson.JsonParser;
 import io.djlattention.it.HfFixtures;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.zoo.decoder.DecoderConfig;
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
+import io.djlattention.zoo.generate.GenerationBlock;
 
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;

@@ -14,8 +14,8 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 
 import io.djlattention.it.paged.Stories260k;
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
+import io.djlattention.zoo.DecoderModels;
+import io.djlattention.zoo.generate.GenerationBlock;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

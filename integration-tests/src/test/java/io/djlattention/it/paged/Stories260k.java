@@ -9,8 +9,8 @@ import ai.djl.ndarray.types.DataType;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonParser;
 
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.Decoder;
-import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.Llama2cLoader;
 
 import java.io.IOException;

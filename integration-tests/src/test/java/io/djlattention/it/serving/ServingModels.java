@@ -13,17 +13,17 @@ import ai.djl.repository.zoo.ZooModel;
 import ai.djl.training.ParameterStore;
 
 import io.djlattention.it.TestDevice;
-import io.djlattention.zoo.decoder.Decoder;
-import io.djlattention.zoo.decoder.DecoderModels;
-import io.djlattention.zoo.decoder.GenerationBlock;
-import io.djlattention.zoo.encoder.EncoderModels;
-import io.djlattention.zoo.encoder.MiniLm;
-import io.djlattention.zoo.generate.GenerationEngine;
 import io.djlattention.serving.EmbeddingModel;
 import io.djlattention.serving.EmbeddingService;
 import io.djlattention.serving.OpenAiServer;
 import io.djlattention.serving.ServedGenerator;
 import io.djlattention.serving.ZooEmbeddingModel;
+import io.djlattention.zoo.DecoderModels;
+import io.djlattention.zoo.decoder.Decoder;
+import io.djlattention.zoo.encoder.EncoderModels;
+import io.djlattention.zoo.encoder.MiniLm;
+import io.djlattention.zoo.generate.GenerationBlock;
+import io.djlattention.zoo.generate.GenerationEngine;
 
 import java.time.Duration;
 import java.util.List;

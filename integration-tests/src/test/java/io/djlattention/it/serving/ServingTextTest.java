@@ -16,9 +16,9 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
-import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.serving.OpenAiServer;
 import io.djlattention.serving.ServedGenerator;
+import io.djlattention.zoo.DecoderModels;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;

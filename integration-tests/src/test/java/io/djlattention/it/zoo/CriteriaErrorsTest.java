@@ -19,8 +19,8 @@ import ai.djl.translate.NoopTranslator;
 
 import io.djlattention.it.HfFixtures;
 import io.djlattention.zoo.CheckpointLoader;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.DjlAttentionModelZoo;
-import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.encoder.EncoderModels;
 
 import java.io.FileNotFoundException;

@@ -21,8 +21,8 @@ import com.google.gson.JsonParser;
 
 import io.djlattention.it.HfFixtures;
 import io.djlattention.it.paged.Stories260k;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.DelegatingTranslator;
-import io.djlattention.zoo.decoder.DecoderModels;
 
 import java.io.IOException;
 import java.io.InputStream;

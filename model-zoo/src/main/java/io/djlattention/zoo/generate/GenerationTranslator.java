@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.zoo.decoder;
+package io.djlattention.zoo.generate;
 
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.ndarray.NDList;
@@ -81,7 +81,8 @@ public final class GenerationTranslator<I, O> implements Translator<I, O> {
             ids = Arrays.stream(encoded).mapToInt(Math::toIntExact).toArray();
         }
         if (ids.length == 0) {
-            throw new IllegalArgumentException("input: expected at least one prompt token, got none");
+            throw new IllegalArgumentException(
+                    "input: expected at least one prompt token, got none");
         }
         return new NDList(ctx.getNDManager().create(ids));
     }

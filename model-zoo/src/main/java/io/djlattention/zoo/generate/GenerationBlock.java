@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.zoo.decoder;
+package io.djlattention.zoo.generate;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -15,12 +15,10 @@ import ai.djl.util.PairList;
 import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.KvCacheScales;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.Decoder.ContiguousAttention;
 import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
-import io.djlattention.zoo.generate.ContinuousBatchingScheduler;
-import io.djlattention.zoo.generate.GenerationConfig;
-import io.djlattention.zoo.generate.GenerationResult;
-import io.djlattention.zoo.generate.TokenSampler;
+import io.djlattention.zoo.decoder.DecoderConfig;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -255,7 +253,10 @@ public final class GenerationBlock extends AbstractBlock {
         long total = 0;
         for (int[] p : prompts) {
             int longest =
-                    (int) Math.min((long) p.length + generationConfig.getMaxNewTokens(), maxPositions);
+                    (int)
+                            Math.min(
+                                    (long) p.length + generationConfig.getMaxNewTokens(),
+                                    maxPositions);
             total += (longest + blockSize - 1) / blockSize;
         }
         return Math.toIntExact(Math.max(1, total));

@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.zoo.decoder;
+package io.djlattention.zoo;
 
 import ai.djl.Device;
 import ai.djl.MalformedModelException;
@@ -14,12 +14,17 @@ import ai.djl.repository.zoo.ZooModel;
 import ai.djl.translate.ArgumentsUtil;
 import ai.djl.translate.Translator;
 
-import io.djlattention.zoo.DelegatingTranslator;
-import io.djlattention.zoo.args.KnownArguments;
-import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
 import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.KvCacheScales;
+import io.djlattention.zoo.args.KnownArguments;
+import io.djlattention.zoo.decoder.Decoder;
+import io.djlattention.zoo.decoder.Decoder.PrefillAttention;
+import io.djlattention.zoo.decoder.DecoderConfig;
+import io.djlattention.zoo.decoder.HfDecoderLoader;
+import io.djlattention.zoo.decoder.Llama2cLoader;
+import io.djlattention.zoo.generate.GenerationBlock;
 import io.djlattention.zoo.generate.GenerationConfig;
+import io.djlattention.zoo.generate.GenerationTranslator;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
 import java.io.IOException;
@@ -86,7 +91,8 @@ import java.util.UUID;
 public final class DecoderModels {
 
     /** The class path resource of the built-in stories260K checkpoint (llama2.c format). */
-    public static final String STORIES260K = "/io/djlattention/zoo/models/stories260K/stories260K.bin";
+    public static final String STORIES260K =
+            "/io/djlattention/zoo/models/stories260K/stories260K.bin";
 
     /** Every argument {@link #load} reads; any other is refused, naming these. */
     public static final KnownArguments ARGUMENTS =
@@ -163,8 +169,7 @@ public final class DecoderModels {
             if (checkpoint == null) {
                 try (InputStream stream = DecoderModels.class.getResourceAsStream(STORIES260K)) {
                     if (stream == null) {
-                        throw new IOException(
-                                "class path resource " + STORIES260K + " is missing");
+                        throw new IOException("class path resource " + STORIES260K + " is missing");
                     }
                     decoder =
                             Llama2cLoader.load(
@@ -256,7 +261,9 @@ public final class DecoderModels {
             model.setProperty("architecture", config.getArchitecture().name());
             model.setProperty("attention", attention.name().toLowerCase(Locale.ROOT));
             Translator<?, ?> translator =
-                    text ? GenerationTranslator.forText(tokenizer) : GenerationTranslator.forTokens();
+                    text
+                            ? GenerationTranslator.forText(tokenizer)
+                            : GenerationTranslator.forTokens();
             return new ZooModel<>(model, (Translator<I, O>) translator);
         } catch (IOException | MalformedModelException | RuntimeException e) {
             model.close();
@@ -341,8 +348,7 @@ public final class DecoderModels {
     private static KvCacheDtype kvCacheDtype(Map<String, Object> args)
             throws MalformedModelException {
         try {
-            return KvCacheDtype.fromString(
-                    ArgumentsUtil.stringValue(args, "kvCacheDtype", "auto"));
+            return KvCacheDtype.fromString(ArgumentsUtil.stringValue(args, "kvCacheDtype", "auto"));
         } catch (IllegalArgumentException e) {
             throw new MalformedModelException("argument kvCacheDtype: " + e.getMessage(), e);
         }
