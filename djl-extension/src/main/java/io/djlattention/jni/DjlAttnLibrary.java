@@ -17,7 +17,7 @@ import org.bytedeco.javacpp.annotation.Platform;
  * {@link LibraryLoader#load()}.
  */
 @Platform(include = "djl_attn/c_api.h", link = "djl_attn")
-public final class DjlAttnLibrary {
+final class DjlAttnLibrary {
 
     /** Status of {@link #call}: success. */
     public static final int OK = 0;

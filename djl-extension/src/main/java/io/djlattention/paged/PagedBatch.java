@@ -83,7 +83,7 @@ public final class PagedBatch implements AutoCloseable {
      * @param manager where the arrays are created (the cache's device)
      * @return the batch
      */
-    public static PagedBatch of(
+    static PagedBatch of(
             BlockManager blocks, long[] sequenceIds, int[] queryLens, NDManager manager) {
         if (sequenceIds.length != queryLens.length) {
             throw new IllegalArgumentException(
@@ -126,7 +126,13 @@ public final class PagedBatch implements AutoCloseable {
             }
             cu[s + 1] = cu[s] + queryLens[s];
         }
-        checkIndices(tables, contexts, slots, maxBlocks, blocks);
+        checkIndices(
+                tables,
+                contexts,
+                slots,
+                maxBlocks,
+                blocks.getAllocator().getNumBlocks(),
+                blocks.getBlockSize());
         NDManager sub = manager;
         return new PagedBatch(
                 blocks,
@@ -197,11 +203,21 @@ public final class PagedBatch implements AutoCloseable {
      * context within its table ({@code <= maxBlocks * blockSize}), every slot below {@code
      * numBlocks * blockSize}. The block manager's bookkeeping guarantees them; a failure here is
      * a bug in it, reported before any kernel could read out of bounds.
+     *
+     * <p>The operators' own statement of these rules ({@code check_block_tables} and the slot
+     * check of {@code reshape_and_cache}, native-ops/src/paged/) is the authority, which every
+     * caller keeping its own tables meets; this copy exists so that a batch is checked without
+     * reading the device back (the per-layer calls pass {@code check_indices = false}, the fused
+     * decoder layer too). {@code BlockTableRulesAgreeTest} holds the two to the same verdict on
+     * random tables, valid and not.
      */
-    private static void checkIndices(
-            int[] tables, int[] contexts, long[] slots, int maxBlocks, BlockManager blocks) {
-        int numBlocks = blocks.getAllocator().getNumBlocks();
-        int blockSize = blocks.getBlockSize();
+    static void checkIndices(
+            int[] tables,
+            int[] contexts,
+            long[] slots,
+            int maxBlocks,
+            int numBlocks,
+            int blockSize) {
         for (int s = 0; s < contexts.length; ++s) {
             if (contexts[s] < 0 || contexts[s] > (long) maxBlocks * blockSize) {
                 throw new IllegalStateException(
