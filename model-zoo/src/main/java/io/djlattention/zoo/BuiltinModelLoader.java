@@ -20,18 +20,20 @@ import java.io.IOException;
  */
 final class BuiltinModelLoader implements ModelLoader {
 
+    private final String groupId;
     private final String artifactId;
     private final Application application;
     private final MRL mrl;
 
-    BuiltinModelLoader(String artifactId, Application application) {
+    BuiltinModelLoader(String groupId, String artifactId, Application application) {
+        this.groupId = groupId;
         this.artifactId = artifactId;
         this.application = application;
         this.mrl =
                 MRL.model(
                         DjlAttentionRepositoryFactory.builtinRepository(artifactId),
                         application,
-                        DjlAttentionModelZoo.GROUP_ID,
+                        groupId,
                         artifactId,
                         null,
                         artifactId);
@@ -40,7 +42,7 @@ final class BuiltinModelLoader implements ModelLoader {
     /** {@inheritDoc} */
     @Override
     public String getGroupId() {
-        return DjlAttentionModelZoo.GROUP_ID;
+        return groupId;
     }
 
     /** {@inheritDoc} */
@@ -83,6 +85,6 @@ final class BuiltinModelLoader implements ModelLoader {
     /** {@inheritDoc} */
     @Override
     public String toString() {
-        return DjlAttentionModelZoo.GROUP_ID + ':' + artifactId + " (" + application + ", built in)";
+        return groupId + ':' + artifactId + " (" + application + ", built in)";
     }
 }

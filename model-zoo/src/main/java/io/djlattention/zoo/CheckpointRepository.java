@@ -22,11 +22,6 @@ import java.util.Map;
  */
 final class CheckpointRepository extends SimpleRepository {
 
-    /** The artifact argument holding the checkpoint path. */
-    static final String ARG_PATH = "djlAttention.checkpoint";
-    /** The artifact argument holding a built-in model's artifact id. */
-    static final String ARG_BUILTIN = "djlAttention.builtin";
-
     private final Map<String, Object> routing;
 
     /**

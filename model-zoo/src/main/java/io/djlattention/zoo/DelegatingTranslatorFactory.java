@@ -39,14 +39,22 @@ import java.util.UUID;
 public final class DelegatingTranslatorFactory implements TranslatorFactory {
 
     /**
+     * The artifact argument holding the checkpoint path: {@link DjlAttentionRepositoryFactory}
+     * puts it in a {@link CheckpointRepository}'s routing, this factory reads it.
+     */
+    static final String ARG_PATH = "djlAttention.checkpoint";
+    /** The artifact argument holding a built-in model's artifact id. */
+    static final String ARG_BUILTIN = "djlAttention.builtin";
+
+    /**
      * Arguments the repository adds for DJL's loader, and DJL's own repository arguments of a
      * URL's query ({@code model_name}, {@code artifact_id}), not passed on to the delegate: the
      * loaders refuse arguments they do not read.
      */
     private static final Set<String> INTERNAL =
             Set.of(
-                    CheckpointRepository.ARG_PATH,
-                    CheckpointRepository.ARG_BUILTIN,
+                    ARG_PATH,
+                    ARG_BUILTIN,
                     "translatorFactory",
                     "blockFactory",
                     "engine",
@@ -98,8 +106,8 @@ public final class DelegatingTranslatorFactory implements TranslatorFactory {
             builder.optApplication(Application.of(application.toString()));
         }
         Criteria<I, O> criteria = builder.build();
-        Object builtin = arguments.get(CheckpointRepository.ARG_BUILTIN);
-        Object path = arguments.get(CheckpointRepository.ARG_PATH);
+        Object builtin = arguments.get(ARG_BUILTIN);
+        Object path = arguments.get(ARG_PATH);
         ZooModel<I, O> delegate;
         try {
             delegate =

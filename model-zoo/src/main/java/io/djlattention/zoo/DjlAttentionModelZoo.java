@@ -38,8 +38,8 @@ public final class DjlAttentionModelZoo extends ModelZoo {
 
     /** Creates the zoo with its two built-in models. */
     public DjlAttentionModelZoo() {
-        addModel(new BuiltinModelLoader(MINILM, Application.NLP.TEXT_EMBEDDING));
-        addModel(new BuiltinModelLoader(STORIES, Application.NLP.TEXT_GENERATION));
+        addModel(new BuiltinModelLoader(GROUP_ID, MINILM, Application.NLP.TEXT_EMBEDDING));
+        addModel(new BuiltinModelLoader(GROUP_ID, STORIES, Application.NLP.TEXT_GENERATION));
     }
 
     /** {@inheritDoc} */

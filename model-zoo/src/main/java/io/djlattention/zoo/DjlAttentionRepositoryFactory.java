@@ -87,7 +87,7 @@ public final class DjlAttentionRepositoryFactory implements RepositoryFactory {
                 uri.toString(),
                 uri,
                 markerDirectory(artifactId),
-                Map.of(CheckpointRepository.ARG_BUILTIN, artifactId));
+                Map.of(DelegatingTranslatorFactory.ARG_BUILTIN, artifactId));
     }
 
     private static Repository djl(String name, URI uri) {
@@ -116,7 +116,7 @@ public final class DjlAttentionRepositoryFactory implements RepositoryFactory {
             throw new UncheckedIOException(marker + ": cannot create: " + e.getMessage(), e);
         }
         return new CheckpointRepository(
-                name, uri, marker, Map.of(CheckpointRepository.ARG_BUILTIN, artifactId));
+                name, uri, marker, Map.of(DelegatingTranslatorFactory.ARG_BUILTIN, artifactId));
     }
 
     private static Repository file(String name, URI uri) {
@@ -129,7 +129,7 @@ public final class DjlAttentionRepositoryFactory implements RepositoryFactory {
                     name,
                     uri,
                     path,
-                    Map.of(CheckpointRepository.ARG_PATH, path.toAbsolutePath().toString()));
+                    Map.of(DelegatingTranslatorFactory.ARG_PATH, path.toAbsolutePath().toString()));
         }
         // What DJL 0.36.0's LocalRepositoryFactory does.
         if (Files.isDirectory(path)) {
