@@ -125,6 +125,13 @@ public final class AttentionOptions {
         return alibiSlopes;
     }
 
+    /** The scale rule of every attention operator: a finite value. */
+    static void checkScale(float scale) {
+        if (!Float.isFinite(scale)) {
+            throw new IllegalArgumentException("scale: expected a finite value, got " + scale);
+        }
+    }
+
     /** The window rule of the flash and paged operators: -1 (unbounded) or a size >= 0. */
     static void checkWindowSize(String name, int size) {
         if (size < -1) {
@@ -172,9 +179,7 @@ public final class AttentionOptions {
          * @return this builder
          */
         public Builder optScale(float scale) {
-            if (!Float.isFinite(scale)) {
-                throw new IllegalArgumentException("scale: expected a finite value, got " + scale);
-            }
+            checkScale(scale);
             this.scale = scale;
             return this;
         }

@@ -28,20 +28,13 @@ final class FlashOps {
         PtNDArray ptV = pytorchArray(v, "v");
         Objects.requireNonNull(options, "options must not be null");
         long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
-        PtNDArray[] outputs =
+        OperatorCall call =
                 OperatorCall.of(Operator.FLASH_ATTENTION)
                         .tensor(ptQ)
                         .tensor(ptK)
                         .tensor(ptV)
-                        .optionalTensor(optionalArray(options.getKvLens(), "kvLens"))
-                        .floatArg(options.getScale(headDim))
-                        .boolArg(options.isCausal())
-                        .intArg(options.getWindowLeft())
-                        .intArg(options.getWindowRight())
-                        .floatArg(options.getSoftcap())
-                        .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
-                        .invoke(ptQ.getManager());
-        return new NDList(outputs);
+                        .optionalTensor(optionalArray(options.getKvLens(), "kvLens"));
+        return new NDList(withOptions(call, options, headDim).invoke(ptQ.getManager()));
     }
 
     static NDList flashAttentionVarlen(
@@ -56,7 +49,7 @@ final class FlashOps {
         PtNDArray ptQ = pytorchArray(q, "q");
         Objects.requireNonNull(options, "options must not be null");
         long headDim = q.getShape().dimension() > 0 ? q.getShape().tail() : 1;
-        PtNDArray[] outputs =
+        OperatorCall call =
                 OperatorCall.of(Operator.FLASH_ATTENTION_VARLEN)
                         .tensor(ptQ)
                         .tensor(pytorchArray(k, "k"))
@@ -64,14 +57,21 @@ final class FlashOps {
                         .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
                         .tensor(pytorchArray(cuSeqlensK, "cuSeqlensK"))
                         .intArg(maxSeqlenQ)
-                        .intArg(maxSeqlenK)
-                        .floatArg(options.getScale(headDim))
-                        .boolArg(options.isCausal())
-                        .intArg(options.getWindowLeft())
-                        .intArg(options.getWindowRight())
-                        .floatArg(options.getSoftcap())
-                        .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
-                        .invoke(ptQ.getManager());
-        return new NDList(outputs);
+                        .intArg(maxSeqlenK);
+        return new NDList(withOptions(call, options, headDim).invoke(ptQ.getManager()));
+    }
+
+    /**
+     * The arguments both flash schemas end with: {@code scale, causal, window_left, window_right,
+     * softcap, alibi_slopes?}.
+     */
+    private static OperatorCall withOptions(
+            OperatorCall call, AttentionOptions options, long headDim) {
+        return call.floatArg(options.getScale(headDim))
+                .boolArg(options.isCausal())
+                .intArg(options.getWindowLeft())
+                .intArg(options.getWindowRight())
+                .floatArg(options.getSoftcap())
+                .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"));
     }
 }

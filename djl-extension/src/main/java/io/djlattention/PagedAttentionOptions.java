@@ -133,9 +133,7 @@ public final class PagedAttentionOptions {
          * @return this builder
          */
         public Builder optScale(float scale) {
-            if (!Float.isFinite(scale)) {
-                throw new IllegalArgumentException("scale: expected a finite value, got " + scale);
-            }
+            AttentionOptions.checkScale(scale);
             this.scale = scale;
             return this;
         }

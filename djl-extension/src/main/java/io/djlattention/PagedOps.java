@@ -149,20 +149,14 @@ final class PagedOps {
             NDArray kScale,
             NDArray vScale) {
         PtNDArray ptQuery = pytorchArray(query, "query");
-        return OperatorCall.of(Operator.PAGED_ATTENTION)
-                .tensor(ptQuery)
-                .tensor(pytorchArray(keyCache, "keyCache"))
-                .tensor(pytorchArray(valueCache, "valueCache"))
-                .tensor(pytorchArray(blockTables, "blockTables"))
-                .tensor(pytorchArray(contextLens, "contextLens"))
-                .floatArg(options.getScale(headDim(query)))
-                .intArg(maxContextLen)
-                .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
-                .boolArg(checkIndices)
-                .optionalTensor(optionalArray(kScale, "kScale"))
-                .optionalTensor(optionalArray(vScale, "vScale"))
-                .intArg(options.getWindowLeft())
-                .floatArg(options.getSoftcap())
+        OperatorCall call =
+                OperatorCall.of(Operator.PAGED_ATTENTION)
+                        .tensor(ptQuery)
+                        .tensor(pytorchArray(keyCache, "keyCache"))
+                        .tensor(pytorchArray(valueCache, "valueCache"))
+                        .tensor(pytorchArray(blockTables, "blockTables"))
+                        .tensor(pytorchArray(contextLens, "contextLens"));
+        return withOptions(call, query, maxContextLen, options, checkIndices, kScale, vScale)
                 .invoke(ptQuery.getManager())[0];
     }
 
@@ -179,22 +173,38 @@ final class PagedOps {
             NDArray kScale,
             NDArray vScale) {
         PtNDArray ptQuery = pytorchArray(query, "query");
-        return OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
-                .tensor(ptQuery)
-                .tensor(pytorchArray(keyCache, "keyCache"))
-                .tensor(pytorchArray(valueCache, "valueCache"))
-                .tensor(pytorchArray(blockTables, "blockTables"))
-                .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
-                .tensor(pytorchArray(contextLens, "contextLens"))
-                .floatArg(options.getScale(headDim(query)))
-                .intArg(maxSeqlenQ)
+        OperatorCall call =
+                OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
+                        .tensor(ptQuery)
+                        .tensor(pytorchArray(keyCache, "keyCache"))
+                        .tensor(pytorchArray(valueCache, "valueCache"))
+                        .tensor(pytorchArray(blockTables, "blockTables"))
+                        .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
+                        .tensor(pytorchArray(contextLens, "contextLens"));
+        return withOptions(call, query, maxSeqlenQ, options, checkIndices, kScale, vScale)
+                .invoke(ptQuery.getManager())[0];
+    }
+
+    /**
+     * The arguments both paged attention schemas end with: {@code scale, max_len, alibi_slopes?,
+     * check_indices, k_scale?, v_scale?, window_left, softcap}.
+     */
+    private static OperatorCall withOptions(
+            OperatorCall call,
+            NDArray query,
+            int maxLen,
+            PagedAttentionOptions options,
+            boolean checkIndices,
+            NDArray kScale,
+            NDArray vScale) {
+        return call.floatArg(options.getScale(headDim(query)))
+                .intArg(maxLen)
                 .optionalTensor(optionalArray(options.getAlibiSlopes(), "alibiSlopes"))
                 .boolArg(checkIndices)
                 .optionalTensor(optionalArray(kScale, "kScale"))
                 .optionalTensor(optionalArray(vScale, "vScale"))
                 .intArg(options.getWindowLeft())
-                .floatArg(options.getSoftcap())
-                .invoke(ptQuery.getManager())[0];
+                .floatArg(options.getSoftcap());
     }
 
     private static void reshapeAndCache(
