@@ -515,8 +515,9 @@ public final class AttentionOps {
     }
 
     /**
-     * The checks Java owns on an argument (nulls, bfloat16, arrays of another engine), for {@link
-     * DecoderLayerOps}; the operator families use {@link NativeArrays} directly.
+     * The checks Java owns on an argument (nulls, bfloat16, arrays of another engine), as the
+     * operator classes written before the split call them ({@link DecoderLayerOps}, {@link
+     * SamplingOps}, {@link StepOps}); the families use {@link NativeArrays} directly.
      */
     static PtNDArray pytorchArray(NDArray array, String name) {
         return NativeArrays.pytorchArray(array, name);

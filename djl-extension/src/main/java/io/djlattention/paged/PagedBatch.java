@@ -193,7 +193,8 @@ public final class PagedBatch implements AutoCloseable {
                 Arrays.copyOf(contexts, numSeqs),
                 Arrays.copyOf(slots, numSeqs),
                 width,
-                blocks);
+                blocks.getAllocator().getNumBlocks(),
+                blockSize);
     }
 
     /**

@@ -41,8 +41,6 @@ import java.util.List;
 public final class PagedKvCache implements AutoCloseable {
 
     /** The loaded library's head dims ({@link #supportedHeadDims}), read on first use. */
-    private static volatile int[] headDims;
-
     private final NDManager manager;
     private final BlockManager blocks;
     private final NDArray[] keyCaches;
@@ -103,40 +101,7 @@ public final class PagedKvCache implements AutoCloseable {
      * @return the head dims, ascending
      */
     public static int[] supportedHeadDims() {
-        int[] supported = headDims;
-        if (supported == null) {
-            // Read on first use, not in a static initialiser: a library that fails to load
-            // then fails every call with its own message, not a NoClassDefFoundError.
-            supported = readHeadDims();
-            headDims = supported;
-        }
-        return supported.clone();
-    }
-
-    private static int[] readHeadDims() {
-        int max;
-        try {
-            max = SupportedValues.of("paged.max_head_dim")[0];
-        } catch (IllegalArgumentException olderLibrary) {
-            return SupportedValues.of("paged.head_dims");
-        }
-        int[] all = new int[max];
-        for (int d = 1; d <= max; ++d) {
-            all[d - 1] = d;
-        }
-        return all;
-    }
-
-    /**
-     * Formats the supported head dims as the operators' messages do: {@code [1, 256]} for every
-     * head dim up to a maximum, else the list {@code {64, 80, 96, 128, 256}}.
-     */
-    private static String describeHeadDims(int[] supported) {
-        int n = supported.length;
-        if (n > 1 && supported[0] == 1 && supported[n - 1] == n) {
-            return "[1, " + n + "]";
-        }
-        return SupportedValues.format(supported);
+        return PagedKernelSupport.headDims();
     }
 
     /**
@@ -146,7 +111,7 @@ public final class PagedKvCache implements AutoCloseable {
      * @return the block sizes, ascending
      */
     public static int[] supportedBlockSizes() {
-        return SupportedValues.of("paged.block_sizes");
+        return PagedKernelSupport.blockSizes();
     }
 
     /**
@@ -160,18 +125,7 @@ public final class PagedKvCache implements AutoCloseable {
      * @throws IllegalArgumentException if {@code headDim} is above every supported head dim
      */
     public static int paddedHeadDim(int headDim) {
-        int[] supported = supportedHeadDims();
-        for (int d : supported) {
-            if (d >= headDim) {
-                return d;
-            }
-        }
-        throw new IllegalArgumentException(
-                "PagedKvCache: head dim "
-                        + headDim
-                        + " is larger than the paged kernels support ("
-                        + supported[supported.length - 1]
-                        + ")");
+        return PagedKernelSupport.paddedHeadDim(headDim);
     }
 
     /**
@@ -735,7 +689,11 @@ public final class PagedKvCache implements AutoCloseable {
             // attention call would then reject.
             int[] headDims = supportedHeadDims();
             requireIn(
-                    headDim, headDims, describeHeadDims(headDims), "setHeadDim", "a head dim D");
+                    headDim,
+                    headDims,
+                    PagedKernelSupport.describeHeadDims(headDims),
+                    "setHeadDim",
+                    "a head dim D");
             int[] blockSizes = supportedBlockSizes();
             requireIn(
                     blockSize,
