@@ -59,11 +59,12 @@ final class PagedOps {
             int maxContextLen,
             PagedAttentionOptions options) {
         Objects.requireNonNull(options, "options must not be null");
-        return decode(
+        return call(
                 query,
                 keyCache,
                 valueCache,
                 blockTables,
+                null,
                 contextLens,
                 maxContextLen,
                 options,
@@ -79,11 +80,12 @@ final class PagedOps {
             PagedBatch batch,
             PagedAttentionOptions options) {
         checkCacheCall(cache, batch, options);
-        return decode(
+        return call(
                 query,
                 cache.getKeyCache(layer),
                 cache.getValueCache(layer),
                 batch.getBlockTables(),
+                null,
                 batch.getContextLens(),
                 batch.getMaxContextLen(),
                 options,
@@ -102,7 +104,7 @@ final class PagedOps {
             int maxSeqlenQ,
             PagedAttentionOptions options) {
         Objects.requireNonNull(options, "options must not be null");
-        return prefill(
+        return call(
                 query,
                 keyCache,
                 valueCache,
@@ -123,7 +125,7 @@ final class PagedOps {
             PagedBatch batch,
             PagedAttentionOptions options) {
         checkCacheCall(cache, batch, options);
-        return prefill(
+        return call(
                 query,
                 cache.getKeyCache(layer),
                 cache.getValueCache(layer),
@@ -137,51 +139,37 @@ final class PagedOps {
                 cache.getValueScale(layer));
     }
 
-    private static NDArray decode(
-            NDArray query,
-            NDArray keyCache,
-            NDArray valueCache,
-            NDArray blockTables,
-            NDArray contextLens,
-            int maxContextLen,
-            PagedAttentionOptions options,
-            boolean checkIndices,
-            NDArray kScale,
-            NDArray vScale) {
-        PtNDArray ptQuery = pytorchArray(query, "query");
-        OperatorCall call =
-                OperatorCall.of(Operator.PAGED_ATTENTION)
-                        .tensor(ptQuery)
-                        .tensor(pytorchArray(keyCache, "keyCache"))
-                        .tensor(pytorchArray(valueCache, "valueCache"))
-                        .tensor(pytorchArray(blockTables, "blockTables"))
-                        .tensor(pytorchArray(contextLens, "contextLens"));
-        return withOptions(call, query, maxContextLen, options, checkIndices, kScale, vScale)
-                .invoke(ptQuery.getManager())[0];
-    }
-
-    private static NDArray prefill(
+    /**
+     * One call of {@code paged_attention} ({@code cuSeqlensQ} null: one query row per sequence)
+     * or {@code paged_prefill_attention} (the query rows of each sequence's chunk).
+     */
+    private static NDArray call(
             NDArray query,
             NDArray keyCache,
             NDArray valueCache,
             NDArray blockTables,
             NDArray cuSeqlensQ,
             NDArray contextLens,
-            int maxSeqlenQ,
+            int maxLen,
             PagedAttentionOptions options,
             boolean checkIndices,
             NDArray kScale,
             NDArray vScale) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         OperatorCall call =
-                OperatorCall.of(Operator.PAGED_PREFILL_ATTENTION)
+                OperatorCall.of(
+                                cuSeqlensQ == null
+                                        ? Operator.PAGED_ATTENTION
+                                        : Operator.PAGED_PREFILL_ATTENTION)
                         .tensor(ptQuery)
                         .tensor(pytorchArray(keyCache, "keyCache"))
                         .tensor(pytorchArray(valueCache, "valueCache"))
-                        .tensor(pytorchArray(blockTables, "blockTables"))
-                        .tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
-                        .tensor(pytorchArray(contextLens, "contextLens"));
-        return withOptions(call, query, maxSeqlenQ, options, checkIndices, kScale, vScale)
+                        .tensor(pytorchArray(blockTables, "blockTables"));
+        if (cuSeqlensQ != null) {
+            call.tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"));
+        }
+        call.tensor(pytorchArray(contextLens, "contextLens"));
+        return withOptions(call, query, maxLen, options, checkIndices, kScale, vScale)
                 .invoke(ptQuery.getManager())[0];
     }
 
