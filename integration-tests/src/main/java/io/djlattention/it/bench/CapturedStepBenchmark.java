@@ -10,9 +10,9 @@ import ai.djl.repository.zoo.ZooModel;
 
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.zoo.DecoderModels;
 import io.djlattention.zoo.decoder.Decoder;
 import io.djlattention.zoo.decoder.DecoderConfig;
-import io.djlattention.zoo.decoder.DecoderModels;
 import io.djlattention.zoo.decoder.DeviceDecodeStep;
 import io.djlattention.zoo.decoder.StepSampling;
 
