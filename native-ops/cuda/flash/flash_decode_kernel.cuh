@@ -115,10 +115,10 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
   const int64_t h = bh % p.heads_q;
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int split = blockIdx.y;
-  const int seqlen_q = static_cast<int>(p.seqlen_q);
-  int kv_len = p.kv_lens != nullptr ? p.kv_lens[b] : static_cast<int>(p.seqlen_k);
-  // The bindings checked the lengths; the clamp keeps a bad value from reading out of bounds.
-  kv_len = min(max(kv_len, 0), static_cast<int>(p.seqlen_k));
+  // Batched calls only (the plans give this kernel no varlen call): flash_params.h.
+  const SeqExtent<int, /*kVarlen=*/false> seq(p, b);
+  const int seqlen_q = seq.seqlen_q;
+  const int kv_len = seq.kv_len(p, b);
   // Row i sees key j iff j <= i + diagonal (bottom-right aligned), when causal.
   const int diagonal = kv_len - seqlen_q;
   // Keys [key_first, key_end) are the union of what the rows may see: all valid keys, or with a

@@ -225,21 +225,12 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int split = blockIdx.y;
 
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
-  const int64_t k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
-  const int seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - static_cast<int>(q_row0)
-                              : static_cast<int>(p.seqlen_q);
+  const SeqExtent<int> seq(p, b);  // flash_params.h
+  const int64_t q_row0 = seq.q_row0, k_row0 = seq.k_row0;
+  const int seqlen_q = seq.seqlen_q;
   const int m0 = m_block * kBlockM;
   if (m0 >= seqlen_q) return;  // a shorter sequence of a varlen batch; the whole block leaves
-  int kv_len = static_cast<int>(p.seqlen_k);
-  if (varlen) {
-    kv_len = p.cu_seqlens_k[b + 1] - static_cast<int>(k_row0);
-  } else if (p.kv_lens != nullptr) {
-    kv_len = p.kv_lens[b];
-  }
-  // The binding checked the lengths; the clamp keeps a bad value from reading out of bounds.
-  kv_len = min(max(kv_len, 0), static_cast<int>(p.seqlen_k));
+  const int kv_len = seq.kv_len(p, b);
   const int dim = static_cast<int>(p.head_dim);
   // Query row i sees key j iff j <= i + diagonal (bottom-right aligned).
   const int diagonal = kv_len - seqlen_q;

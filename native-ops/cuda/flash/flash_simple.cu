@@ -20,10 +20,6 @@ __device__ __forceinline__ float load_float(const T* p) {
   return cuda::to_float(*p);
 }
 
-__device__ __forceinline__ int64_t clamp_index(int64_t x, int64_t lo, int64_t hi) {
-  return x < lo ? lo : (x > hi ? hi : x);
-}
-
 __device__ __forceinline__ float warp_sum(float x) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     x += __shfl_xor_sync(0xffffffffu, x, offset);
@@ -40,21 +36,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   const int64_t row = (block % row_blocks) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int64_t b = bh / p.heads_q;
   const int64_t h = bh % p.heads_q;
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
-  const int64_t k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
-  const int64_t seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - q_row0 : p.seqlen_q;
+  const SeqExtent<int64_t> seq(p, b);  // flash_params.h
+  const int64_t q_row0 = seq.q_row0, k_row0 = seq.k_row0;
+  const int64_t seqlen_q = seq.seqlen_q;
   if (row >= seqlen_q) return;  // whole warps exit together: shuffles stay full-mask
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int64_t dim = p.head_dim;
 
-  int64_t kv_len = p.seqlen_k;
-  // The binding checked kv_lens; clamping keeps a bad value from reading out of bounds anyway.
-  if (varlen) {
-    kv_len = clamp_index(p.cu_seqlens_k[b + 1] - k_row0, 0, p.seqlen_k);
-  } else if (p.kv_lens != nullptr) {
-    kv_len = clamp_index(p.kv_lens[b], 0, p.seqlen_k);
-  }
+  const int64_t kv_len = seq.kv_len(p, b);
   // The keys this row sees: the causal limit and the sliding window (flash_params.h).
   const int64_t diagonal = kv_len - seqlen_q;
   const KeyRange keys = visible_keys(p, diagonal, kv_len, row, row);

@@ -354,15 +354,13 @@ DJL_FLASH_INLINE void attend_tile(const FlashParams& p, int64_t b, int64_t h, in
   constexpr int kRows = Vec<W>::kRows;
   const int64_t dim = p.head_dim;
   const int64_t dp = round_up(dim, 2 * W);
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
-  const int64_t k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
-  const int64_t seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - q_row0 : p.seqlen_q;
+  const SeqExtent<int64_t> seq(p, b);  // flash_params.h
+  const int64_t q_row0 = seq.q_row0, k_row0 = seq.k_row0;
+  const int64_t seqlen_q = seq.seqlen_q;
   if (m0 >= seqlen_q) return;  // varlen: this sequence is shorter than the longest
   const int64_t rows = std::min(kBlockM, seqlen_q - m0);
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
-  const int64_t kv_len = varlen ? p.cu_seqlens_k[b + 1] - k_row0
-                                : (p.kv_lens ? p.kv_lens[b] : p.seqlen_k);
+  const int64_t kv_len = seq.kv_len(p, b);
   // Query row i sees keys j <= i + diagonal (bottom-right aligned causal mask).
   const int64_t diagonal = kv_len - seqlen_q;
 

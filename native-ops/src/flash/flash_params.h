@@ -130,6 +130,39 @@ inline void set_window(FlashParams& p, int64_t window_left, int64_t window_right
   if (p.causal) p.window_right = -1;
 }
 
+// Where sequence b of a call lies, FlashAttention's BlockInfo: its first rows in the packed q
+// and k (varlen; 0 in batched mode), its query rows, and (kv_len, read only where a kernel asks,
+// after its early exits) its valid keys. The one statement of the per-sequence prologue for every
+// kernel, CPU and GPU. I: the kernel's index type (int on the GPU, whose lengths the bindings
+// bound by 2^30). kVarlen false: batched calls only (the decode and Hopper kernels, whose plans
+// never give them a varlen call), so that no varlen branch is compiled into them.
+template <typename I, bool kVarlen = true>
+struct SeqExtent {
+  int64_t q_row0, k_row0;
+  I seqlen_q;
+
+  DJL_FLASH_HOST_DEVICE SeqExtent(const FlashParams& p, int64_t b) {
+    const bool varlen = kVarlen && p.cu_seqlens_q != nullptr;
+    q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
+    k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
+    seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - static_cast<I>(q_row0) : static_cast<I>(p.seqlen_q);
+  }
+
+  // Valid keys L of sequence b: its cu_seqlens_k range (varlen), kv_lens[b], or Sk; clamped to
+  // [0, Sk]: the bindings checked the lengths, the clamp keeps a bad value from reading out of
+  // bounds.
+  DJL_FLASH_HOST_DEVICE I kv_len(const FlashParams& p, int64_t b) const {
+    const I seqlen_k = static_cast<I>(p.seqlen_k);
+    I len = seqlen_k;
+    if (kVarlen && p.cu_seqlens_q != nullptr) {
+      len = p.cu_seqlens_k[b + 1] - static_cast<I>(k_row0);
+    } else if (p.kv_lens != nullptr) {
+      len = p.kv_lens[b];
+    }
+    return len < 0 ? I{0} : (len > seqlen_k ? seqlen_k : len);
+  }
+};
+
 // The keys query row i sees, as the closed range [lo, hi] of key indices (lo > hi: none), given
 // its position pos = i + o (o = L - Sq, the bottom-right diagonal) and `kv_len` = L valid keys:
 // the valid keys, the causal limit and the sliding window. In the index type of the caller (int
