@@ -136,7 +136,7 @@ void attention(const DecoderLayerParams& p, const char* qkv, void* out, int devi
   if (decoder::is_decode_batch(p)) {
     return paged::run_paged_attention_cuda(decoder::decode_params(p, qkv, out));
   }
-  if (p.cache.fresh_chunks && p.cache.cache_type != paged::CacheType::kFp8E4M3) {
+  if (p.cache.fresh_chunks && p.cache.kv.cache_type != paged::CacheType::kFp8E4M3) {
     const Scratch lse(static_cast<size_t>(p.heads_q * p.num_tokens) * sizeof(float), device);
     return flash::launch_flash_attention_cuda(
         fresh_chunk_params(p, qkv, out, lse.data_as<float>()));

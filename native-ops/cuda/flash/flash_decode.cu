@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cassert>
 #include <cstdint>
 
 #include "common/tensor.h"
@@ -42,7 +43,7 @@ static_assert(DecodeTile<64>::kSmemBytes == smem_bytes(64) &&
               "the plan's tile facts (flash_shapes.h) are the kernel's");
 
 template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
-void run_typed(const FlashParams& params, bool folded, const PagedRows* paged,
+void run_typed(const FlashParams& params, bool folded, const paged::PagedKv* paged,
                const KeySplit& split, cudaStream_t stream, int device) {
   DecodeArgs args{};
   args.params = params;
@@ -52,7 +53,7 @@ void run_typed(const FlashParams& params, bool folded, const PagedRows* paged,
     args.block_tables = paged->block_tables;
     args.table_stride = paged->table_stride;
     int shift = 0;
-    while ((1 << shift) < paged->block_size) ++shift;
+    while ((int64_t{1} << shift) < paged->block_size) ++shift;
     args.block_shift = shift;
   }
   // The shared-memory opt-in, once per device.
@@ -127,7 +128,7 @@ struct Occupancy {
 struct Launch {
   const FlashParams& p;
   bool folded;
-  const PagedRows* paged;
+  const paged::PagedKv* paged;
   const KeySplit& split;
   cudaStream_t stream;
   int device;
@@ -148,41 +149,20 @@ int blocks_per_sm(const DecodeKernel& kernel, int device) {
   return visit_kernel(kernel, Occupancy{device});
 }
 
-void run(const FlashParams& p, bool folded, const PagedRows* paged, const DecodeKernel& kernel,
-         const KeySplit& split, cudaStream_t stream, int device) {
-  // The plans guarantee these; a failure here is a bug in one of them.
-  if (p.seqlen_q < 1 || p.seqlen_q > kMaxRows) {
-    fail_native("flash decode: expected 1 to ", kMaxRows, " query rows per block, got ",
-                p.seqlen_q);
-  }
-  if (p.cu_seqlens_q != nullptr || p.q_bias != nullptr || p.k_bias != nullptr ||
-      p.v_bias != nullptr) {
-    fail_native("flash decode: varlen batches and q/k/v bias are not supported");
-  }
-  if ((paged != nullptr) != kernel.paged) {
-    fail_native("flash decode: the kernel's row policy does not match the rows given");
-  }
-  if (p.alibi_slopes != nullptr || has_flash_features(p) != kernel.features) {
-    fail_native("flash decode: the kernel's features do not match the call's (no ALiBi; the ",
-                "window and soft-cap in the features instantiation only)");
-  }
-  // A warp's 16 key rows may span at most two cache blocks (the table lookups assume it).
-  if (paged != nullptr &&
-      (paged->block_size < 8 || (paged->block_size & (paged->block_size - 1)) != 0)) {
-    fail_native("flash decode: block size must be a power of two >= 8, got ", paged->block_size);
-  }
+void run(const FlashParams& p, bool folded, const paged::PagedKv* paged,
+         const DecodeKernel& kernel, const KeySplit& split, cudaStream_t stream, int device) {
+  // What the plans guarantee (decode_runs_on, folds_query_groups and the decode rules of
+  // plan_flash; flash_runs of plan_paged_attention, whose block sizes static_assert the table
+  // lookups' rule), held by tests/test_plans_{flash,paged}.py: asserted in debug builds only.
+  assert(p.seqlen_q >= 1 && p.seqlen_q <= kMaxRows);
+  assert(p.cu_seqlens_q == nullptr && p.q_bias == nullptr && p.k_bias == nullptr &&
+         p.v_bias == nullptr);
+  assert((paged != nullptr) == kernel.paged);
+  assert(p.alibi_slopes == nullptr && has_flash_features(p) == kernel.features);
+  assert(paged == nullptr ||
+         (paged->block_size >= 8 && (paged->block_size & (paged->block_size - 1)) == 0));
   if (p.batch == 0 || p.heads_q == 0) return;  // an empty grid launches nothing
   visit_kernel(kernel, Launch{p, folded, paged, split, stream, device});
-}
-
-void run_folded(const FlashParams& p, const PagedRows* paged, cudaStream_t stream, int device) {
-  if (p.batch == 0 || p.heads_q == 0) return;  // an empty grid launches nothing
-  const DecodeKernel kernel = decode_kernel(p, paged != nullptr);
-  const KeySplit split = plan_decode_split(p.batch, p.heads_q, p.seqlen_q,
-                                           decode_walked_keys(p, /*folded=*/true), p.head_dim,
-                                           blocks_per_sm(kernel, device),
-                                           cuda::device_facts(device).sm_count);
-  run(p, /*folded=*/true, paged, kernel, split, stream, device);
 }
 
 }  // namespace djl_attn::flash::decode

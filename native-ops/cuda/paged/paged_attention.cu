@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
+#include <cassert>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,9 +18,6 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/scratch.h"
 #include "cuda/flash/flash_decode.h"
-#include "cuda/flash/flash_plan.h"
-#include "flash/flash_op.h"
-#include "flash/flash_params.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
 #include "cuda/paged/paged_plan.h"
@@ -70,50 +69,49 @@ DecodeOptions decode_options() {
   return options;
 }
 
+// The plan of a problem: made once per distinct problem and kept, per thread, for the last few.
+// The layers of a decode step give equal problems (the same batch, the same block tables and
+// model shapes: DecodeProblem is the call without its addresses), so a step is planned once and
+// its plan reused by every layer, without reading anything back from the device. The switches
+// and the device are part of the key: a switch changed in-process plans afresh.
+DecodePlan cached_plan(const DecodeProblem& problem, const DecodeOptions& options,
+                              int device) {
+  struct Entry {
+    DecodeProblem problem;
+    DecodeOptions options;
+    int device = -1;  // -1: empty
+    DecodePlan plan;
+  };
+  // A few entries: a model whose layers differ in shape (Gemma-2 alternates sliding-window and
+  // global layers) still plans once per step.
+  static thread_local std::array<Entry, 4> entries;
+  static thread_local size_t next = 0;
+  for (const Entry& e : entries) {
+    if (e.device == device && e.problem == problem && e.options == options) return e.plan;
+  }
+  Entry& e = entries[next];
+  next = (next + 1) % entries.size();
+  const DecodeResidency residency = [device](const flash::DecodeKernel& kernel) {
+    return flash::decode::blocks_per_sm(kernel, device);
+  };
+  e.plan = plan_paged_attention(problem, options, cuda::device_facts(device), residency);
+  e.problem = problem;
+  e.options = options;
+  e.device = device;
+  return e.plan;
+}
+
 // Sequences [first, first + count) of `p`: the query rows, table rows, lengths and output rows
 // of those sequences.
 PagedAttentionParams sequences(const PagedAttentionParams& p, int64_t first, int64_t count) {
   const int64_t size = element_size(p.dtype);
   PagedAttentionParams slice = p;
   slice.query = static_cast<const char*>(p.query) + first * p.q_seq_stride * size;
-  slice.block_tables = p.block_tables + first * p.max_blocks;
-  slice.context_lens = p.context_lens + first;
-  slice.out = static_cast<char*>(p.out) + first * p.heads_q * p.head_dim * size;
+  slice.kv.block_tables = p.kv.block_tables + first * p.kv.table_stride;
+  slice.kv.context_lens = p.kv.context_lens + first;
+  slice.out = static_cast<char*>(p.out) + first * p.heads_q * p.kv.head_dim * size;
   slice.num_seqs = count;
   return slice;
-}
-
-// The decode as the flash decode kernel sees it: the g = Hq / Hkv query heads of one kv head are
-// g query rows of one block, and the keys of a sequence are read through its block table.
-void run_flash_decode(const PagedAttentionParams& p, int device) {
-  // The call as flash_attention would describe it: one query row of Hq heads per sequence (query
-  // [num_seqs, Hq, D]), keys and values at (t * Hkv + h) * D within a cache block (batch stride
-  // unused: rows go through the block table), out [num_seqs, Hq, D] contiguous, no logsumexp
-  // output. flash_params fills FlashParams as for every flash call; the GQA fold makes the
-  // groups rows.
-  flash::FlashCall call{{p.query, p.q_seq_stride, p.q_seq_stride, p.q_head_stride},
-                        {p.key_cache, 0, p.heads_kv * p.head_dim, p.head_dim},
-                        {p.value_cache, 0, p.heads_kv * p.head_dim, p.head_dim},
-                        p.out,
-                        /*lse=*/nullptr,
-                        p.num_seqs,
-                        /*seqlen_q=*/1,
-                        p.max_context_len,
-                        p.heads_q,
-                        p.heads_kv,
-                        p.head_dim,
-                        p.scale,
-                        /*causal=*/false,
-                        p.dtype};
-  call.kv_lens = p.context_lens;
-  // The query at position context_len - 1 (o = L - 1 for its one row) sees keys
-  // >= position - window_left: paged_attention's window, which flash_params normalises as it
-  // does flash_attention's.
-  call.window_left = p.window_left;
-  call.softcap = p.softcap;
-  const flash::FlashParams f = flash::fold_query_groups(flash::flash_params(call));
-  const flash::decode::PagedRows rows{p.block_tables, p.max_blocks, static_cast<int>(p.block_size)};
-  flash::decode::run_folded(f, &rows, cuda::current_stream(device), device);
 }
 
 // The decode as paged_prefill_attention's kernel sees it: one query row per sequence (no
@@ -121,11 +119,8 @@ void run_flash_decode(const PagedAttentionParams& p, int device) {
 void run_rows(const PagedAttentionParams& p) {
   PagedPrefillParams r{};
   r.query = p.query;
-  r.key_cache = p.key_cache;
-  r.value_cache = p.value_cache;
-  r.block_tables = p.block_tables;
+  r.kv = p.kv;
   r.cu_seqlens_q = nullptr;
-  r.context_lens = p.context_lens;
   r.alibi_slopes = p.alibi_slopes;
   r.out = p.out;
   r.q_token_stride = p.q_seq_stride;
@@ -133,26 +128,18 @@ void run_rows(const PagedAttentionParams& p) {
   r.num_seqs = p.num_seqs;
   r.num_tokens = p.num_seqs;
   r.heads_q = p.heads_q;
-  r.heads_kv = p.heads_kv;
-  r.head_dim = p.head_dim;
-  r.block_size = p.block_size;
-  r.num_blocks = p.num_blocks;
-  r.max_blocks = p.max_blocks;
   r.max_seqlen_q = 1;
   r.scale = p.scale;
   r.window_left = p.window_left;
   r.softcap = p.softcap;
   r.dtype = p.dtype;
-  r.cache_type = p.cache_type;
-  r.k_scale = p.k_scale;
-  r.v_scale = p.v_scale;
   run_paged_prefill_cuda(r);
 }
 
 template <typename T>
 void launch_v1_v2_typed(const PagedAttentionParams& p, const DecodePlan& plan,
                         const kernels::PartitionWorkspace& ws, void* stream) {
-  if (p.cache_type == CacheType::kFp8E4M3) {
+  if (p.kv.cache_type == CacheType::kFp8E4M3) {
     return kernels::launch_paged_attention<T, kernels::Fp8E4M3>(p, plan, ws, stream);
   }
   return kernels::launch_paged_attention<T, T>(p, plan, ws, stream);
@@ -160,13 +147,12 @@ void launch_v1_v2_typed(const PagedAttentionParams& p, const DecodePlan& plan,
 
 void launch_flash_fp8(const PagedAttentionParams& p, const DecodePlan& plan,
                       const kernels::PartitionWorkspace& ws, void* stream) {
-  switch (p.dtype) {
-    case ElementType::kFloat16: return kernels::launch_fp8_mma<__half>(p, plan, ws, stream);
-    case ElementType::kBFloat16:
-      return kernels::launch_fp8_mma<__nv_bfloat16>(p, plan, ws, stream);
-    case ElementType::kFloat32: break;  // the plan never picks it for float32
+  // The plan picks this kernel for float16/bfloat16 queries only (flash_fp8_runs).
+  assert(p.dtype != ElementType::kFloat32);
+  if (p.dtype == ElementType::kFloat16) {
+    return kernels::launch_fp8_mma<__half>(p, plan, ws, stream);
   }
-  fail_native("paged_attention: no fp8 tensor-core kernel for float32 queries");
+  return kernels::launch_fp8_mma<__nv_bfloat16>(p, plan, ws, stream);
 }
 
 void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
@@ -183,7 +169,7 @@ void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
 void run_paged_attention_cuda(const PagedAttentionParams& p) {
   const int device = cuda::device_of(p.query);
   cuda::DeviceGuard guard(device);
-  const DecodePlan plan = plan_paged_attention(p, decode_options(), cuda::device_facts(device));
+  const DecodePlan plan = cached_plan(decode_problem(p), decode_options(), device);
   if (plan.kernel == DecodeKernel::kRows) return run_rows(p);
 
   // v2's workspace, for one launch: the launches of one call run in stream order and reuse it.
@@ -200,7 +186,8 @@ void run_paged_attention_cuda(const PagedAttentionParams& p) {
     const PagedAttentionParams slice =
         sequences(p, first, std::min(plan.seqs_per_launch, p.num_seqs - first));
     if (plan.kernel == DecodeKernel::kFlash) {
-      run_flash_decode(slice, device);
+      flash::decode::run(flash_decode_params(slice), /*folded=*/true, &slice.kv, plan.flash,
+                         plan.split, static_cast<cudaStream_t>(stream), device);
     } else if (plan.kernel == DecodeKernel::kFlashFp8) {
       launch_flash_fp8(slice, plan, ws, stream);
     } else {

@@ -182,7 +182,7 @@ struct PagedTraits {
   static constexpr int kChunkVecs = kChunk * kRowVecs;
 };
 
-// kBlockSize kRunTimeBlockSize: the kernel takes the cache's block size (p.block_size, any of
+// kBlockSize kRunTimeBlockSize: the kernel takes the cache's block size (p.kv.block_size, any of
 // the list's) at run time, so that one kernel per head dim serves every block size (fp8 caches:
 // block_size_at_run_time in paged_plan.h). A warp then steps over kRunTimeStep tokens at a time,
 // 32 / block_size cache blocks, and finds a token's cache block and row with a shift and a mask;
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   float* const part_max = part_acc + kW * kHeadTile * kHeadDim;
   float* const part_sum = part_max + kW * kHeadTile;
 
-  const int group = static_cast<int>(p.heads_q / p.heads_kv);
+  const int group = static_cast<int>(p.heads_q / p.kv.heads_kv);
   const int kv_head = blockIdx.x / head_tiles;
   const int tile = blockIdx.x % head_tiles;
   const int first_head = kv_head * group + tile * kHeadTile;
@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   const int64_t seq = blockIdx.y;
   const int part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int context = p.context_lens[seq];
+  const int context = p.kv.context_lens[seq];
   const bool partitioned = partition_size > 0;
   // Keys before first_token are outside the window; v1's steps and v2's partitions count from
   // the window's aligned start (0 without a window).
@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   // The call's head dim: kHeadDim, or less (a head dim the launcher runs on the next compiled
   // one, paged_plan.h): the row's first `vecs` vectors are loaded, the rest stay zero and are
   // never stored.
-  const int head_dim = static_cast<int>(p.head_dim);
+  const int head_dim = static_cast<int>(p.kv.head_dim);
   const int vecs = head_dim / kVecElems;
   T* out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * head_dim;
   if (start_token >= context) {
@@ -333,17 +333,17 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   // The run-time block size: log2 of it, cache blocks per step, steps whose cache block ids a
   // warp's 32 lanes hold, and the context's cache blocks (the table entries there are to read).
   const int block_shift =
-      kBlockSize == kRunTimeBlockSize ? __ffs(static_cast<int>(p.block_size)) - 1 : 0;
+      kBlockSize == kRunTimeBlockSize ? __ffs(static_cast<int>(p.kv.block_size)) - 1 : 0;
   const int block_mask = (1 << block_shift) - 1;
   const int blocks_per_step = kStep >> block_shift;
   const int steps_per_ids = kWarpSize / blocks_per_step;
   const int end_cache_block = (end_token + block_mask) >> block_shift;
-  const int64_t token_stride = p.heads_kv * head_dim;  // between tokens of a cache block
-  const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * head_dim;
-  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * head_dim;
-  const float q_scale = p.scale * scale_of(p.k_scale, kv_head);
-  const float out_scale = scale_of(p.v_scale, kv_head);
+  const int64_t token_stride = p.kv.heads_kv * head_dim;  // between tokens of a cache block
+  const int32_t* table = p.kv.block_tables + seq * p.kv.table_stride;
+  const C* k_cache = static_cast<const C*>(p.kv.key_cache) + kv_head * head_dim;
+  const C* v_cache = static_cast<const C*>(p.kv.value_cache) + kv_head * head_dim;
+  const float q_scale = p.scale * scale_of(p.kv.k_scale, kv_head);
+  const float out_scale = scale_of(p.kv.v_scale, kv_head);
   // The soft-cap: a uniform branch per score, not taken on the default path.
   const float softcap = p.softcap;
   const int row_lane = lane % kLanesPerRow;
@@ -706,8 +706,8 @@ __global__ void __launch_bounds__(kThreads)
   const int head = blockIdx.x;
   const int64_t seq = blockIdx.y;
   const int tid = threadIdx.x;
-  const int64_t dim = p.head_dim;
-  const int context = p.context_lens[seq];
+  const int64_t dim = p.kv.head_dim;
+  const int context = p.kv.context_lens[seq];
   // The partitions the kernel ran, counted from the window's aligned start as it counts them.
   const int parts =
       (context - window_base(first_visible(context, p.window_left)) + partition_size - 1) /

@@ -38,7 +38,7 @@ void launch_shape(const PagedAttentionParams& p, const DecodePlan& plan,
   using Config = CacheConfig<C, Requested>;
   // Grid x: the tiles of one kv head side by side, so that tiles sharing K/V (a group larger
   // than kHeadTile) run at the same time and share it through L2.
-  const dim3 grid(static_cast<unsigned>(p.heads_kv * plan.head_tiles),
+  const dim3 grid(static_cast<unsigned>(p.kv.heads_kv * plan.head_tiles),
                   static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(plan.partitions));
   constexpr int smem = ring_smem_bytes<C, kHeadDim, kBlockSize, Config>();
   auto* kernel = paged_attention_kernel<T, C, kHeadDim, kBlockSize, Config>;
@@ -69,12 +69,12 @@ void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
     return launch_shape<T, C, kHeadDim, kRunTimeBlockSize, Config>(p, plan, ws, stream);
   } else {
     // One kernel per block size of the one list (src/paged/paged_params.h).
-    switch (p.block_size) {
+    switch (p.kv.block_size) {
 #define DJL_PAGED_BLOCK_CASE(b) \
   case b: return launch_shape<T, C, kHeadDim, b, Config>(p, plan, ws, stream);
       DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
 #undef DJL_PAGED_BLOCK_CASE
-      default: fail_native("paged_attention: no CUDA kernel for block size ", p.block_size);
+      default: fail_native("paged_attention: no CUDA kernel for block size ", p.kv.block_size);
     }
   }
 }
@@ -121,12 +121,12 @@ void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& pla
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // One kernel per head dim of the one list (src/paged/paged_params.h); a head dim between them
   // runs on the plan's padded_head_dim.
-  switch (plan.padded_head_dim > 0 ? plan.padded_head_dim : p.head_dim) {
+  switch (plan.padded_head_dim > 0 ? plan.padded_head_dim : p.kv.head_dim) {
 #define DJL_PAGED_HEAD_DIM_CASE(d) \
   case d: return launch_head_dim<T, C, d>(p, plan, ws, s);
     DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_HEAD_DIM_CASE)
 #undef DJL_PAGED_HEAD_DIM_CASE
-    default: fail_native("paged_attention: no CUDA kernel for head dim ", p.head_dim);
+    default: fail_native("paged_attention: no CUDA kernel for head dim ", p.kv.head_dim);
   }
 }
 

@@ -128,9 +128,9 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   const int kv_head = blockIdx.x;
   const int64_t seq = blockIdx.y;
   const int part = blockIdx.z;
-  const int group = static_cast<int>(p.heads_q / p.heads_kv);  // query rows, <= 16
+  const int group = static_cast<int>(p.heads_q / p.kv.heads_kv);  // query rows, <= 16
   const int first_head = kv_head * group;
-  const int context = p.context_lens[seq];
+  const int context = p.kv.context_lens[seq];
   const bool partitioned = partition_size > 0;
   // The sliding window, as v1/v2 have it: keys before `first` are hidden, and the tiles (and
   // partitions) count from `first` aligned down to kWindowAlign, a multiple of kBlockN.
@@ -141,13 +141,13 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   const int n_begin = start / kBlockN;
   const int n_end = (end + kBlockN - 1) / kBlockN;
 
-  const int64_t token_stride = p.heads_kv * kHeadDim;  // bytes between tokens of a cache block
-  const uint8_t* k_cache = static_cast<const uint8_t*>(p.key_cache) + kv_head * kHeadDim;
-  const uint8_t* v_cache = static_cast<const uint8_t*>(p.value_cache) + kv_head * kHeadDim;
-  const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const int block_shift = __ffs(static_cast<int>(p.block_size)) - 1;  // log2 of the block size
+  const int64_t token_stride = p.kv.heads_kv * kHeadDim;  // bytes between tokens of a cache block
+  const uint8_t* k_cache = static_cast<const uint8_t*>(p.kv.key_cache) + kv_head * kHeadDim;
+  const uint8_t* v_cache = static_cast<const uint8_t*>(p.kv.value_cache) + kv_head * kHeadDim;
+  const int32_t* table = p.kv.block_tables + seq * p.kv.table_stride;
+  const int block_shift = __ffs(static_cast<int>(p.kv.block_size)) - 1;  // log2 of the block size
   const int block_mask = (1 << block_shift) - 1;
-  const bool two_blocks = p.block_size < 16;  // per warp's 16 rows
+  const bool two_blocks = p.kv.block_size < 16;  // per warp's 16 rows
 
   // The query rows g and g + 8 (heads first_head + row; zero past the group) as A fragments,
   // in the dim order above: a[0]/a[1] dims kk*16 + 4t, +1 of rows g / g + 8, a[2]/a[3] dims
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   // over its columns (reduced over the quad at the end).
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.f, 0.f};
-  const float score_scale = p.scale * scale_of(p.k_scale, kv_head);
+  const float score_scale = p.scale * scale_of(p.kv.k_scale, kv_head);
   const float scale_log2 = score_scale * 1.4426950408889634f;
   // The soft-cap on the natural-log scores, then into the log2 domain: a uniform branch.
   const float softcap = p.softcap;
@@ -375,7 +375,7 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   }
   __syncthreads();
 
-  const float out_scale = scale_of(p.v_scale, kv_head);
+  const float out_scale = scale_of(p.kv.v_scale, kv_head);
   T* const out = static_cast<T*>(p.out) + (seq * p.heads_q + first_head) * kHeadDim;
   for (int idx = threadIdx.x; idx < group * kHeadDim; idx += Tl::kThreads) {
     const int r = idx / kHeadDim, d = idx % kHeadDim;
@@ -418,7 +418,7 @@ void launch_fp8_mma_head_dim(const PagedAttentionParams& p, const DecodePlan& pl
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Tl::kSmemBytes));
   }
-  const dim3 grid(static_cast<unsigned>(p.heads_kv), static_cast<unsigned>(p.num_seqs),
+  const dim3 grid(static_cast<unsigned>(p.kv.heads_kv), static_cast<unsigned>(p.num_seqs),
                   static_cast<unsigned>(plan.partitions));
   kernel<<<grid, Tl::kThreads, Tl::kSmemBytes, stream>>>(p, plan.partition_size, ws);
   DJL_ATTN_CUDA_CHECK_LAUNCH("paged_fp8_mma_kernel");
@@ -437,11 +437,11 @@ void launch_fp8_mma(const PagedAttentionParams& p, const DecodePlan& plan,
                     const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // The head dims fp8_mma_head_dim (paged_plan.h) accepts.
-  switch (p.head_dim) {
+  switch (p.kv.head_dim) {
     case 64: return launch_fp8_mma_head_dim<T, 64>(p, plan, ws, s);
     case 128: return launch_fp8_mma_head_dim<T, 128>(p, plan, ws, s);
     case 256: return launch_fp8_mma_head_dim<T, 256>(p, plan, ws, s);
-    default: fail_native("paged_attention: no fp8 tensor-core kernel for head dim ", p.head_dim);
+    default: fail_native("paged_attention: no fp8 tensor-core kernel for head dim ", p.kv.head_dim);
   }
 }
 

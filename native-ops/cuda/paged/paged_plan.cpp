@@ -27,9 +27,44 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The longest span of keys v1/v2 and flash_fp8 walk for one sequence: the context, or with a
 // window its first visible key aligned down to kWindowAlign up to the query (at most
 // window_left + kWindowAlign tokens).
-int64_t walked_context(const PagedAttentionParams& p) {
+int64_t walked_context(const DecodeProblem& p) {
   if (p.window_left < 0 || p.window_left >= p.max_context_len) return p.max_context_len;
   return std::min(p.max_context_len, p.window_left + kWindowAlign);
+}
+
+// The flash decode kernel's table lookups assume a warp's 16 key rows span at most two cache
+// blocks: power-of-two block sizes of at least 8 (every supported one, kBlockSizes).
+constexpr bool is_power_of_two_at_least_8(int64_t b) { return b >= 8 && (b & (b - 1)) == 0; }
+static_assert([] {
+  for (int b : kBlockSizes) {
+    if (!is_power_of_two_at_least_8(b)) return false;
+  }
+  return true;
+}(), "every supported block size runs the flash decode kernel's table lookups");
+
+// flash_decode_params without the addresses: what the flash plan functions read.
+flash::FlashParams folded_call(const DecodeProblem& p) {
+  flash::FlashParams f{};
+  f.q_seq_stride = p.q_seq_stride;
+  f.q_head_stride = p.q_head_stride;
+  f.k_seq_stride = f.v_seq_stride = p.heads_kv * p.head_dim;
+  f.k_head_stride = f.v_head_stride = p.head_dim;
+  f.out_seq_stride = p.heads_q * p.head_dim;
+  f.out_head_stride = p.head_dim;
+  f.out_batch_stride = p.heads_q * p.head_dim;
+  f.q_batch_stride = p.q_seq_stride;
+  f.batch = p.num_seqs;
+  f.seqlen_q = 1;
+  f.seqlen_k = p.max_context_len;
+  f.heads_q = p.heads_q;
+  f.heads_kv = p.heads_kv;
+  f.head_dim = p.head_dim;
+  f.scale = p.scale;
+  f.causal = false;
+  f.dtype = p.dtype;
+  flash::set_window(f, p.window_left, /*window_right=*/-1);
+  f.softcap = p.softcap;
+  return flash::fold_query_groups(f);
 }
 
 // Whether the flash decode kernel runs this call: float16/bfloat16 caches of the query's dtype
@@ -38,21 +73,21 @@ int64_t walked_context(const PagedAttentionParams& p) {
 // stores are 16-byte vectors). The sliding window and soft-cap run in its features
 // instantiation, which starts each sequence at its window's first tile and splits only the
 // window's span (flash::decode_walked_keys).
-bool flash_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
+bool flash_runs(const DecodeProblem& p, const cuda::DeviceFacts& device) {
   return p.dtype != ElementType::kFloat32 && p.cache_type == CacheType::kQuery &&
-         flash::decode_runs_on(p.head_dim, device) && p.alibi_slopes == nullptr &&
-         p.heads_q / p.heads_kv <= flash::decode::kMaxRows &&
-         aligned16(p.query) && p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
-         aligned16(p.out);
+         flash::decode_runs_on(p.head_dim, device) && !p.alibi &&
+         p.heads_q / p.heads_kv <= flash::decode::kMaxRows && p.io_aligned16 &&
+         p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
+         is_power_of_two_at_least_8(p.block_size);
 }
 
 // Whether the fp8 tensor-core kernel runs this call: an fp8 cache read by float16/bfloat16
 // queries, a head dim it has, no ALiBi (the window and soft-cap it has), a GQA group that fits
 // its 16 query rows, mma.sync f16/bf16 (sm_80+) and its shared memory (not D = 256 on
 // sm_86/sm_89's 99 KiB: v1/v2 there).
-bool flash_fp8_runs(const PagedAttentionParams& p, const cuda::DeviceFacts& device) {
+bool flash_fp8_runs(const DecodeProblem& p, const cuda::DeviceFacts& device) {
   return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
-         fp8_mma_head_dim(p.head_dim) && p.alibi_slopes == nullptr &&
+         fp8_mma_head_dim(p.head_dim) && !p.alibi &&
          p.heads_q / p.heads_kv <= 16 && device.cc_major >= 8 &&
          device.smem_optin >= fp8_mma_smem_bytes(p.head_dim);
 }
@@ -93,8 +128,9 @@ const char* stream_config_name(StreamConfig config) {
 
 }  // namespace
 
-DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
-                                const cuda::DeviceFacts& device) {
+DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& options,
+                                const cuda::DeviceFacts& device,
+                                const DecodeResidency& residency) {
   DecodePlan plan{};
   plan.config = StreamConfig::kDefault;
   plan.head_tiles = 1;
@@ -103,8 +139,7 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   // Every kernel but `rows` reads the caches in 16-byte vectors: rows of a whole number of them
   // and aligned base addresses.
   const int64_t cache_element = p.cache_type == CacheType::kFp8E4M3 ? 1 : element_size(p.dtype);
-  if ((p.head_dim * cache_element) % 16 != 0 || !aligned16(p.key_cache) ||
-      !aligned16(p.value_cache)) {
+  if ((p.head_dim * cache_element) % 16 != 0 || !p.caches_aligned16) {
     plan.kernel = DecodeKernel::kRows;
     return plan;
   }
@@ -131,6 +166,15 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
     plan.kernel = DecodeKernel::kFlash;
     // The flash grid is (batch x kv heads) blocks in x.
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridX / p.heads_kv);
+    // The instantiation and its split, as flash_attention's plan makes them for a decode call
+    // (plan_flash), for a full launch; a shorter last one (past 2^31 / Hkv sequences) runs the
+    // same split, whose scratch rows then bound its own.
+    flash::FlashParams f = folded_call(p);
+    f.batch = plan.seqs_per_launch;
+    plan.flash = flash::decode_kernel(f, /*paged=*/true);
+    plan.split = flash::plan_decode_split(f.batch, f.heads_q, f.seqlen_q,
+                                          flash::decode_walked_keys(f, /*folded=*/true),
+                                          f.head_dim, residency(plan.flash), device.sm_count);
     return plan;
   }
 
@@ -169,6 +213,37 @@ DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptio
   plan.partitions = static_cast<int>(split.partitions);
   plan.workspace_floats = plan.seqs_per_launch * p.heads_q * split.partitions * (p.head_dim + 2);
   return plan;
+}
+
+DecodeProblem decode_problem(const PagedAttentionParams& p) {
+  DecodeProblem d{};
+  d.dtype = p.dtype;
+  d.cache_type = p.kv.cache_type;
+  d.num_seqs = p.num_seqs;
+  d.heads_q = p.heads_q;
+  d.heads_kv = p.kv.heads_kv;
+  d.head_dim = p.kv.head_dim;
+  d.block_size = p.kv.block_size;
+  d.max_context_len = p.max_context_len;
+  d.q_seq_stride = p.q_seq_stride;
+  d.q_head_stride = p.q_head_stride;
+  d.window_left = p.window_left;
+  d.scale = p.scale;
+  d.softcap = p.softcap;
+  d.alibi = p.alibi_slopes != nullptr;
+  d.caches_aligned16 = aligned16(p.kv.key_cache) && aligned16(p.kv.value_cache);
+  d.io_aligned16 = aligned16(p.query) && aligned16(p.out);
+  return d;
+}
+
+flash::FlashParams flash_decode_params(const PagedAttentionParams& p) {
+  flash::FlashParams f = folded_call(decode_problem(p));
+  f.q = p.query;
+  f.k = p.kv.key_cache;
+  f.v = p.kv.value_cache;
+  f.out = p.out;
+  f.kv_lens = p.kv.context_lens;
+  return f;
 }
 
 std::string describe(const DecodePlan& plan) {
@@ -223,15 +298,15 @@ CachePlan plan_reshape_and_cache(const ReshapeAndCacheParams& p) {
   const int64_t size = element_size(p.dtype);
   CachePlan plan{};
   plan.blocks = std::min(p.num_tokens, kMaxGridX);
-  if (p.cache_type == CacheType::kFp8E4M3) {
+  if (p.kv.cache_type == CacheType::kFp8E4M3) {
     // A thread quantises kFp8Group elements and stores them as one 8-byte word: rows of whole
     // words, 8-byte aligned caches; it reads them one element at a time (any strides).
-    plan.vectorised = p.head_dim % kFp8Group == 0 && aligned(p.key_cache, kFp8Group) &&
-                      aligned(p.value_cache, kFp8Group);
+    plan.vectorised = p.kv.head_dim % kFp8Group == 0 && aligned(p.kv.key_cache, kFp8Group) &&
+                      aligned(p.kv.value_cache, kFp8Group);
     return plan;
   }
-  plan.vectorised = (p.head_dim * size) % 16 == 0 && aligned16(p.key) && aligned16(p.value) &&
-                    aligned16(p.key_cache) && aligned16(p.value_cache) &&
+  plan.vectorised = (p.kv.head_dim * size) % 16 == 0 && aligned16(p.key) && aligned16(p.value) &&
+                    aligned16(p.kv.key_cache) && aligned16(p.kv.value_cache) &&
                     (p.key_token_stride * size) % 16 == 0 && (p.key_head_stride * size) % 16 == 0 &&
                     (p.value_token_stride * size) % 16 == 0 &&
                     (p.value_head_stride * size) % 16 == 0;

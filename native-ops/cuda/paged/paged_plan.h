@@ -8,7 +8,9 @@
 // Decode kernels (paged_attention):
 //   flash  the tensor-core split-KV decode kernel of the flash family (cuda/flash/flash_decode.h):
 //          the Hq / Hkv query heads of one kv head are the query rows of one m16 tile; the
-//          sliding window and soft-cap in its features instantiation.
+//          sliding window and soft-cap in its features instantiation. This plan picks its
+//          instantiation and key split too (flash_decode_params is the call it runs), so a call
+//          is planned once.
 //   v1     one thread block per (sequence, kv head, tile of kHeadTile query heads) over the whole
 //          context (paged_attention_kernel.cuh).
 //   v2     the same over partitions of the context, plus a reduce kernel.
@@ -26,11 +28,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "cuda/common/device_facts.h"
+#include "cuda/flash/flash_plan.h"
 #include "paged/paged_params.h"
 
 namespace djl_attn::paged {
@@ -69,7 +73,42 @@ struct DecodeOptions {
   DecodeRequest kernel = DecodeRequest::kAuto;
   StreamConfig config = StreamConfig::kSmem4;
   int64_t partition_size = kPartitionSize;  // v2's starting partition length, tokens
+
+  bool operator==(const DecodeOptions& o) const {
+    return kernel == o.kernel && config == o.config && partition_size == o.partition_size;
+  }
 };
+
+// Everything of a paged_attention call that its plan reads: the parameters without their
+// addresses, which enter only through their alignment. The plan is a function of this alone, so
+// the launcher can key plans on it (the layers of one decode step give equal problems: one plan
+// per step, paged_attention.cu) and nothing is ever read back from the device to plan.
+struct DecodeProblem {
+  ElementType dtype;        // of query and output
+  CacheType cache_type;
+  int64_t num_seqs;
+  int64_t heads_q, heads_kv, head_dim;
+  int64_t block_size;
+  int64_t max_context_len;  // sizes the grid: an upper bound of every context length
+  int64_t q_seq_stride, q_head_stride;  // elements
+  int64_t window_left;      // as the operator takes it (-1: unbounded)
+  float scale, softcap;
+  bool alibi;               // slopes given
+  bool caches_aligned16;    // both caches start on a 16-byte boundary
+  bool io_aligned16;        // query and output start on a 16-byte boundary
+
+  bool operator==(const DecodeProblem& o) const {
+    return dtype == o.dtype && cache_type == o.cache_type && num_seqs == o.num_seqs &&
+           heads_q == o.heads_q && heads_kv == o.heads_kv && head_dim == o.head_dim &&
+           block_size == o.block_size && max_context_len == o.max_context_len &&
+           q_seq_stride == o.q_seq_stride && q_head_stride == o.q_head_stride &&
+           window_left == o.window_left && scale == o.scale && softcap == o.softcap &&
+           alibi == o.alibi && caches_aligned16 == o.caches_aligned16 &&
+           io_aligned16 == o.io_aligned16;
+  }
+};
+
+DecodeProblem decode_problem(const PagedAttentionParams& p);
 
 struct DecodePlan {
   DecodeKernel kernel;
@@ -87,7 +126,13 @@ struct DecodePlan {
   int64_t workspace_floats;  // v2, flash_fp8 with partitions: float32 scratch of one launch
                              // ([seqs, Hq, partitions] maxima and sums, [seqs, Hq, partitions,
                              // D] outputs); 0 otherwise
+  flash::DecodeKernel flash;  // kFlash: the flash decode instantiation (paged rows)
+  flash::KeySplit split;      // kFlash: its key split for a launch of seqs_per_launch sequences
 };
+
+// Resident blocks per SM of a flash decode instantiation on the device (the CUDA occupancy
+// API's answer): the launcher asks the device, tests describe one.
+using DecodeResidency = std::function<int(const flash::DecodeKernel&)>;
 
 // Whether the shared-memory and tuning configurations exist for this dtype, cache and head dim
 // (float16/bfloat16 caches, D = 64 and 128): paged_attention_launch.cuh instantiates them where
@@ -120,8 +165,17 @@ constexpr int fp8_mma_smem_bytes(int64_t head_dim) {
 
 // The flash decode kernel's own rules (which head dims, what device, how many query rows) come
 // from the flash family's plan (cuda/flash/flash_plan.h: decode_runs_on, decode::kMaxRows).
-DecodePlan plan_paged_attention(const PagedAttentionParams& p, const DecodeOptions& options,
-                                const cuda::DeviceFacts& device);
+DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& options,
+                                const cuda::DeviceFacts& device,
+                                const DecodeResidency& residency);
+
+// The kFlash path's call as the flash decode kernel reads it, one query row of Hq heads per
+// sequence folded into Hq / Hkv rows of Hkv heads (flash::fold_query_groups): the query
+// [num_seqs, Hq, D] with its strides, keys and values at (t * Hkv + h) * D within a cache block
+// (read through p.kv's block tables: no batch stride), out [num_seqs, Hq, D] contiguous, no
+// logsumexp, kv_lens = context_lens, and paged_attention's window (the query at position
+// context_len - 1 sees keys >= position - window_left) normalised as flash_attention's.
+flash::FlashParams flash_decode_params(const PagedAttentionParams& p);
 
 // "kernel=v2 config=smem4 head_tiles=1 partition_size=64 partitions=16 seqs_per_launch=1
 // workspace_floats=..." (the fields that apply to the kernel).

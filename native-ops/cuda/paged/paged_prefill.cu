@@ -42,17 +42,17 @@ template <typename T, typename C>
 __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t seq,
                                            int64_t head, int64_t chunk_begin, int64_t chunk,
                                            int64_t row, int lane) {
-  const int64_t context = p.context_lens[seq];
+  const int64_t context = p.kv.context_lens[seq];
   // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
   const int64_t position = context - chunk + row;
-  const int64_t dim = p.head_dim, bs = p.block_size;
-  const int64_t kv_head = head / (p.heads_q / p.heads_kv);
-  const int64_t token_stride = p.heads_kv * dim;
-  const int32_t* table = p.block_tables + seq * p.max_blocks;
-  const C* k_cache = static_cast<const C*>(p.key_cache) + kv_head * dim;
-  const C* v_cache = static_cast<const C*>(p.value_cache) + kv_head * dim;
-  const float q_scale = p.scale * kernels::scale_of(p.k_scale, kv_head);
-  const float out_scale = kernels::scale_of(p.v_scale, kv_head);
+  const int64_t dim = p.kv.head_dim, bs = p.kv.block_size;
+  const int64_t kv_head = head / (p.heads_q / p.kv.heads_kv);
+  const int64_t token_stride = p.kv.heads_kv * dim;
+  const int32_t* table = p.kv.block_tables + seq * p.kv.table_stride;
+  const C* k_cache = static_cast<const C*>(p.kv.key_cache) + kv_head * dim;
+  const C* v_cache = static_cast<const C*>(p.kv.value_cache) + kv_head * dim;
+  const float q_scale = p.scale * kernels::scale_of(p.kv.k_scale, kv_head);
+  const float out_scale = kernels::scale_of(p.kv.v_scale, kv_head);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
   // The sliding window's first key (0 without one): keys before it are not read.
   const int64_t first = first_visible_key(position, p.window_left);
@@ -127,7 +127,7 @@ template <typename T>
 void launch(const PagedPrefillParams& p, const PrefillPlan& plan, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
-  if (p.cache_type == CacheType::kFp8E4M3) {
+  if (p.kv.cache_type == CacheType::kFp8E4M3) {
     paged_prefill_kernel<T, kernels::Fp8E4M3><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
   } else {
     paged_prefill_kernel<T, T><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);

@@ -26,17 +26,17 @@ __global__ void __launch_bounds__(kCacheThreads)
   const int64_t token = first_token + blockIdx.x;
   const int64_t slot = p.slot_mapping[token];
   if (slot < 0) return;
-  const int64_t units = p.head_dim / kPerUnit;  // per row
-  const int64_t row_stride = p.heads_kv * p.head_dim;
+  const int64_t units = p.kv.head_dim / kPerUnit;  // per row
+  const int64_t row_stride = p.kv.heads_kv * p.kv.head_dim;
   const T* key = static_cast<const T*>(p.key) + token * p.key_token_stride;
   const T* value = static_cast<const T*>(p.value) + token * p.value_token_stride;
-  T* key_cache = static_cast<T*>(p.key_cache) + slot * row_stride;
-  T* value_cache = static_cast<T*>(p.value_cache) + slot * row_stride;
-  for (int64_t i = threadIdx.x; i < p.heads_kv * units; i += kCacheThreads) {
+  T* key_cache = static_cast<T*>(p.kv.key_cache) + slot * row_stride;
+  T* value_cache = static_cast<T*>(p.kv.value_cache) + slot * row_stride;
+  for (int64_t i = threadIdx.x; i < p.kv.heads_kv * units; i += kCacheThreads) {
     const int64_t h = i / units, u = (i % units) * kPerUnit;
-    *reinterpret_cast<V*>(key_cache + h * p.head_dim + u) =
+    *reinterpret_cast<V*>(key_cache + h * p.kv.head_dim + u) =
         *reinterpret_cast<const V*>(key + h * p.key_head_stride + u);
-    *reinterpret_cast<V*>(value_cache + h * p.head_dim + u) =
+    *reinterpret_cast<V*>(value_cache + h * p.kv.head_dim + u) =
         *reinterpret_cast<const V*>(value + h * p.value_head_stride + u);
   }
 }
@@ -53,20 +53,20 @@ __global__ void __launch_bounds__(kCacheThreads)
   const int64_t token = first_token + blockIdx.x;
   const int64_t slot = p.slot_mapping[token];
   if (slot < 0) return;
-  const int64_t groups = p.head_dim / kGroup;  // per row
-  const int64_t row_stride = p.heads_kv * p.head_dim;
+  const int64_t groups = p.kv.head_dim / kGroup;  // per row
+  const int64_t row_stride = p.kv.heads_kv * p.kv.head_dim;
   const T* key = static_cast<const T*>(p.key) + token * p.key_token_stride;
   const T* value = static_cast<const T*>(p.value) + token * p.value_token_stride;
-  uint8_t* key_cache = static_cast<uint8_t*>(p.key_cache) + slot * row_stride;
-  uint8_t* value_cache = static_cast<uint8_t*>(p.value_cache) + slot * row_stride;
-  for (int64_t i = threadIdx.x; i < p.heads_kv * groups; i += kCacheThreads) {
+  uint8_t* key_cache = static_cast<uint8_t*>(p.kv.key_cache) + slot * row_stride;
+  uint8_t* value_cache = static_cast<uint8_t*>(p.kv.value_cache) + slot * row_stride;
+  for (int64_t i = threadIdx.x; i < p.kv.heads_kv * groups; i += kCacheThreads) {
     const int64_t h = i / groups, u = (i % groups) * kGroup;
-    const float k_scale = scale_of(p.k_scale, h), v_scale = scale_of(p.v_scale, h);
+    const float k_scale = scale_of(p.kv.k_scale, h), v_scale = scale_of(p.kv.v_scale, h);
     const T* k = key + h * p.key_head_stride + u;
     const T* v = value + h * p.value_head_stride + u;
     if constexpr (kGroup == 1) {
-      key_cache[h * p.head_dim + u] = float_to_fp8(__fdiv_rn(cuda::to_float(k[0]), k_scale));
-      value_cache[h * p.head_dim + u] = float_to_fp8(__fdiv_rn(cuda::to_float(v[0]), v_scale));
+      key_cache[h * p.kv.head_dim + u] = float_to_fp8(__fdiv_rn(cuda::to_float(k[0]), k_scale));
+      value_cache[h * p.kv.head_dim + u] = float_to_fp8(__fdiv_rn(cuda::to_float(v[0]), v_scale));
     } else {
       static_assert(kGroup == 8, "one 8-byte word");
       uint16_t kb[4], vb[4];
@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(kCacheThreads)
         vb[e] = kernels::float2_to_fp8x2(__fdiv_rn(cuda::to_float(v[2 * e]), v_scale),
                                          __fdiv_rn(cuda::to_float(v[2 * e + 1]), v_scale));
       }
-      *reinterpret_cast<uint2*>(key_cache + h * p.head_dim + u) =
+      *reinterpret_cast<uint2*>(key_cache + h * p.kv.head_dim + u) =
           make_uint2(kb[0] | (uint32_t{kb[1]} << 16), kb[2] | (uint32_t{kb[3]} << 16));
-      *reinterpret_cast<uint2*>(value_cache + h * p.head_dim + u) =
+      *reinterpret_cast<uint2*>(value_cache + h * p.kv.head_dim + u) =
           make_uint2(vb[0] | (uint32_t{vb[1]} << 16), vb[2] | (uint32_t{vb[3]} << 16));
     }
   }
@@ -90,7 +90,7 @@ template <typename T>
 void launch(const ReshapeAndCacheParams& p, const CachePlan& plan, cudaStream_t stream) {
   for (int64_t first = 0; first < p.num_tokens; first += plan.blocks) {
     const unsigned blocks = static_cast<unsigned>(std::min(plan.blocks, p.num_tokens - first));
-    if (p.cache_type == CacheType::kFp8E4M3) {
+    if (p.kv.cache_type == CacheType::kFp8E4M3) {
       if (plan.vectorised) {
         reshape_and_cache_fp8_kernel<T, kFp8Group><<<blocks, kCacheThreads, 0, stream>>>(p, first);
       } else {

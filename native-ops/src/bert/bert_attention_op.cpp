@@ -98,17 +98,18 @@ void bert_attention_boxed(shim::StableIValue* stack, const flash::FlashBackend& 
     // Padding keys are masked through kv_lens; queries at padding positions are still computed
     // (they see the valid keys), as stock DJL computes them. out [B, S, H * D] is the contiguous
     // [B, S, H, D] the kernels write.
-    flash::FlashCall call{operand(0), operand(1), operand(2), out.data(), lse.data_as<float>(),
-                          batch, seqlen, seqlen, heads, heads, dim, static_cast<float>(scale),
-                          /*causal=*/false, element_type(qkv.dtype())};
-    call.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
+    flash::FlashParams p =
+        flash::flash_params(operand(0), operand(1), operand(2), out.data(), lse.data_as<float>(),
+                            batch, seqlen, seqlen, heads, heads, dim, static_cast<float>(scale),
+                            /*causal=*/false, element_type(qkv.dtype()));
+    p.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
     if (qkv_bias) {
       const char* bias = static_cast<const char*>(qkv_bias->data());
-      call.q_bias = bias;
-      call.k_bias = bias + hidden * element_size;
-      call.v_bias = bias + 2 * hidden * element_size;
+      p.q_bias = bias;
+      p.k_bias = bias + hidden * element_size;
+      p.v_bias = bias + 2 * hidden * element_size;
     }
-    flash.launch(flash::flash_params(call));
+    flash.launch(p);
   }
   put_tensor(stack, 0, std::move(out));
 }

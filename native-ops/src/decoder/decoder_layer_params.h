@@ -44,24 +44,17 @@ struct Projection {
   int64_t out, in;
 };
 
-// The paged KV cache as the layer reads and writes it, with the step's batch: the layouts of
-// paged_params.h. Decode rows are chunks of one.
+// The paged KV cache as the layer reads and writes it, with the step's batch: the paged
+// operators' one value (paged::PagedKv, carried as it is to the cache write and the attention)
+// and what the layer's rows add to it. Decode rows are chunks of one.
 struct PagedCacheView {
-  void* key_cache;              // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
-  void* value_cache;            // [num_blocks, block_size, Hkv, D]
-  const int32_t* block_tables;  // [num_seqs, max_blocks]
+  paged::PagedKv kv;            // context_lens count the new tokens too
   const int32_t* cu_seqlens_q;  // [num_seqs + 1]: sequence s owns rows [cu[s], cu[s+1])
-  const int32_t* context_lens;  // [num_seqs]: cached tokens, the new ones included
   const int64_t* slot_mapping;  // [T]: where each new token's k/v go (negative: skip)
   int64_t num_seqs;
-  int64_t num_blocks;
-  int64_t block_size;
-  int64_t max_blocks;
   int64_t max_seqlen_q;         // >= every chunk
   bool fresh_chunks;            // every chunk is its sequence's whole context (nothing cached
                                 // before it): attention needs only the chunk's own k and v
-  paged::CacheType cache_type;
-  paged::CacheScale k_scale, v_scale;  // FP8 caches only
 };
 
 struct DecoderLayerParams {

@@ -139,14 +139,10 @@ void check_features(const char* op, const FeatureArgs& f, const Tensor& q, int64
   check_contiguous(slopes, name);
 }
 
-void set_features(FlashCall& call, const FeatureArgs& f) {
-  call.window_left = f.window_left;
-  call.window_right = f.window_right;
-  call.softcap = static_cast<float>(f.softcap);
-  if (f.alibi_slopes) {
-    call.alibi_slopes = f.alibi_slopes->data_as<float>();
-    call.alibi_batch_stride = f.alibi_slopes->dim() == 2 ? call.heads_q : 0;
-  }
+void set_features(FlashParams& p, const FeatureArgs& f) {
+  set_features(p, f.window_left, f.window_right, static_cast<float>(f.softcap),
+               f.alibi_slopes ? f.alibi_slopes->data_as<float>() : nullptr,
+               f.alibi_slopes && f.alibi_slopes->dim() == 2);
 }
 
 FeatureArgs take_features(shim::StableIValue* stack, int first) {
@@ -162,52 +158,59 @@ FlashOperand flash_operand(const Tensor& t) {
   return FlashOperand{t.data(), t.stride(0), t.stride(1), t.stride(2)};
 }
 
-FlashParams flash_params(const FlashCall& call) {
-  const bool varlen = call.cu_seqlens_q != nullptr;
+FlashParams flash_params(FlashOperand q, FlashOperand k, FlashOperand v, void* out, float* lse,
+                         int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                         int64_t heads_kv, int64_t head_dim, float scale, bool causal,
+                         ElementType dtype) {
   FlashParams p{};
-  p.q = call.q.data;
-  p.k = call.k.data;
-  p.v = call.v.data;
-  p.out = call.out;
-  p.lse = call.lse;
-  p.q_batch_stride = call.q.batch_stride;
-  p.q_seq_stride = call.q.seq_stride;
-  p.q_head_stride = call.q.head_stride;
-  p.k_batch_stride = call.k.batch_stride;
-  p.k_seq_stride = call.k.seq_stride;
-  p.k_head_stride = call.k.head_stride;
-  p.v_batch_stride = call.v.batch_stride;
-  p.v_seq_stride = call.v.seq_stride;
-  p.v_head_stride = call.v.head_stride;
-  // The outputs are allocated contiguous: out [B, Sq, Hq, D] or [total_q, Hq, D]; the logsumexp
-  // [B, Hq, Sq] (lse_head_stride 0: the default layout) or [Hq, total_q].
-  p.out_batch_stride = varlen ? 0 : call.seqlen_q * call.heads_q * call.head_dim;
-  p.out_seq_stride = call.heads_q * call.head_dim;
-  p.out_head_stride = call.head_dim;
-  p.lse_batch_stride = 0;
-  p.lse_head_stride = varlen ? call.total_q : 0;
-  p.kv_lens = call.kv_lens;
-  p.cu_seqlens_q = call.cu_seqlens_q;
-  p.cu_seqlens_k = call.cu_seqlens_k;
-  p.q_bias = call.q_bias;
-  p.k_bias = call.k_bias;
-  p.v_bias = call.v_bias;
-  p.batch = call.batch;
-  p.total_q = call.total_q;
-  p.total_k = call.total_k;
-  p.seqlen_q = call.seqlen_q;
-  p.seqlen_k = call.seqlen_k;
-  p.heads_q = call.heads_q;
-  p.heads_kv = call.heads_kv;
-  p.head_dim = call.head_dim;
-  p.scale = call.scale;
-  p.causal = call.causal;
-  p.dtype = call.dtype;
-  set_window(p, call.window_left, call.window_right);  // normalised (flash_params.h)
-  p.softcap = call.softcap;
-  p.alibi_slopes = call.alibi_slopes;
-  p.alibi_batch_stride = call.alibi_batch_stride;
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.out = out;
+  p.lse = lse;
+  p.q_batch_stride = q.batch_stride;
+  p.q_seq_stride = q.seq_stride;
+  p.q_head_stride = q.head_stride;
+  p.k_batch_stride = k.batch_stride;
+  p.k_seq_stride = k.seq_stride;
+  p.k_head_stride = k.head_stride;
+  p.v_batch_stride = v.batch_stride;
+  p.v_seq_stride = v.seq_stride;
+  p.v_head_stride = v.head_stride;
+  // The outputs are allocated contiguous: out [B, Sq, Hq, D]; the logsumexp [B, Hq, Sq]
+  // (lse_head_stride 0: the default layout).
+  p.out_batch_stride = seqlen_q * heads_q * head_dim;
+  p.out_seq_stride = heads_q * head_dim;
+  p.out_head_stride = head_dim;
+  p.batch = batch;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  p.causal = causal;
+  p.dtype = dtype;
   return p;
+}
+
+void set_varlen(FlashParams& p, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                int64_t total_q, int64_t total_k) {
+  p.cu_seqlens_q = cu_seqlens_q;
+  p.cu_seqlens_k = cu_seqlens_k;
+  p.total_q = total_q;
+  p.total_k = total_k;
+  // out [total_q, Hq, D]; the logsumexp [Hq, total_q].
+  p.out_batch_stride = 0;
+  p.lse_head_stride = total_q;
+}
+
+void set_features(FlashParams& p, int64_t window_left, int64_t window_right, float softcap,
+                  const float* alibi_slopes, bool alibi_per_batch) {
+  set_window(p, window_left, window_right);  // normalised (flash_params.h)
+  p.softcap = softcap;
+  p.alibi_slopes = alibi_slopes;
+  p.alibi_batch_stride = alibi_slopes != nullptr && alibi_per_batch ? p.heads_q : 0;
 }
 
 void check_query_tiles(ArgName name, int64_t batch, int64_t seqlen_q, int64_t heads_q) {
@@ -260,12 +263,13 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   Tensor lse = Tensor::empty({batch, heads_q, seqlen_q}, DType::kFloat32, device);
 
   if (batch > 0 && seqlen_q > 0 && heads_q > 0) {
-    FlashCall call{flash_operand(q), flash_operand(k), flash_operand(v), out.data(),
-                   lse.data_as<float>(), batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim,
-                   static_cast<float>(scale), causal, element_type(q.dtype())};
-    call.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
-    set_features(call, features);
-    backend.launch(flash_params(call));
+    FlashParams p = flash_params(flash_operand(q), flash_operand(k), flash_operand(v), out.data(),
+                                 lse.data_as<float>(), batch, seqlen_q, seqlen_k, heads_q,
+                                 heads_kv, dim, static_cast<float>(scale), causal,
+                                 element_type(q.dtype()));
+    p.kv_lens = kv_lens ? kv_lens->data_as<int32_t>() : nullptr;
+    set_features(p, features);
+    backend.launch(p);
   }
 
   put_tensor(stack, 0, std::move(out));
@@ -319,15 +323,14 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   Tensor lse = Tensor::empty({heads_q, total_q}, DType::kFloat32, device);
 
   if (batch > 0 && total_q > 0 && heads_q > 0) {
-    FlashCall call{flash_operand(q), flash_operand(k), flash_operand(v), out.data(),
-                   lse.data_as<float>(), batch, max_seqlen_q, max_seqlen_k, heads_q, heads_kv,
-                   dim, static_cast<float>(scale), causal, element_type(q.dtype())};
-    call.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
-    call.cu_seqlens_k = cu_seqlens_k.data_as<int32_t>();
-    call.total_q = total_q;
-    call.total_k = total_k;
-    set_features(call, features);
-    backend.launch(flash_params(call));
+    FlashParams p = flash_params(flash_operand(q), flash_operand(k), flash_operand(v), out.data(),
+                                 lse.data_as<float>(), batch, max_seqlen_q, max_seqlen_k,
+                                 heads_q, heads_kv, dim, static_cast<float>(scale), causal,
+                                 element_type(q.dtype()));
+    set_varlen(p, cu_seqlens_q.data_as<int32_t>(), cu_seqlens_k.data_as<int32_t>(), total_q,
+               total_k);
+    set_features(p, features);
+    backend.launch(p);
   }
 
   put_tensor(stack, 0, std::move(out));

@@ -23,35 +23,27 @@ struct FlashOperand {
 // q, k or v given as a tensor: [B, S, H, D], or packed [total, H, D] (varlen).
 FlashOperand flash_operand(const Tensor& t);
 
-// What a binding knows of one call; flash_params() is the one place that turns it into the
-// kernels' FlashParams (flash_attention, flash_attention_varlen and bert_attention all go
-// through it).
-struct FlashCall {
-  FlashOperand q, k, v;
-  void* out;   // contiguous [B, Sq, Hq, D]; varlen: [total_q, Hq, D]
-  float* lse;  // contiguous [B, Hq, Sq]; varlen: [Hq, total_q]
-  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
-  float scale;
-  bool causal;
-  ElementType dtype;
-  const int32_t* kv_lens = nullptr;  // [B] valid keys per batch row, or null for all Sk
-  // Varlen mode (cu_seqlens_q non-null): seqlen_q and seqlen_k are the longest sequences.
-  const int32_t* cu_seqlens_q = nullptr;
-  const int32_t* cu_seqlens_k = nullptr;
-  int64_t total_q = 0, total_k = 0;
-  // [H, D] bias of q (H = Hq), k and v (H = Hkv), added on load; null for none.
-  const void* q_bias = nullptr;
-  const void* k_bias = nullptr;
-  const void* v_bias = nullptr;
-  // Sliding window (-1: unbounded side), soft-cap (0: none) and ALiBi slopes ([Hq] or [B, Hq]
-  // float32, null for none), as the schema gives them; flash_params() normalises the window.
-  int64_t window_left = -1, window_right = -1;
-  float softcap = 0.f;
-  const float* alibi_slopes = nullptr;
-  int64_t alibi_batch_stride = 0;
-};
+// The kernels' FlashParams of a batched call, the one place the bindings fill it
+// (flash_attention, flash_attention_varlen and bert_attention): q, k and v as given, the
+// outputs allocated contiguous (out [B, Sq, Hq, D], lse [B, Hq, Sq]), no kv_lens, varlen
+// offsets, bias or features. A binding then sets what its call adds: kv_lens or the bias
+// pointers directly, set_varlen and set_features through these functions, which keep the
+// layout rules that depend on them.
+FlashParams flash_params(FlashOperand q, FlashOperand k, FlashOperand v, void* out, float* lse,
+                         int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                         int64_t heads_kv, int64_t head_dim, float scale, bool causal,
+                         ElementType dtype);
 
-FlashParams flash_params(const FlashCall& call);
+// Varlen mode: seqlen_q and seqlen_k of `p` are the longest sequences, sequence b owns rows
+// [cu_seqlens[b], cu_seqlens[b + 1]) of the packed q/out and k/v, out is [total_q, Hq, D] and
+// lse FlashAttention's [Hq, total_q].
+void set_varlen(FlashParams& p, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                int64_t total_q, int64_t total_k);
+
+// The sliding window (-1: unbounded side; normalised by set_window), soft-cap (0: none) and
+// ALiBi slopes ([Hq], or [B, Hq] when alibi_per_batch; null for none) as the schema gives them.
+void set_features(FlashParams& p, int64_t window_left, int64_t window_right, float softcap,
+                  const float* alibi_slopes, bool alibi_per_batch);
 
 // The rule every flash binding states for CPU and CUDA alike: B * Hq * ceil(Sq / 64) query tiles
 // of 64 rows fit one CUDA grid (kMaxQueryTiles). `name` is the argument that carries Sq.

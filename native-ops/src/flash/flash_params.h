@@ -72,8 +72,8 @@ struct FlashParams {
   // FlashAttention-2's local attention, soft-capping and ALiBi, all off by default (the
   // defaults here are that: every FlashParams starts with them off). With o = L - Sq as for
   // `causal`, query row i sees key j only if j >= i + o - window_left (window_left >= 0) and
-  // j <= i + o + window_right (window_right >= 0); -1 leaves that side unbounded. flash_params()
-  // (flash_op.cpp) normalises them: a side that cannot cut any key is -1, window_right = 0
+  // j <= i + o + window_right (window_right >= 0); -1 leaves that side unbounded. set_window
+  // (below; the bindings' set_features and paged_attention's flash_decode_params) normalises them: a side that cannot cut any key is -1, window_right = 0
   // becomes `causal`, and window_right is -1 whenever `causal` is set (causal is tighter).
   int window_left = -1;
   int window_right = -1;
@@ -121,8 +121,9 @@ DJL_FLASH_HOST_DEVICE inline bool has_flash_features(const FlashParams& p) {
 // any row is dropped (rows see j >= i + o - window_left with i + o <= L - 1 <= Sk - 1, and
 // j <= i + o + window_right with i + o >= L - Sq), so windows wider than the sequences run the
 // default code; window_right = 0 is the causal mask, which the kernels already skip tiles for;
-// and causal makes any window_right >= 0 redundant. The one place this is decided: the binding
-// (flash_params in flash_op.cpp) and the plan tests' stand-in calls both call it.
+// and causal makes any window_right >= 0 redundant. The one place this is decided: the bindings
+// (set_features in flash_op.cpp), paged_attention's decode on the flash kernel
+// (flash_decode_params, cuda/paged/paged_plan.h) and the plan tests' stand-in calls call it.
 inline void set_window(FlashParams& p, int64_t window_left, int64_t window_right) {
   p.window_left = window_left >= p.seqlen_k - 1 ? -1 : static_cast<int>(window_left);
   p.window_right = window_right >= p.seqlen_q - 1 ? -1 : static_cast<int>(window_right);

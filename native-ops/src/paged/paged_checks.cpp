@@ -164,4 +164,23 @@ void check_chunks(const char* op, const std::vector<int32_t>& cu,
   }
 }
 
+PagedKv paged_kv(const Tensor& key_cache, const Tensor& value_cache, const Tensor* block_tables,
+                 const Tensor* context_lens, CacheType cache_type, CacheScale k_scale,
+                 CacheScale v_scale) {
+  PagedKv kv{};
+  kv.key_cache = key_cache.data();
+  kv.value_cache = value_cache.data();
+  kv.block_tables = block_tables != nullptr ? block_tables->data_as<int32_t>() : nullptr;
+  kv.context_lens = context_lens != nullptr ? context_lens->data_as<int32_t>() : nullptr;
+  kv.table_stride = block_tables != nullptr ? block_tables->size(1) : 0;
+  kv.num_blocks = key_cache.size(0);
+  kv.block_size = key_cache.size(1);
+  kv.heads_kv = key_cache.size(2);
+  kv.head_dim = key_cache.size(3);
+  kv.cache_type = cache_type;
+  kv.k_scale = k_scale;
+  kv.v_scale = v_scale;
+  return kv;
+}
+
 }  // namespace djl_attn::paged

@@ -43,6 +43,13 @@ bool is_fp8_dtype(DType dtype);
 CacheType check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
                        const Tensor& ref, ArgName ref_name, bool attention);
 
+// The paged KV value (paged_params.h) of checked caches and, for the attention operators, the
+// batch's block tables and context lengths (null for reshape_and_cache): the one place a binding
+// fills it.
+PagedKv paged_kv(const Tensor& key_cache, const Tensor& value_cache, const Tensor* block_tables,
+                 const Tensor* context_lens, CacheType cache_type, CacheScale k_scale,
+                 CacheScale v_scale);
+
 // k_scale / v_scale: only with an fp8 cache; float32 [1] (per tensor) or [Hkv] (per head),
 // contiguous, on the cache's device. Absent: 1.
 CacheScale check_scale(const char* op, const char* arg, const std::optional<Tensor>& scale,

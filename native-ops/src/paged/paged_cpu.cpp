@@ -183,20 +183,20 @@ void store_row(const T* src, C* dst, int64_t n, float scale) {
 
 template <typename T, typename C>
 void reshape_and_cache_typed(const ReshapeAndCacheParams& p) {
-  const int64_t dim = p.head_dim, token_stride = p.heads_kv * dim;
+  const int64_t dim = p.kv.head_dim, token_stride = p.kv.heads_kv * dim;
   const int64_t grain = p.num_tokens * token_stride < kInlineWork ? p.num_tokens : 64;
   parallel_for(p.num_tokens, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t slot = p.slot_mapping[t];
       if (slot < 0) continue;
-      C* kc = static_cast<C*>(p.key_cache) + slot * token_stride;
-      C* vc = static_cast<C*>(p.value_cache) + slot * token_stride;
-      for (int64_t h = 0; h < p.heads_kv; ++h) {
+      C* kc = static_cast<C*>(p.kv.key_cache) + slot * token_stride;
+      C* vc = static_cast<C*>(p.kv.value_cache) + slot * token_stride;
+      for (int64_t h = 0; h < p.kv.heads_kv; ++h) {
         const T* k = static_cast<const T*>(p.key) + t * p.key_token_stride + h * p.key_head_stride;
         const T* v =
             static_cast<const T*>(p.value) + t * p.value_token_stride + h * p.value_head_stride;
-        store_row(k, kc + h * dim, dim, scale_of(p.k_scale, h));
-        store_row(v, vc + h * dim, dim, scale_of(p.v_scale, h));
+        store_row(k, kc + h * dim, dim, scale_of(p.kv.k_scale, h));
+        store_row(v, vc + h * dim, dim, scale_of(p.kv.v_scale, h));
       }
     }
   });
@@ -204,27 +204,27 @@ void reshape_and_cache_typed(const ReshapeAndCacheParams& p) {
 
 template <typename T, typename C>
 void paged_attention_typed(const PagedAttentionParams& p) {
-  const int64_t group = p.heads_q / p.heads_kv;
-  const int64_t tasks = p.num_seqs * p.heads_kv;
+  const int64_t group = p.heads_q / p.kv.heads_kv;
+  const int64_t tasks = p.num_seqs * p.kv.heads_kv;
   int64_t work = 0;
-  for (int64_t s = 0; s < p.num_seqs; ++s) work += p.context_lens[s];
-  work *= p.heads_q * p.head_dim;
+  for (int64_t s = 0; s < p.num_seqs; ++s) work += p.kv.context_lens[s];
+  work *= p.heads_q * p.kv.head_dim;
   const int64_t grain = work < kInlineWork ? tasks : 1;
   parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
     Workspace ws;
     std::vector<Row<T>> rows(group);
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t s = task / p.heads_kv, kv_head = task % p.heads_kv;
-      const SequenceCache<C> cache{static_cast<const C*>(p.key_cache),
-                                   static_cast<const C*>(p.value_cache),
-                                   p.block_tables + s * p.max_blocks,
-                                   kv_head, p.heads_kv, p.head_dim, p.block_size,
-                                   scale_of(p.k_scale, kv_head), scale_of(p.v_scale, kv_head)};
+      const int64_t s = task / p.kv.heads_kv, kv_head = task % p.kv.heads_kv;
+      const SequenceCache<C> cache{static_cast<const C*>(p.kv.key_cache),
+                                   static_cast<const C*>(p.kv.value_cache),
+                                   p.kv.block_tables + s * p.kv.table_stride,
+                                   kv_head, p.kv.heads_kv, p.kv.head_dim, p.kv.block_size,
+                                   scale_of(p.kv.k_scale, kv_head), scale_of(p.kv.v_scale, kv_head)};
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kv_head * group + g;
         rows[g].q = static_cast<const T*>(p.query) + s * p.q_seq_stride + h * p.q_head_stride;
-        rows[g].out = static_cast<T*>(p.out) + (s * p.heads_q + h) * p.head_dim;
-        rows[g].limit = p.context_lens[s];
+        rows[g].out = static_cast<T*>(p.out) + (s * p.heads_q + h) * p.kv.head_dim;
+        rows[g].limit = p.kv.context_lens[s];
         rows[g].first = first_visible_key(rows[g].limit - 1, p.window_left);
         rows[g].slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
       }
@@ -235,7 +235,7 @@ void paged_attention_typed(const PagedAttentionParams& p) {
 
 template <typename T, typename C>
 void paged_prefill_typed(const PagedPrefillParams& p) {
-  const int64_t group = p.heads_q / p.heads_kv;
+  const int64_t group = p.heads_q / p.kv.heads_kv;
   // Tasks: (sequence, first row of a tile) for every tile, times every kv head.
   struct Tile {
     int64_t seq, row_begin, row_end;
@@ -247,33 +247,33 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
     for (int64_t r = begin; r < end; r += kPrefillTile) {
       tiles.push_back({s, r, std::min(end, r + kPrefillTile)});
     }
-    work += (end - begin) * p.context_lens[s];
+    work += (end - begin) * p.kv.context_lens[s];
   }
-  work *= p.heads_q * p.head_dim;
-  const int64_t tasks = static_cast<int64_t>(tiles.size()) * p.heads_kv;
+  work *= p.heads_q * p.kv.head_dim;
+  const int64_t tasks = static_cast<int64_t>(tiles.size()) * p.kv.heads_kv;
   const int64_t grain = work < kInlineWork ? std::max<int64_t>(tasks, 1) : 1;
   parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
     Workspace ws;
     std::vector<Row<T>> rows;
     for (int64_t task = begin; task < end; ++task) {
-      const Tile& tile = tiles[task / p.heads_kv];
-      const int64_t kv_head = task % p.heads_kv;
+      const Tile& tile = tiles[task / p.kv.heads_kv];
+      const int64_t kv_head = task % p.kv.heads_kv;
       const int64_t s = tile.seq;
-      const int64_t context = p.context_lens[s];
+      const int64_t context = p.kv.context_lens[s];
       const int64_t chunk_begin = p.cu_seqlens_q[s];
       const int64_t chunk = p.cu_seqlens_q[s + 1] - chunk_begin;
-      const SequenceCache<C> cache{static_cast<const C*>(p.key_cache),
-                                   static_cast<const C*>(p.value_cache),
-                                   p.block_tables + s * p.max_blocks,
-                                   kv_head, p.heads_kv, p.head_dim, p.block_size,
-                                   scale_of(p.k_scale, kv_head), scale_of(p.v_scale, kv_head)};
+      const SequenceCache<C> cache{static_cast<const C*>(p.kv.key_cache),
+                                   static_cast<const C*>(p.kv.value_cache),
+                                   p.kv.block_tables + s * p.kv.table_stride,
+                                   kv_head, p.kv.heads_kv, p.kv.head_dim, p.kv.block_size,
+                                   scale_of(p.kv.k_scale, kv_head), scale_of(p.kv.v_scale, kv_head)};
       rows.clear();
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kv_head * group + g;
         for (int64_t r = tile.row_begin; r < tile.row_end; ++r) {
           Row<T> row;
           row.q = static_cast<const T*>(p.query) + r * p.q_token_stride + h * p.q_head_stride;
-          row.out = static_cast<T*>(p.out) + (r * p.heads_q + h) * p.head_dim;
+          row.out = static_cast<T*>(p.out) + (r * p.heads_q + h) * p.kv.head_dim;
           // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
           row.limit = context - chunk + (r - chunk_begin) + 1;
           row.first = first_visible_key(row.limit - 1, p.window_left);
@@ -289,7 +289,7 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
 // Runs F<T, C> for the query (key) dtype T and the cache's element type C.
 template <template <typename, typename> class F, typename Params>
 void dispatch(const Params& p) {
-  const bool fp8 = p.cache_type == CacheType::kFp8E4M3;
+  const bool fp8 = p.kv.cache_type == CacheType::kFp8E4M3;
   switch (p.dtype) {
     case ElementType::kFloat32:
       return fp8 ? F<float, Fp8E4M3>::run(p) : F<float, float>::run(p);

@@ -121,20 +121,12 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   ReshapeAndCacheParams p{};
   p.key = key.data();
   p.value = value.data();
-  p.key_cache = key_cache.data();
-  p.value_cache = value_cache.data();
+  p.kv = paged_kv(key_cache, value_cache, nullptr, nullptr, cache_type, ks, vs);
   p.slot_mapping = slot_mapping.data_as<int64_t>();
   p.key_token_stride = key.stride(0), p.key_head_stride = key.stride(1);
   p.value_token_stride = value.stride(0), p.value_head_stride = value.stride(1);
   p.num_tokens = tokens;
-  p.heads_kv = heads_kv;
-  p.head_dim = dim;
-  p.block_size = block_size;
-  p.num_blocks = num_blocks;
   p.dtype = element_type(key.dtype());
-  p.cache_type = cache_type;
-  p.k_scale = ks;
-  p.v_scale = vs;
   backend.reshape_and_cache(p);
 }
 
@@ -204,28 +196,17 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   if (num_seqs > 0 && heads_q > 0) {
     PagedAttentionParams p{};
     p.query = query.data();
-    p.key_cache = key_cache.data();
-    p.value_cache = value_cache.data();
-    p.block_tables = block_tables.data_as<int32_t>();
-    p.context_lens = context_lens.data_as<int32_t>();
+    p.kv = paged_kv(key_cache, value_cache, &block_tables, &context_lens, cache_type, ks, vs);
     p.alibi_slopes = alibi ? alibi->data_as<float>() : nullptr;
     p.out = out.data();
     p.q_seq_stride = query.stride(0), p.q_head_stride = query.stride(1);
     p.num_seqs = num_seqs;
     p.heads_q = heads_q;
-    p.heads_kv = key_cache.size(2);
-    p.head_dim = dim;
-    p.block_size = block_size;
-    p.num_blocks = num_blocks;
-    p.max_blocks = max_blocks;
     p.max_context_len = max_context_len;
     p.scale = static_cast<float>(scale);
     p.window_left = window_left;
     p.softcap = static_cast<float>(softcap);
     p.dtype = element_type(query.dtype());
-    p.cache_type = cache_type;
-    p.k_scale = ks;
-    p.v_scale = vs;
     backend.paged_attention(p);
   }
   put_tensor(stack, 0, std::move(out));
@@ -295,30 +276,19 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   if (tokens > 0 && heads_q > 0) {
     PagedPrefillParams p{};
     p.query = query.data();
-    p.key_cache = key_cache.data();
-    p.value_cache = value_cache.data();
-    p.block_tables = block_tables.data_as<int32_t>();
+    p.kv = paged_kv(key_cache, value_cache, &block_tables, &context_lens, cache_type, ks, vs);
     p.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
-    p.context_lens = context_lens.data_as<int32_t>();
     p.alibi_slopes = alibi ? alibi->data_as<float>() : nullptr;
     p.out = out.data();
     p.q_token_stride = query.stride(0), p.q_head_stride = query.stride(1);
     p.num_seqs = num_seqs;
     p.num_tokens = tokens;
     p.heads_q = heads_q;
-    p.heads_kv = key_cache.size(2);
-    p.head_dim = dim;
-    p.block_size = block_size;
-    p.num_blocks = num_blocks;
-    p.max_blocks = max_blocks;
     p.max_seqlen_q = max_seqlen_q;
     p.scale = static_cast<float>(scale);
     p.window_left = window_left;
     p.softcap = static_cast<float>(softcap);
     p.dtype = element_type(query.dtype());
-    p.cache_type = cache_type;
-    p.k_scale = ks;
-    p.v_scale = vs;
     backend.paged_prefill(p);
   }
   put_tensor(stack, 0, std::move(out));

@@ -89,13 +89,33 @@ struct HostCopy {
   size_t bytes;
 };
 
+// The paged KV cache of one layer as every paged kernel reads it: one value, FlashInfer's
+// paged_kv_t, that reshape_and_cache, paged_attention, paged_prefill_attention and decoder_layer
+// carry as it is (docs/operators.md, "Paged KV cache"; the Java PagedKvCache and PagedBatch
+// describe the same arrays). The bindings fill it once from the tensors (paged_checks.h,
+// paged_kv); plans read its shape facts, kernels its pointers.
+struct PagedKv {
+  void* key_cache;              // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
+  void* value_cache;            // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
+  // The batch's view of the cache; null for reshape_and_cache, which addresses slots.
+  const int32_t* block_tables;  // [num_seqs, table_stride], contiguous: sequence s's logical
+                                // block i is physical block block_tables[s * table_stride + i]
+  const int32_t* context_lens;  // [num_seqs], contiguous: cached tokens of each sequence
+  int64_t table_stride;         // columns of block_tables (max_blocks); 0 without them
+  int64_t num_blocks;           // physical blocks in each cache
+  int64_t block_size;           // tokens per cache block
+  int64_t heads_kv;             // Hkv
+  int64_t head_dim;             // D
+  CacheType cache_type;
+  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
+};
+
 // reshape_and_cache: key_cache[slot / bs, slot % bs, h, :] = key[t, h, :] for every token t
 // whose slot_mapping[t] >= 0 (same for values).
 struct ReshapeAndCacheParams {
-  const void* key;           // [T, Hkv, D], last dim contiguous
-  const void* value;         // [T, Hkv, D], last dim contiguous
-  void* key_cache;           // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
-  void* value_cache;         // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
+  const void* key;              // [T, Hkv, D], last dim contiguous
+  const void* value;            // [T, Hkv, D], last dim contiguous
+  PagedKv kv;                   // the caches written (no block tables)
   const int64_t* slot_mapping;  // [T], contiguous; negative = skip, else < num_blocks * bs
 
   // Strides in elements.
@@ -103,13 +123,7 @@ struct ReshapeAndCacheParams {
   int64_t value_token_stride, value_head_stride;
 
   int64_t num_tokens;  // T
-  int64_t heads_kv;    // Hkv
-  int64_t head_dim;    // D
-  int64_t block_size;  // tokens per cache block
-  int64_t num_blocks;  // physical blocks in each cache
-  ElementType dtype;   // of key and value (and of both caches when cache_type is kQuery)
-  CacheType cache_type;
-  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
+  ElementType dtype;   // of key and value (and of both caches when kv.cache_type is kQuery)
 };
 
 // The sliding window and logit soft-cap of both attention operators, as flash_attention has
@@ -119,13 +133,10 @@ struct ReshapeAndCacheParams {
 // alibi_slopes[h] * (j - p) when slopes are given (on an fp8 cache: with k_j dequantised).
 //
 // paged_attention (decode): one query token per sequence at p = context_len - 1, attending to
-// the first context_lens[s] tokens of its cache.
+// the first kv.context_lens[s] tokens of its cache.
 struct PagedAttentionParams {
   const void* query;          // [num_seqs, Hq, D], last dim contiguous
-  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
-  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
-  const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
-  const int32_t* context_lens;  // [num_seqs], contiguous
+  PagedKv kv;                 // the caches and the batch's block tables and context lengths
   const float* alibi_slopes;  // [Hq] float32, or null
   void* out;                  // [num_seqs, Hq, D], contiguous, dtype of query
 
@@ -133,34 +144,24 @@ struct PagedAttentionParams {
   int64_t q_seq_stride, q_head_stride;
 
   int64_t num_seqs;
-  int64_t heads_q;          // Hq
-  int64_t heads_kv;         // Hkv; Hq % Hkv == 0, query head h reads kv head h / (Hq / Hkv)
-  int64_t head_dim;         // D
-  int64_t block_size;
-  int64_t num_blocks;
-  int64_t max_blocks;       // columns of block_tables
+  int64_t heads_q;          // Hq; Hq % Hkv == 0, query head h reads kv head h / (Hq / Hkv)
   int64_t max_context_len;  // >= every context_lens[s]; sizes the CUDA grid and workspace
   float scale;              // multiplies q . k
   int64_t window_left = -1; // -1: unbounded; >= 0: keys j >= p - window_left only
   float softcap = 0.f;      // 0: none; > 0: scores softcap * tanh(s / softcap)
-  ElementType dtype;        // of query and output (and of the caches when cache_type is kQuery)
-  CacheType cache_type;
-  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
+  ElementType dtype;        // of query and output (and of the caches when kv.cache_type is kQuery)
 };
 
 // paged_prefill_attention: the query tokens of sequence s are the packed rows
 // [cu_seqlens_q[s], cu_seqlens_q[s + 1]) of query: the last n = cu_seqlens_q[s+1] -
-// cu_seqlens_q[s] of its context_lens[s] cached tokens (written before with reshape_and_cache).
-// Query row t of the chunk sits at position p = context_len - n + t and sees keys j <= p (and
-// j >= p - window_left), scored as paged_attention scores them.
+// cu_seqlens_q[s] of its kv.context_lens[s] cached tokens (written before with
+// reshape_and_cache). Query row t of the chunk sits at position p = context_len - n + t and sees
+// keys j <= p (and j >= p - window_left), scored as paged_attention scores them.
 struct PagedPrefillParams {
   const void* query;          // [T, Hq, D], last dim contiguous
-  const void* key_cache;      // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
-  const void* value_cache;    // [num_blocks, block_size, Hkv, D], contiguous, of cache_type
-  const int32_t* block_tables;  // [num_seqs, max_blocks], contiguous
+  PagedKv kv;                 // the caches and the batch's block tables and context lengths
   const int32_t* cu_seqlens_q;  // [num_seqs + 1], contiguous; null (CUDA's paged_attention on
                                 // unaligned caches only): one query row per sequence, row s
-  const int32_t* context_lens;  // [num_seqs], contiguous
   const float* alibi_slopes;  // [Hq] float32, or null
   void* out;                  // [T, Hq, D], contiguous, dtype of query
 
@@ -170,18 +171,11 @@ struct PagedPrefillParams {
   int64_t num_seqs;
   int64_t num_tokens;    // T
   int64_t heads_q;
-  int64_t heads_kv;
-  int64_t head_dim;
-  int64_t block_size;
-  int64_t num_blocks;
-  int64_t max_blocks;
   int64_t max_seqlen_q;  // >= every chunk length n; sizes the CUDA grid
   float scale;
   int64_t window_left = -1;  // -1: unbounded; >= 0: keys j >= p - window_left only
   float softcap = 0.f;       // 0: none; > 0: scores softcap * tanh(s / softcap)
-  ElementType dtype;        // of query and output (and of the caches when cache_type is kQuery)
-  CacheType cache_type;
-  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
+  ElementType dtype;        // of query and output (and of the caches when kv.cache_type is kQuery)
 };
 
 }  // namespace djl_attn::paged

@@ -40,24 +40,29 @@ extern "C" const char* djl_attn_test_paged_attention_plan(
     static const float kSlope = 0.f;
     PagedAttentionParams p{};
     p.query = address(query_address);
-    p.key_cache = p.value_cache = address(cache_address);
+    p.kv.key_cache = p.kv.value_cache = address(cache_address);
     p.alibi_slopes = alibi ? &kSlope : nullptr;
     p.out = address(0x10000);
     p.q_seq_stride = q_seq_stride;
     p.q_head_stride = q_head_stride;
     p.num_seqs = num_seqs;
     p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = head_dim;
-    p.block_size = block_size;
-    p.max_blocks = (max_context_len + block_size - 1) / block_size;
+    p.kv.heads_kv = heads_kv;
+    p.kv.head_dim = head_dim;
+    p.kv.block_size = block_size;
+    p.kv.table_stride = (max_context_len + block_size - 1) / block_size;
     p.max_context_len = max_context_len;
+    p.scale = 1.f;
     p.window_left = window_left;
     p.softcap = softcap;
     p.dtype = element_type_of(element_size);
-    p.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
-    return keep(describe(
-        plan_paged_attention(p, options, {sm_count, smem_optin, cc_major, cc_minor})));
+    p.kv.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
+    // The flash decode kernel's residency as the occupancy API reports it on an H100/H200 (2
+    // blocks of 4 warps per SM at D = 128); the split it sizes is not part of the description
+    // (tests/test_plans_flash.py holds plan_decode_split).
+    const DecodeResidency residency = [](const djl_attn::flash::DecodeKernel&) { return 2; };
+    return keep(describe(plan_paged_attention(
+        decode_problem(p), options, {sm_count, smem_optin, cc_major, cc_minor}, residency)));
   } catch (const std::exception& e) {
     return keep(std::string("error: ") + e.what());
   }
@@ -83,13 +88,13 @@ extern "C" const char* djl_attn_test_reshape_and_cache_plan(
   using namespace djl_attn::paged;
   ReshapeAndCacheParams p{};
   p.key = p.value = address(key_address);
-  p.key_cache = p.value_cache = address(cache_address);
+  p.kv.key_cache = p.kv.value_cache = address(cache_address);
   p.key_token_stride = p.value_token_stride = token_stride;
   p.key_head_stride = p.value_head_stride = head_stride;
   p.num_tokens = tokens;
-  p.heads_kv = heads_kv;
-  p.head_dim = head_dim;
+  p.kv.heads_kv = heads_kv;
+  p.kv.head_dim = head_dim;
   p.dtype = element_type_of(element_size);
-  p.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
+  p.kv.cache_type = fp8_cache ? CacheType::kFp8E4M3 : CacheType::kQuery;
   return keep(describe(plan_reshape_and_cache(p)));
 }
