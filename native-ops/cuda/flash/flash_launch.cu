@@ -1,5 +1,5 @@
 // Runs the CUDA flash attention forward as its plan (flash_plan.h) says: reads the
-// DJL_ATTN_FLASH_* switches (declared here, read once at load), asks the plan, and launches the
+// DJL_ATTN_FLASH_* switches (cuda/common/switches.h), asks the plan, and launches the
 // kernel it names: the Hopper kernel (hopper/), the sm_80 tile kernel (flash_fwd_hdim*.cu) with
 // its combine pass when split, the split-KV decode kernel (flash_decode.cu), the float32
 // tensor-core kernel (flash_fp32.cu) or the simple kernel (flash_simple.cu), on the caller's
@@ -14,9 +14,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/options.h"
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/switches.h"
 #include "cuda/flash/flash_combine.h"
 #include "cuda/flash/flash_cuda.h"
 #include "cuda/flash/flash_decode.h"
@@ -32,88 +32,6 @@
 
 namespace djl_attn::flash {
 namespace {
-
-// ---- the switches ------------------------------------------------------------------------------
-
-// DJL_ATTN_FLASH_CONFIG: a kFwdConfigs tile configuration (flash_shapes.h) by name, for tuning
-// runs; unset ("auto"): the measured best per head dim. The values are the configurations this
-// build compiled (all of kFwdConfigs in a DJL_ATTN_TUNING build; the base tiles and the two
-// measured defaults otherwise), so that a typo or a configuration this build lacks is reported
-// once, at load, instead of passing for a measurement. kConfigChoices.configs[i] is the
-// kFwdConfigs index of value i (kAutoConfig for "auto").
-struct ConfigChoices {
-  std::vector<std::string> names{"auto"};
-  std::vector<int> configs{kAutoConfig};
-  ConfigChoices() {
-    for (int c = 0; c < fwd::kNumFwdConfigs; ++c) {
-      if (fwd::config_compiled(c, 64) || fwd::config_compiled(c, 128)) {
-        names.push_back(fwd::kFwdConfigs[c].name);
-        configs.push_back(c);
-      }
-    }
-  }
-};
-const ConfigChoices kConfigChoices;
-
-Option kFlashConfig("DJL_ATTN_FLASH_CONFIG", kConfigChoices.names,
-                    "a tile configuration of the sm_80 flash kernel (tuning runs)");
-// The values of these two switches in the order of the modes (flash_plan.h).
-Option kFlashDecode("DJL_ATTN_FLASH_DECODE", {"auto", "on", "off"},
-                    "the flash decode kernel: auto, forced (tests), or off (comparisons)");
-constexpr DecodeMode kDecodeModes[] = {DecodeMode::kAuto, DecodeMode::kOn, DecodeMode::kOff};
-Option kFlashHopper("DJL_ATTN_FLASH_HOPPER", {"auto", "on", "off"},
-                    "the Hopper flash kernel: auto, forced (tests), or off (comparisons)");
-constexpr HopperMode kHopperModes[] = {HopperMode::kAuto, HopperMode::kOn, HopperMode::kOff};
-// DJL_ATTN_FLASH_FP32: the float32 path (flash_fp32.h, Fp32Mode): auto is float32-accurate;
-// tf32, the opt-in to tf32 precision, is a value only where its kernels are compiled (a
-// DJL_ATTN_TUNING build, fp32_tile_compiled): in the shipped build the environment's "tf32" is
-// reported once at load and auto runs, and djl_attn_set_option refuses it, instead of something
-// else running under its name. kFp32Choices.modes[i] is value i's mode.
-struct Fp32Choices {
-  std::vector<std::string> names;
-  std::vector<fp32::Fp32Mode> modes;
-  Fp32Choices() {
-    int index = 0;
-    for (const char* name : fp32::kFp32ModeNames) {
-      const auto mode = static_cast<fp32::Fp32Mode>(index++);
-      // tf32 where its 1xTF32 tiles are compiled (any head dim: they come and go together).
-      if (mode == fp32::Fp32Mode::kTf32 &&
-          !fp32::fp32_tile_compiled(32, 4, /*split_tf32=*/false, fwd::kTuningBuild)) {
-        continue;
-      }
-      names.push_back(name);
-      modes.push_back(mode);
-    }
-  }
-};
-const Fp32Choices kFp32Choices;
-
-Option kFlashFp32("DJL_ATTN_FLASH_FP32", kFp32Choices.names,
-                  "float32 flash: auto (3xTF32, float32 accuracy), simple, 4w/8w tiles; tf32 "
-                  "(opt-in, ~1e-3) in tuning builds");
-#if defined(DJL_ATTN_HOPPER)
-// "pingpong" or "free" picks the Hopper consumers' GEMM scheduling for a measurement
-// (bench/hopper_check.sh, SCHEDS="pingpong free"); the default, ping-pong, measured 1.00-1.19x
-// free at D = 128 and equal at D = 64.
-Option kHopperSched("DJL_ATTN_FLASH_HOPPER_SCHED", {"pingpong", "free"},
-                    "the Hopper kernel's GEMM scheduling (measurements)");
-#endif
-
-// The switches' current values (djl_attn_set_option switches them in-process; each is an index
-// into its values, read without parsing) and what this build compiled: the plan's inputs.
-FlashSwitches switches() {
-  FlashSwitches s;
-  s.decode = kDecodeModes[kFlashDecode.index()];
-  s.hopper = kHopperModes[kFlashHopper.index()];
-  s.config = kConfigChoices.configs[kFlashConfig.index()];
-#if defined(DJL_ATTN_HOPPER)
-  s.hopper_ping_pong = kHopperSched.index() == 0;
-  s.hopper_built = true;
-#endif
-  s.tuning_build = fwd::kTuningBuild;
-  s.fp32 = kFp32Choices.modes[kFlashFp32.index()];
-  return s;
-}
 
 // ---- run-time values to template instantiations ------------------------------------------------
 
@@ -263,7 +181,8 @@ void launch_flash_attention_cuda(const FlashParams& params) {
   cuda::DeviceGuard guard(device);
   const cudaStream_t stream = cuda::current_stream(device);
   const FlashPlan plan =
-      plan_flash(params, switches(), cuda::device_facts(device), residency(device));
+      plan_flash(params, cuda::cuda_switches().flash, cuda::device_facts(device),
+                 residency(device));
   if (!plan.refusal.empty()) {
     // The arguments are valid (the CPU and DJL_ATTN_FLASH_DECODE=auto take them); the switch
     // forced a kernel that cannot run them.

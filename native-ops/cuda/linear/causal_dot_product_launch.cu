@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/options.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/switches.h"
 #include "cuda/linear/causal_dot_product_cuda.cuh"
 #include "cuda/linear/causal_dot_product_kernels.cuh"
 #include "cuda/linear/causal_dot_product_plan.h"
@@ -61,22 +61,12 @@ void run_typed(const CausalDotProductParams& p, const LinearPlan& plan, cudaStre
   }
 }
 
-// DJL_ATTN_LINEAR_KERNEL forces a variant (tests, benchmarks); read once at load
-// (common/options.h), switched in-process through djl_attn_set_option.
-Option kLinearKernel("DJL_ATTN_LINEAR_KERNEL", {"auto", "per_thread", "low_occupancy", "chunked"},
-                     "forces a causal_dot_product CUDA kernel (tests, benchmarks)");
-
-LinearVariant requested_variant() {
-  return parse_linear_variant(kLinearKernel.value().c_str(), "DJL_ATTN_LINEAR_KERNEL");
-}
-
 }  // namespace
 
 void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* stream, int device) {
-  const LinearPlan plan =
-      plan_causal_dot_product(params.batch * params.heads, params.seqlen, params.dim_qk,
-                              params.dim_v, element_size(params.dtype), requested_variant(),
-                              cuda::device_facts(device));
+  const LinearPlan plan = plan_causal_dot_product(
+      params.batch * params.heads, params.seqlen, params.dim_qk, params.dim_v,
+      element_size(params.dtype), cuda::cuda_switches().linear, cuda::device_facts(device));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (params.dtype) {
     case ElementType::kFloat32: return run_typed<float>(params, plan, s);
@@ -88,7 +78,8 @@ void run_causal_dot_product_cuda(const CausalDotProductParams& params, void* str
 std::string causal_dot_product_plan(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                     int64_t dim_v, int64_t element_size, int device) {
   return describe(plan_causal_dot_product(batch_heads, seqlen, dim_qk, dim_v, element_size,
-                                          requested_variant(), cuda::device_facts(device)));
+                                          cuda::cuda_switches().linear,
+                                          cuda::device_facts(device)));
 }
 
 }  // namespace djl_attn::linear

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "common/options.h"
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/scratch.h"
+#include "cuda/common/switches.h"
 #include "cuda/flash/flash_decode.h"
 #include "cuda/paged/paged_attention_kernel.cuh"
 #include "cuda/paged/paged_cuda.h"
@@ -24,50 +24,6 @@
 
 namespace djl_attn::paged {
 namespace {
-
-// The switches of the paged decode launcher, read once at load (common/options.h) and switched
-// in-process through djl_attn_set_option by tests and benchmarks.
-//
-// DJL_ATTN_PAGED_KERNEL forces a kernel: v1 (one pass per sequence), v2 (partitioned context plus
-// a reduce), flash (the tensor-core split-KV decode kernel; on an fp8 cache the fp8 tensor-core
-// kernel, paged_fp8_mma.cuh); auto lets the plan choose. A forced flash that cannot run a call
-// (float32, ALiBi, another head dim...) runs auto's choice of v1/v2.
-Option kPagedKernel("DJL_ATTN_PAGED_KERNEL", {"auto", "v1", "v2", "flash"},
-                    "forces a paged_attention CUDA kernel (tests, benchmarks)");
-
-// DJL_ATTN_PAGED_CONFIG: how v1/v2 stream K/V (a tuning switch for benchmarks). The other
-// configurations exist for float16/bfloat16 caches with head dims 64 and 128; other shapes run
-// the default whatever is asked. Unset: smem4 (each warp streams cache blocks through a cp.async
-// ring in shared memory), measured on an H200 at 2.63-2.93 TB/s against 2.48-2.78 for "default",
-// the register streaming kernel, at batch 32/128 and context 4k/16k (docs/benchmarks.md).
-// The tuning variants beyond smem4 and the register default are compiled in DJL_ATTN_TUNING
-// builds only (paged_attention_launch.cuh).
-std::vector<std::string> paged_config_choices() {
-#if defined(DJL_ATTN_TUNING)
-  return {"smem4", "default", "w8l2", "smem8", "pf", "w8l2pf"};
-#else
-  return {"smem4", "default"};
-#endif
-}
-
-Option kPagedConfig("DJL_ATTN_PAGED_CONFIG", paged_config_choices(),
-                    "how the paged decode kernel streams K/V (benchmarks)");
-
-// DJL_ATTN_PAGED_PARTITION: v2's partition length in tokens before the plan halves it for small
-// grids (default kPartitionSize = 512); a tuning switch.
-Option kPagedPartition("DJL_ATTN_PAGED_PARTITION",
-                       {"512", "64", "128", "256", "1024", "2048", "4096", "8192"},
-                       "v2's partition length in tokens (benchmarks)");
-
-// The switches' current values. Each Option holds one of the names of its list, which the plan's
-// lookups all know.
-DecodeOptions decode_options() {
-  DecodeOptions options;
-  options.kernel = decode_request_named(kPagedKernel.value()).value_or(DecodeRequest::kAuto);
-  options.config = stream_config_named(kPagedConfig.value()).value_or(StreamConfig::kSmem4);
-  options.partition_size = std::stoll(kPagedPartition.value());
-  return options;
-}
 
 // The plan of a problem: made once per distinct problem and kept, per thread, for the last few.
 // The layers of a decode step give equal problems (the same batch, the same block tables and
@@ -169,7 +125,7 @@ void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,
 void run_paged_attention_cuda(const PagedAttentionParams& p) {
   const int device = cuda::device_of(p.query);
   cuda::DeviceGuard guard(device);
-  const DecodePlan plan = cached_plan(decode_problem(p), decode_options(), device);
+  const DecodePlan plan = cached_plan(decode_problem(p), cuda::cuda_switches().paged, device);
   if (plan.kernel == DecodeKernel::kRows) return run_rows(p);
 
   // v2's workspace, for one launch: the launches of one call run in stream order and reuse it.
