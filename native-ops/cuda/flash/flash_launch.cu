@@ -184,8 +184,9 @@ void launch_flash_attention_cuda(const FlashParams& params) {
       plan_flash(params, cuda::cuda_switches().flash, cuda::device_facts(device),
                  residency(device));
   if (!plan.refusal.empty()) {
-    // The arguments are valid (the CPU and DJL_ATTN_FLASH_DECODE=auto take them); the switch
-    // forced a kernel that cannot run them.
+    // The switch forced a kernel that cannot run valid arguments (the CPU and
+    // DJL_ATTN_FLASH_DECODE=auto take them), or the plan met a combination the bindings refuse
+    // before any launch.
     fail_native("flash_attention: ", plan.refusal);
   }
   if (!plan.staged) return run_kernel(params, plan, stream, device);

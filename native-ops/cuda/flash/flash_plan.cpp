@@ -247,8 +247,9 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   }
   const int64_t blocks = static_cast<int64_t>(plan.m_blocks) * p.batch * p.heads_q;
   if (blocks > kMaxGridX) {
-    fail_native("flash_attention: ", blocks, " query tiles exceed the CUDA grid; the binding's",
-                " limit on B * Hq * ceil(Sq / 64) should have refused this call");
+    // The binding's limit on B * Hq * ceil(Sq / 64) refuses such calls first.
+    plan.refusal = std::to_string(blocks) + " query tiles exceed the CUDA grid";
+    return plan;
   }
   // Varlen batches are not split: their rows have no fixed b * Sq + i slot in the scratch.
   KeySplit& split = plan.split;
@@ -371,8 +372,10 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
   // No operator passes both (bias comes from bert_attention, the features from the flash
   // schemas), and the tensor-core kernels instantiate them apart: refuse rather than drop one.
   if (any_bias(p) && has_flash_features(p)) {
-    fail_native("flash attention: q/k/v bias together with a sliding window, soft-capping or ",
-                "ALiBi has no CUDA kernel");
+    FlashPlan refused;
+    refused.refusal =
+        "q/k/v bias together with a sliding window, soft-capping or ALiBi has no CUDA kernel";
+    return refused;
   }
   // mma.sync with bfloat16 and cp.async need sm_80; every base tile shape fits in 96 KiB.
   const bool capable = p.dtype != ElementType::kFloat32 && device.cc_major >= 8 &&

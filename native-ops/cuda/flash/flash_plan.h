@@ -121,8 +121,10 @@ struct KeySplit {
 
 struct FlashPlan {
   FlashPath path = FlashPath::kSimple;
-  // Non-empty: DJL_ATTN_FLASH_DECODE=on and the decode kernel cannot take this call; nothing
-  // runs, the launcher reports this.
+  // Non-empty: no kernel runs this call, and why (DJL_ATTN_FLASH_DECODE=on and the decode
+  // kernel cannot take it; or a combination the bindings refuse first: bias with the features,
+  // more query tiles than a grid holds). The plan decides and never throws; nothing runs, the
+  // launcher reports this.
   std::string refusal;
   // Run on padded, aligned copies (staged_layout); every field below describes those copies.
   bool staged = false;
