@@ -3,6 +3,7 @@
 // the fused BERT path) fill it from tensors.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -153,14 +154,29 @@ struct SeqExtent {
   // [0, Sk]: the bindings checked the lengths, the clamp keeps a bad value from reading out of
   // bounds.
   DJL_FLASH_HOST_DEVICE I kv_len(const FlashParams& p, int64_t b) const {
-    const I seqlen_k = static_cast<I>(p.seqlen_k);
-    I len = seqlen_k;
-    if (kVarlen && p.cu_seqlens_q != nullptr) {
-      len = p.cu_seqlens_k[b + 1] - static_cast<I>(k_row0);
-    } else if (p.kv_lens != nullptr) {
-      len = p.kv_lens[b];
+    I len;
+    if constexpr (kVarlen) {
+      len = static_cast<I>(p.seqlen_k);
+      if (p.cu_seqlens_q != nullptr) {
+        len = p.cu_seqlens_k[b + 1] - static_cast<I>(k_row0);
+      } else if (p.kv_lens != nullptr) {
+        len = p.kv_lens[b];
+      }
+    } else {
+      len = p.kv_lens != nullptr ? p.kv_lens[b] : static_cast<I>(p.seqlen_k);
     }
-    return len < 0 ? I{0} : (len > seqlen_k ? seqlen_k : len);
+    return clamp_length(len, static_cast<I>(p.seqlen_k));
+  }
+
+ private:
+  // min(max(len, 0), seqlen_k), as every kernel wrote it (the spelling and order of the loads
+  // are the kernels' own: ptxas schedules the rest of a kernel around them).
+  DJL_FLASH_HOST_DEVICE static I clamp_length(I len, I seqlen_k) {
+#if defined(__CUDA_ARCH__)
+    return min(max(len, I{0}), seqlen_k);
+#else
+    return std::min(std::max(len, I{0}), seqlen_k);
+#endif
   }
 };
 
