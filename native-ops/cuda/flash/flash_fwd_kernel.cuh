@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(Tile<kHeadDim, kSmallM, kCfg>::kThreads,
   const int seqlen_q = seq.seqlen_q;
   const int m0 = m_block * kBlockM;
   if (m0 >= seqlen_q) return;  // a shorter sequence of a varlen batch; the whole block leaves
-  const int kv_len = seq.kv_len(p, b);
+  int kv_len = seq.kv_len(p, b);
   const int dim = static_cast<int>(p.head_dim);
   // Query row i sees key j iff j <= i + diagonal (bottom-right aligned).
   const int diagonal = kv_len - seqlen_q;

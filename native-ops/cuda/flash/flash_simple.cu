@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   const int64_t dim = p.head_dim;
 
-  const int64_t kv_len = seq.kv_len(p, b);
+  int64_t kv_len = seq.kv_len(p, b);
   // The keys this row sees: the causal limit and the sliding window (flash_params.h).
   const int64_t diagonal = kv_len - seqlen_q;
   const KeyRange keys = visible_keys(p, diagonal, kv_len, row, row);

@@ -142,9 +142,10 @@ template <typename I, bool kVarlen = true>
 struct SeqExtent {
   int64_t q_row0, k_row0;
   I seqlen_q;
+  bool varlen;  // kVarlen and the call is varlen
 
   DJL_FLASH_HOST_DEVICE SeqExtent(const FlashParams& p, int64_t b) {
-    const bool varlen = kVarlen && p.cu_seqlens_q != nullptr;
+    varlen = kVarlen && p.cu_seqlens_q != nullptr;
     q_row0 = varlen ? p.cu_seqlens_q[b] : 0;
     k_row0 = varlen ? p.cu_seqlens_k[b] : 0;
     seqlen_q = varlen ? p.cu_seqlens_q[b + 1] - static_cast<I>(q_row0) : static_cast<I>(p.seqlen_q);
@@ -157,7 +158,7 @@ struct SeqExtent {
     I len;
     if constexpr (kVarlen) {
       len = static_cast<I>(p.seqlen_k);
-      if (p.cu_seqlens_q != nullptr) {
+      if (varlen) {
         len = p.cu_seqlens_k[b + 1] - static_cast<I>(k_row0);
       } else if (p.kv_lens != nullptr) {
         len = p.kv_lens[b];
