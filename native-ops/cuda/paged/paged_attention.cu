@@ -1,8 +1,9 @@
 // Host side of the paged decode attention: runs the plan (paged_plan.h) of a call, made once per
-// distinct problem and kept (cached_plan), on PyTorch's current stream: the flash family's split-KV decode kernel (cuda/flash/flash_decode.h), the fp8
-// tensor-core kernel (paged_fp8_mma.cuh), v1 or v2 (paged_attention_launch.cuh) with v2's
-// workspace, or the warp-per-row kernel of paged_prefill.cu for caches that are not 16-byte
-// aligned or rows that are not whole 16-byte vectors.
+// distinct problem and kept (cached_plan), on PyTorch's current stream: the flash family's
+// split-KV decode kernel (cuda/flash/flash_decode.h), the fp8 tensor-core kernel
+// (paged_fp8_mma.cuh), v1 or v2 (paged_attention_launch.cuh) with v2's workspace, or the
+// warp-per-row kernel of paged_prefill.cu for caches that are not 16-byte aligned or rows that
+// are not whole 16-byte vectors.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
