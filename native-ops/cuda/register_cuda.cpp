@@ -40,6 +40,7 @@ const OperatorBackends kCudaBackends{
      paged::copy_indices_to_host_cuda},
     kGraphBackend,
     {run_sample_tokens_cuda, paged::copy_indices_to_host_cuda, stream_is_capturing},
+    {nullptr, false},  // encoder_layer: CPU only; the CUDA encoder runs op by op
 };
 
 struct RegisterAtLoad {

@@ -458,3 +458,36 @@ def sampling_probabilities(logits, temperature, top_k, top_p):
         nucleus[order[:n]] = w[order[:n]]
         w = nucleus
     return w / w.sum()
+
+
+def encoder_layer(hidden, cu_seqlens, w, num_heads, eps, scale, gelu_tanh, gemm_dtype=None):
+    """Reference for djl_attn.encoder_layer: one post-norm BERT layer over packed tokens [T, C],
+    each sequence attending to its own tokens only, in float64. `gemm_dtype` (e.g. bfloat16)
+    rounds every GEMM's operands and result to that dtype, as the bfloat16 mode does."""
+    x = hidden.double()
+    t, c = x.shape
+    d = c // num_heads
+
+    def linear(a, name):
+        weight = w[name + "_weight"].double()
+        if gemm_dtype is not None:
+            a, weight = a.to(gemm_dtype).double(), weight.to(gemm_dtype).double()
+            return (a @ weight.T).to(gemm_dtype).double() + w[name + "_bias"].double()
+        return a @ weight.T + w[name + "_bias"].double()
+
+    qkv = linear(x, "qkv").view(t, 3, num_heads, d)
+    out = torch.empty(t, num_heads, d, dtype=torch.float64)
+    for b in range(len(cu_seqlens) - 1):
+        lo, hi = int(cu_seqlens[b]), int(cu_seqlens[b + 1])
+        if hi == lo:
+            continue
+        q, k, v = (qkv[lo:hi, i].transpose(0, 1) for i in range(3))  # [H, L, D]
+        probs = torch.softmax(q @ k.transpose(1, 2) * scale, dim=-1)
+        out[lo:hi] = (probs @ v).transpose(0, 1)
+    norm = torch.nn.functional.layer_norm
+    h = norm(linear(out.reshape(t, c), "out") + x, (c,), w["attn_norm_weight"].double(),
+             w["attn_norm_bias"].double(), eps)
+    up = linear(h, "up")
+    act = _gelu_tanh(up) if gelu_tanh else torch.nn.functional.gelu(up)
+    return norm(linear(act, "down") + h, (c,), w["ffn_norm_weight"].double(),
+                w["ffn_norm_bias"].double(), eps)

@@ -1,6 +1,11 @@
 #include "gemm/gemm.h"
 
+#include <cstring>
 #include <limits>
+#include <random>
+
+#include "common/half.h"
+#include "common/thread_pool.h"
 
 #include "common/error.h"
 #include "common/options.h"
@@ -39,6 +44,38 @@ DType dtype_of(ElementType t) {
   return DType::kOther;
 }
 
+// MKL's packed-B API (CBLAS, LP64): the weight is packed once into MKL's own blocked layout, so
+// a product no longer re-packs it, which at M = 16 costs as much as the multiply-adds.
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112, kPacked = 151, kBMatrix = 162;
+using SgemmPackGetSize = size_t (*)(int identifier, int m, int n, int k);
+using SgemmPack = void (*)(int layout, int identifier, int trans, int m, int n, int k, float alpha,
+                           const float* src, int ld, float* dest);
+using SgemmCompute = void (*)(int layout, int transa, int transb, int m, int n, int k,
+                              const float* a, int lda, const float* b, int ldb, float beta,
+                              float* c, int ldc);
+
+struct MklPackedApi {
+  SgemmPackGetSize get_size;
+  SgemmPack pack;
+  SgemmCompute compute;
+  bool present() const { return get_size && pack && compute; }
+};
+
+const MklPackedApi& mkl_packed() {
+  static const MklPackedApi api{
+      reinterpret_cast<SgemmPackGetSize>(shim::libtorch_cpu_symbol("cblas_sgemm_pack_get_size")),
+      reinterpret_cast<SgemmPack>(shim::libtorch_cpu_symbol("cblas_sgemm_pack")),
+      reinterpret_cast<SgemmCompute>(shim::libtorch_cpu_symbol("cblas_sgemm_compute"))};
+  return api;
+}
+
+int to_int(int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max()) {
+    fail_native("gemm: ", what, " = ", v, " is beyond MKL's 32-bit interface");
+  }
+  return static_cast<int>(v);
+}
+
 // Row-major c[m, n] = a[m, k] · w[n, k]ᵀ is column-major cᵀ[n, m] = (w as [k, n])ᵀ · aᵀ.
 void sgemm_nt(const GemmNT& g) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
@@ -65,6 +102,77 @@ void torch_mm_nt(const GemmNT& g) {
   }
 }
 
+// ---- blobs -------------------------------------------------------------------------------
+
+constexpr char kMagic[8] = {'d', 'j', 'l', 'g', 'e', 'm', 'm', '1'};
+constexpr int64_t kHeaderBytes = 64;
+
+// The first 64 bytes of a blob.
+struct BlobHeader {
+  char magic[8];
+  uint64_t process_tag;  // process_tag() of the process that packed it
+  int32_t format;        // WeightFormat
+  int32_t reserved;
+  int64_t n, k;
+  int64_t payload_bytes;
+};
+static_assert(sizeof(BlobHeader) <= kHeaderBytes);
+
+// A random tag drawn once per process: a blob saved to disk or sent to another process does not
+// carry a layout that process's MKL can read, and is refused rather than misread.
+uint64_t process_tag() {
+  static const uint64_t tag = [] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd() ^ 1;
+  }();
+  return tag;
+}
+
+int64_t payload_bytes(WeightFormat format, int64_t n, int64_t k) {
+  switch (format) {
+    case WeightFormat::kMklFloat32:
+      return static_cast<int64_t>(
+          mkl_packed().get_size(kBMatrix, 1, to_int(n, "n"), to_int(k, "k")));
+    case WeightFormat::kFloat32: return n * k * 4;
+    case WeightFormat::kBFloat16: return n * k * 2;
+    case WeightFormat::kPlain: break;
+  }
+  fail_native("gemm: no blob for weight format ", static_cast<int>(format));
+}
+
+constexpr int64_t kAlign = 64;
+int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// Rows [0, m) of fn(row), on the library's pool when the pass is large.
+template <typename Fn>
+void for_rows(int64_t m, int64_t row_elements, const Fn& fn) {
+  const int64_t grain = m * row_elements < (1 << 16) ? m : 1;
+  parallel_for(m, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) fn(r);
+  });
+}
+
+// The bfloat16 mode: a rounded to bfloat16, libtorch's bfloat16 mm (oneDNN, AMX where the CPU
+// has it) into bfloat16, widened into c. Scratch: [m, k] then [m, n] bfloat16.
+void bf16_gemm(const Gemm& g) {
+  const int64_t m = g.m, n = g.w.n, k = g.w.k;
+  auto* a16 = static_cast<BFloat16*>(g.scratch);
+  auto* c16 = reinterpret_cast<BFloat16*>(static_cast<char*>(g.scratch) + aligned(m * k * 2));
+  const float* a = static_cast<const float*>(g.a);
+  for_rows(m, k, [&](int64_t r) {
+    const float* src = a + r * g.lda;
+    BFloat16* dst = a16 + r * k;
+    for (int64_t j = 0; j < k; ++j) dst[j] = from_float<BFloat16>(src[j]);
+  });
+  torch_mm_nt({a16, k, g.w.data, c16, m, n, k, ElementType::kBFloat16});
+  float* c = static_cast<float*>(g.c);
+  for_rows(m, n, [&](int64_t r) {
+    const BFloat16* src = c16 + r * n;
+    float* dst = c + r * n;
+    for (int64_t j = 0; j < n; ++j) dst[j] = to_float(src[j]);
+  });
+}
+
 }  // namespace
 
 void gemm_nt(const GemmNT& g) {
@@ -74,5 +182,110 @@ void gemm_nt(const GemmNT& g) {
 }
 
 const char* gemm_backend(ElementType dtype) { return use_mkl(dtype) ? "mkl-sgemm" : "torch-mm"; }
+
+WeightFormat float32_pack_format() {
+  return !kCpuGemm.is("torch") && mkl_packed().present() ? WeightFormat::kMklFloat32
+                                                          : WeightFormat::kFloat32;
+}
+
+int64_t packed_bytes(WeightFormat format, int64_t n, int64_t k) {
+  return kHeaderBytes + payload_bytes(format, n, k);
+}
+
+void pack_weight(const float* w, int64_t n, int64_t k, WeightFormat format, void* blob) {
+  BlobHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.process_tag = process_tag();
+  h.format = static_cast<int32_t>(format);
+  h.n = n;
+  h.k = k;
+  h.payload_bytes = payload_bytes(format, n, k);
+  std::memset(blob, 0, kHeaderBytes);
+  std::memcpy(blob, &h, sizeof(h));
+  char* payload = static_cast<char*>(blob) + kHeaderBytes;
+  switch (format) {
+    case WeightFormat::kMklFloat32:
+      // B = wᵀ [k, n] read from w [n, k] row-major: transposed, leading dimension k.
+      mkl_packed().pack(kRowMajor, kBMatrix, kTrans, 1, to_int(n, "n"), to_int(k, "k"), 1.f, w,
+                        to_int(k, "k"), reinterpret_cast<float*>(payload));
+      return;
+    case WeightFormat::kFloat32:
+      std::memcpy(payload, w, static_cast<size_t>(n * k * 4));
+      return;
+    case WeightFormat::kBFloat16: {
+      auto* dst = reinterpret_cast<BFloat16*>(payload);
+      for (int64_t i = 0; i < n * k; ++i) dst[i] = from_float<BFloat16>(w[i]);
+      return;
+    }
+    case WeightFormat::kPlain: break;
+  }
+  fail_native("gemm: cannot pack into weight format ", static_cast<int>(format));
+}
+
+bool read_packed(const void* blob, int64_t bytes, Weight* out, std::string* why) {
+  BlobHeader h;
+  if (bytes < kHeaderBytes) {
+    *why = "not a packed weight (shorter than its 64-byte header)";
+    return false;
+  }
+  std::memcpy(&h, blob, sizeof(h));
+  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) {
+    *why = "not a packed weight (no gemm_pack_weight header)";
+    return false;
+  }
+  if (h.process_tag != process_tag()) {
+    *why = "packed in another process (a packed weight is valid only in the process that packed "
+           "it: pack again after loading)";
+    return false;
+  }
+  const auto format = static_cast<WeightFormat>(h.format);
+  if (format != WeightFormat::kMklFloat32 && format != WeightFormat::kFloat32 &&
+      format != WeightFormat::kBFloat16) {
+    *why = "unknown weight format " + std::to_string(h.format);
+    return false;
+  }
+  if (h.n < 1 || h.k < 1 || bytes != kHeaderBytes + h.payload_bytes) {
+    *why = "a corrupted header (" + std::to_string(bytes) + " bytes for [" + std::to_string(h.n) +
+           ", " + std::to_string(h.k) + "])";
+    return false;
+  }
+  *out = Weight{format, static_cast<const char*>(blob) + kHeaderBytes, h.n, h.k};
+  return true;
+}
+
+int64_t scratch_bytes(const Weight& w, int64_t m) {
+  if (w.format != WeightFormat::kBFloat16) return 0;
+  return aligned(m * w.k * 2) + aligned(m * w.n * 2);
+}
+
+void gemm(const Gemm& g) {
+  if (g.m == 0) return;
+  switch (g.w.format) {
+    case WeightFormat::kPlain:
+      return gemm_nt({g.a, g.lda, g.w.data, g.c, g.m, g.w.n, g.w.k, g.dtype});
+    case WeightFormat::kFloat32:
+      return gemm_nt({g.a, g.lda, g.w.data, g.c, g.m, g.w.n, g.w.k, ElementType::kFloat32});
+    case WeightFormat::kMklFloat32: {
+      const int m = to_int(g.m, "m"), n = to_int(g.w.n, "n"), k = to_int(g.w.k, "k");
+      mkl_packed().compute(kRowMajor, kNoTrans, kPacked, m, n, k,
+                           static_cast<const float*>(g.a), to_int(g.lda, "lda"),
+                           static_cast<const float*>(g.w.data), n, 0.f,
+                           static_cast<float*>(g.c), n);
+      return;
+    }
+    case WeightFormat::kBFloat16:
+      return bf16_gemm(g);
+  }
+}
+
+const char* gemm_backend(const Weight& w, ElementType dtype) {
+  switch (w.format) {
+    case WeightFormat::kPlain: return gemm_backend(dtype);
+    case WeightFormat::kFloat32: return gemm_backend(ElementType::kFloat32);
+    case WeightFormat::kMklFloat32: return "mkl-packed";
+    case WeightFormat::kBFloat16: return "torch-mm-bf16";
+  }
+  return "?";
+}
 
 }  // namespace djl_attn::gemm

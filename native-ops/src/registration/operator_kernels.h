@@ -8,6 +8,7 @@
 #include "bert/bert_attention_op.h"
 #include "bert/bert_ops.h"
 #include "decoder/decoder_layer_op.h"
+#include "encoder/encoder_layer_op.h"
 #include "flash/flash_op.h"
 #include "graph/graph_ops.h"
 #include "linear/causal_dot_product_op.h"
@@ -28,6 +29,7 @@ struct OperatorBackends {
   step::StepBackend step;           // embed_tokens, decoder_head
   graph::GraphBackend graph;        // cuda_graph_*
   sampling::SamplingBackend sampling;  // sample_tokens
+  encoder::EncoderBackend encoder;  // encoder_layer, gemm_pack_weight
 };
 
 // The boxed kernel that runs `binding` with the family backend `member` of `backends`.
@@ -75,6 +77,10 @@ constexpr KernelEntry operator_kernels[] = {
     {"cuda_graph_release", boxed_kernel<b, &OperatorBackends::graph, graph::release_boxed>},
     {"sample_tokens",
      boxed_kernel<b, &OperatorBackends::sampling, sampling::sample_tokens_boxed>},
+    {"encoder_layer",
+     boxed_kernel<b, &OperatorBackends::encoder, encoder::encoder_layer_boxed>},
+    {"gemm_pack_weight",
+     boxed_kernel<b, &OperatorBackends::encoder, encoder::gemm_pack_weight_boxed>},
 };
 
 // Registers every operator's kernel for `dispatch_key` with the functions of `backends`.

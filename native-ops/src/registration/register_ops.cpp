@@ -12,6 +12,7 @@
 #include "bert/bert_cpu.h"
 #include "common/error.h"
 #include "decoder/decoder_layer_cpu.h"
+#include "encoder/encoder_layer_cpu.h"
 #include "djl_attn/c_api.h"
 #include "flash/flash_cpu.h"
 #include "linear/causal_dot_product_cpu.h"
@@ -83,6 +84,14 @@ constexpr const char* kSchemas[] = {
     // One token id per row of logits, greedy or sampled on the device (docs/operators.md).
     "sample_tokens(Tensor(a!) ids, Tensor logits, Tensor temperature, Tensor top_k,"
     " Tensor top_p, Tensor seeds, Tensor offsets) -> ()",
+    // One whole post-norm BERT encoder layer over packed tokens, and the weights it takes packed
+    // once (docs/design/fused-encoder-layer.md).
+    "encoder_layer(Tensor(a!) hidden, Tensor cu_seqlens, int max_seqlen, Tensor qkv_weight,"
+    " Tensor qkv_bias, Tensor out_weight, Tensor out_bias, Tensor attn_norm_weight,"
+    " Tensor attn_norm_bias, Tensor up_weight, Tensor up_bias, Tensor down_weight,"
+    " Tensor down_bias, Tensor ffn_norm_weight, Tensor ffn_norm_bias, int num_heads,"
+    " float norm_eps, float scale, bool gelu_tanh) -> ()",
+    "gemm_pack_weight(Tensor weight, bool bfloat16) -> Tensor",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
@@ -97,6 +106,7 @@ const OperatorBackends kCpuBackends{
     {step::run_embed_tokens_cpu, step::run_decoder_head_cpu, step::copy_from_host_cpu, nullptr},
     {},  // no CUDA graphs on the CPU: the graph bindings refuse CPU tensors by name
     {sampling::run_sample_tokens_cpu, nullptr, nullptr},
+    {encoder::run_encoder_layer_cpu, true},
 };
 
 // Each schema has its kernel in the one list.
