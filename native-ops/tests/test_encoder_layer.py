@@ -227,7 +227,7 @@ def test_bad_weights():
     _bad("qkv_weight: expected size 480 for out", qkv_weight=lambda t: t[:-1].contiguous())
     _bad("down_weight: expected size 223 for in", up_weight=lambda t: t[:-1].contiguous(),
          up_bias=lambda t: t[:-1].contiguous(), down_weight=lambda t: t)
-    _bad("out_weight: expected dtype float32", out_weight=lambda t: t.double())
+    _bad("out_weight: expected the dtype of hidden", out_weight=lambda t: t.double())
     _bad("up_bias: expected size 224 for n", up_bias=lambda t: t[:-1].contiguous())
     _bad("ffn_norm_bias: expected dtype float32", ffn_norm_bias=lambda t: t.double())
     _bad("out_weight: expected a gemm_pack_weight result, got not a packed weight",
