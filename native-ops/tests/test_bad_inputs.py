@@ -415,6 +415,52 @@ def check_sample_tokens(a, _outputs):
         probs = reference.sampling_probabilities(a["logits"][b], t, a["top_k"][b].item(),
                                                  min(1.0, a["top_p"][b].item() + 1e-5))
         assert 0 <= ids[b].item() < probs.numel() and probs[ids[b]] > 0, (b, ids[b].item())
+def good_encoder_layer(d, dtype=torch.float32, lens=(5, 1, 3), hidden=32, heads=4, inter=48):
+    """A BERT layer over three packed sequences; `_before` keeps the stream the call overwrites."""
+    tokens = sum(lens)
+    cu = [0] + [sum(lens[: i + 1]) for i in range(len(lens))]
+    vec = lambda n, around=0.0: around + 0.1 * randn(n, device=d)
+    args = dict(
+        hidden=randn(tokens, hidden, dtype=dtype, device=d), cu_seqlens=ints(cu, d),
+        max_seqlen=max(lens), qkv_weight=randn(3 * hidden, hidden, dtype=dtype, device=d) / 6,
+        qkv_bias=vec(3 * hidden), out_weight=randn(hidden, hidden, dtype=dtype, device=d) / 6,
+        out_bias=vec(hidden), attn_norm_weight=vec(hidden, 1.0), attn_norm_bias=vec(hidden),
+        up_weight=randn(inter, hidden, dtype=dtype, device=d) / 6, up_bias=vec(inter),
+        down_weight=randn(hidden, inter, dtype=dtype, device=d) / 7, down_bias=vec(hidden),
+        ffn_norm_weight=vec(hidden, 1.0), ffn_norm_bias=vec(hidden), num_heads=heads,
+        norm_eps=1e-12, scale=0.35, gelu_tanh=False)
+    args["_before"] = args["hidden"].clone()
+    return args
+
+
+def check_encoder_layer(a, outputs):
+    # In place, against the float64 layer of reference.py (test_encoder_layer.py has the shapes).
+    assert outputs == ()
+    w = {n: t.cpu().float() if isinstance(t, torch.Tensor) else t for n, t in a.items()}
+    expected = reference.encoder_layer(a["_before"].cpu().float(), w["cu_seqlens"], w,
+                                       a["num_heads"], a["norm_eps"], a["scale"], a["gelu_tanh"])
+    assert_close(a["hidden"].cpu(), expected, a["hidden"].dtype, "hidden")
+
+
+def good_gemm_pack_weight(d, rows=24, cols=40, bfloat16=False):
+    return dict(weight=randn(rows, cols, device=d), bfloat16=bfloat16)
+
+
+def check_gemm_pack_weight(a, outputs):
+    # A packed weight is good for one thing, encoder_layer's GEMMs: the layer with the blob as its
+    # up projection meets the float64 layer with the weight itself.
+    (blob,) = outputs
+    assert blob.dtype == torch.uint8 and blob.dim() == 1
+    w = a["weight"].cpu()
+    args = good_encoder_layer("cpu", hidden=w.shape[1], heads=4, inter=w.shape[0])
+    args["up_weight"] = blob
+    run("encoder_layer", args)
+    args["up_weight"] = w
+    tolerance = torch.bfloat16 if a["bfloat16"] else torch.float32
+    expected = reference.encoder_layer(args["_before"], args["cu_seqlens"], args,
+                                       args["num_heads"], args["norm_eps"], args["scale"],
+                                       args["gelu_tanh"])
+    assert_close(args["hidden"], expected, tolerance, "layer with the packed weight")
 
 
 @dataclass
@@ -466,12 +512,18 @@ OPS = {
     "decoder_head": Operator(good_decoder_head, check_decoder_head),
     "copy_from_host": Operator(good_copy_from_host, check_copy_from_host),
     "sample_tokens": Operator(good_sample_tokens, check_sample_tokens),
+    "encoder_layer": Operator(good_encoder_layer, check_encoder_layer),
+    "gemm_pack_weight": Operator(good_gemm_pack_weight, check_gemm_pack_weight),
 }
 
 # The operators that take CUDA tensors only, with their own tests (test_step_ops.py: named
 # refusals of CPU tensors, of bad arenas and graph ids; a captured step against its eager calls).
 CUDA_ONLY = {"cuda_graph_measure_begin", "cuda_graph_measure_end", "cuda_graph_capture_begin",
              "cuda_graph_capture_end", "cuda_graph_replay", "cuda_graph_release"}
+
+# Operators with a CPU kernel only: on another device their calls are refused, naming it.
+CPU_ONLY = {"encoder_layer": "expected a tensor on a device with an encoder_layer kernel",
+            "gemm_pack_weight": "expected a cpu tensor"}
 
 
 # ---- changes a row makes to a good call ---------------------------------------------------------
@@ -1434,6 +1486,68 @@ BAD_CALLS += rows_for(SAMPLE, "logits", [
     device_row("offsets-device", "offsets", ref="logits"),
 ])
 
+ENCODER = "encoder_layer"
+BAD_CALLS += rows_for(ENCODER, "hidden", [
+    row("hidden-rank", set_arg("hidden", add_dim), "expected 2 dims [T, C], got 3 dims"),
+    row("hidden-float64", set_arg("hidden", to_dtype(torch.float64)),
+        "expected dtype in %s, got float64" % DTYPE_LIST),
+    row("hidden-strided", set_arg("hidden", strided), "expected a contiguous tensor"),
+    row("cu-seqlens-int64", set_arg("cu_seqlens", to_dtype(torch.int64)),
+        "expected dtype int32, got int64", arg="cu_seqlens"),
+    row("cu-seqlens-first", set_arg("cu_seqlens", set_item(0, 1)),
+        "expected 0 at index 0, got 1", arg="cu_seqlens"),
+    row("cu-seqlens-last", set_arg("cu_seqlens", set_item(3, 8)),
+        "expected the last value to be T = 9 (the rows of hidden), got 8", arg="cu_seqlens"),
+    row("max-seqlen-short", set_arg("max_seqlen", value(4)),
+        "expected >= every sequence's length, got 4", arg="max_seqlen"),
+    row("heads-not-dividing", set_arg("num_heads", value(5)),
+        "expected a value >= 1 dividing the hidden size C = 32, got 5", arg="num_heads"),
+    row("norm-eps-nan", set_arg("norm_eps", value(float("nan"))),
+        "expected a finite value >= 0, got nan", arg="norm_eps"),
+    row("qkv-rows", set_arg("qkv_weight", resize(0, 95)),
+        "expected size 96 for out (3 C), got 95", arg="qkv_weight"),
+    row("qkv-bias-size", set_arg("qkv_bias", resize(0, 32)),
+        "expected size 96 for n (3 C), got 32", arg="qkv_bias"),
+    row("out-weight-dtype", set_arg("out_weight", to_dtype(torch.float16)),
+        "expected the dtype of hidden (float32), got float16", arg="out_weight"),
+    row("out-bias-float64", set_arg("out_bias", to_dtype(torch.float64)),
+        "expected dtype float32, got float64", arg="out_bias"),
+    row("attn-norm-weight-size", set_arg("attn_norm_weight", resize(0, 31)),
+        "expected size 32 for n (the hidden size C of hidden), got 31", arg="attn_norm_weight"),
+    row("attn-norm-bias-strided", set_arg("attn_norm_bias", lambda t, d: randn(64, device=d)[::2]),
+        "expected a contiguous tensor", arg="attn_norm_bias"),
+    row("up-weight-width", set_arg("up_weight", resize(1, 33)),
+        "expected size 32 for in (the hidden size C of hidden), got 33", arg="up_weight"),
+    row("up-weight-not-packed", set_arg("up_weight", lambda t, d: torch.zeros(80, dtype=torch.uint8,
+                                                                             device=d)),
+        "expected a gemm_pack_weight result, got not a packed weight", arg="up_weight"),
+    row("up-bias-size", set_arg("up_bias", resize(0, 47)),
+        "expected size 48 for n (the intermediate size I, up_weight's out), got 47", arg="up_bias"),
+    row("down-width", set_arg("down_weight", resize(1, 47)),
+        "expected size 48 for in (the intermediate size I, up_weight's out), got 47",
+        arg="down_weight"),
+    row("down-bias-rank", set_arg("down_bias", add_dim), "expected 1 dims [n], got 2 dims",
+        arg="down_bias"),
+    row("ffn-norm-weight-float16", set_arg("ffn_norm_weight", to_dtype(torch.float16)),
+        "expected dtype float32, got float16", arg="ffn_norm_weight"),
+    row("ffn-norm-bias-size", set_arg("ffn_norm_bias", resize(0, 33)),
+        "expected size 32 for n (the hidden size C of hidden), got 33", arg="ffn_norm_bias"),
+    device_row("cu-seqlens-device", "cu_seqlens", ref="hidden"),
+])
+
+PACK = "gemm_pack_weight"
+BAD_CALLS += rows_for(PACK, "weight", [
+    row("weight-rank", set_arg("weight", add_dim), "expected 2 dims [out, in], got 3 dims"),
+    row("weight-float16", set_arg("weight", to_dtype(torch.float16)),
+        "expected dtype float32, got float16"),
+    row("weight-float64", set_arg("weight", to_dtype(torch.float64)),
+        "expected dtype float32, got float64"),
+    row("weight-strided", set_arg("weight", strided), "expected a contiguous tensor"),
+    row("weight-no-rows", set_arg("weight", resize(0, 0)),
+        "expected out >= 1 and in >= 1, got shape [0, 40]"),
+])
+
+
 ACCEPTED_CALLS = [
     # Views that are not 16-byte aligned and odd strides (the CUDA flash kernels stage them).
     _accepted(FLASH, "unaligned-views", set_args(q=unaligned, k=unaligned, v=unaligned)),
@@ -1627,13 +1741,26 @@ def test_every_operator_has_a_good_call_and_bad_rows():
         assert r.arg in OPERATORS[r.op][1], r.id
 
 
+def refused_off_the_cpu(op, device, args):
+    """True (after checking the refusal) when `op` has no kernel on `device`."""
+    if device == "cpu" or op not in CPU_ONLY:
+        return False
+    with pytest.raises(ValueError, match=CPU_ONLY[op]):
+        run(op, args)
+    return True
+
+
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_good_call(device, op):
+    if refused_off_the_cpu(op, device, good_args(op, device, {})):
+        return
     run_good(op, device, {})
 
 
 @pytest.mark.parametrize("r", BAD_CALLS, ids=[r.id for r in BAD_CALLS])
 def test_bad_call_is_rejected_naming_the_argument(device, r):
+    if refused_off_the_cpu(r.op, device, good_args(r.op, device, r.base)):
+        return
     run_good(r.op, device, r.base)
     error = rejection(r, device)
     if r.mixes_devices and other_device(device) == "meta":
@@ -1649,6 +1776,8 @@ def test_bad_call_is_rejected_naming_the_argument(device, r):
 
 @pytest.mark.parametrize("r", BAD_CALLS, ids=[r.id for r in BAD_CALLS])
 def test_bad_call_through_the_c_interface(device, capfd, r):
+    if refused_off_the_cpu(r.op, device, good_args(r.op, device, r.base)):
+        return
     args = bad_args(r, device)
     capfd.readouterr()
     status, message, _ = c_interface_call(r.op, args)
@@ -1666,6 +1795,8 @@ def test_bad_call_through_the_c_interface(device, capfd, r):
 @pytest.mark.skipif("cuda" not in DEVICES, reason="compares the CPU and CUDA backends")
 @pytest.mark.parametrize("r", BAD_CALLS, ids=[r.id for r in BAD_CALLS])
 def test_cpu_and_cuda_reject_alike(r):
+    if refused_off_the_cpu(r.op, "cuda", good_args(r.op, "cuda", r.base)):
+        return
     cpu, cuda = rejection(r, "cpu"), rejection(r, "cuda")
     assert type(cpu) is type(cuda), (repr(cpu), repr(cuda))
     assert _same_message(str(cpu), str(cuda)), (str(cpu), str(cuda))
