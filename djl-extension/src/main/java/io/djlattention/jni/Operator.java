@@ -138,7 +138,18 @@ public enum Operator {
             ARG_TENSOR,
             ARG_TENSOR,
             ARG_TENSOR,
-            ARG_TENSOR);
+            ARG_TENSOR),
+    /**
+     * {@code encoder_layer(hidden!, cu_seqlens, max_seqlen, qkv_weight, qkv_bias, out_weight,
+     * out_bias, attn_norm_weight, attn_norm_bias, up_weight, up_bias, down_weight, down_bias,
+     * ffn_norm_weight, ffn_norm_bias, num_heads, norm_eps, scale, gelu_tanh) -> ()}.
+     */
+    ENCODER_LAYER(
+            "encoder_layer", 0, ARG_TENSOR, ARG_TENSOR, ARG_INT, ARG_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
+            ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_BOOL),
+    /** {@code gemm_pack_weight(weight, bfloat16) -> packed}. */
+    GEMM_PACK_WEIGHT("gemm_pack_weight", 1, ARG_TENSOR, ARG_BOOL);
 
     private final String schemaName;
     private final int numOutputs;

@@ -639,7 +639,7 @@ public final class EmbeddingBenchmark {
             BertEncoder.Attention attention,
             long[][] ids,
             long[][] mask) {
-        encoder.setAttention(attention);
+        BertEncoder view = encoder.withAttention(attention);
         int batch = ids.length;
         int length = ids[0].length;
         try (NDManager scope = manager.newSubManager()) {
@@ -651,7 +651,7 @@ public final class EmbeddingBenchmark {
             }
             Shape shape = new Shape(batch, length);
             NDArray emb =
-                    encoder.sentenceEmbeddings(
+                    view.sentenceEmbeddings(
                             scope.create(flatIds, shape),
                             null,
                             scope.create(flatMask, shape),

@@ -92,10 +92,12 @@ class BertFillMaskTest {
                 NDManager manager = model.getNDManager().newSubManager()) {
             BertEncoder encoder = (BertEncoder) model.getBlock();
             NDList in = ((FillMaskTranslator) model.getTranslator()).encode(manager, texts);
-            encoder.setAttention(BertEncoder.Attention.FUSED);
-            NDArray fused = encoder.maskedLmLogits(in.get(0), in.get(1), in.get(2), in.get(3));
-            encoder.setAttention(BertEncoder.Attention.STOCK);
-            NDArray stock = encoder.maskedLmLogits(in.get(0), in.get(1), in.get(2), in.get(3));
+            NDArray fused =
+                    encoder.withAttention(BertEncoder.Attention.FUSED)
+                            .maskedLmLogits(in.get(0), in.get(1), in.get(2), in.get(3));
+            NDArray stock =
+                    encoder.withAttention(BertEncoder.Attention.STOCK)
+                            .maskedLmLogits(in.get(0), in.get(1), in.get(2), in.get(3));
             assertEquals(stock.getShape(), fused.getShape());
             float diff = fused.sub(stock).abs().max().getFloat();
             assertTrue(diff <= 1e-4, "max |fused - stock| " + diff);

@@ -186,11 +186,11 @@ class MiniLmOnnxRuntimeParityTest {
                 encoder.setWeights(manager, MiniLm.weights(temp), MiniLm.onnxFile().toString());
             }
             for (BertEncoder.Attention attention : BertEncoder.Attention.values()) {
-                encoder.setAttention(attention);
+                BertEncoder view = encoder.withAttention(attention);
                 try (NDManager scope = manager.newSubManager()) {
                     Shape shape = new Shape(batch, seq);
                     NDArray hidden =
-                            encoder.lastHiddenState(
+                            view.lastHiddenState(
                                     scope.create(flatIds, shape),
                                     null,
                                     scope.create(flatMask, shape));

@@ -6,50 +6,44 @@ package io.djlattention.zoo.encoder;
 import ai.djl.Device;
 import ai.djl.MalformedModelException;
 import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
-import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
-import ai.djl.nn.Activation;
 import ai.djl.nn.Parameter;
-import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 
 import io.djlattention.AttentionOps;
-import io.djlattention.AttentionOptions;
+import io.djlattention.EncoderLayerOps;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
 import java.io.DataInputStream;
 import java.io.IOException;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
 /**
  * A BERT encoder as Hugging Face's {@code BertModel} (and the masked-LM head of {@code
- * BertForMaskedLM}) defines it, for inference, with two attention paths over the same weights.
+ * BertForMaskedLM}) defines it, for inference, with three paths over the same weights, chosen
+ * when the block is built ({@link Builder#optAttention}; {@link #withAttention} gives a view that
+ * runs another).
  *
  * <ul>
- *   <li>{@link Attention#FUSED} (default), padding-free: the valid tokens of the batch are packed
- *       into {@code [N, C]} rows (prefix sums of the lengths, {@code cu_seqlens}); each layer runs
- *       one Q/K/V GEMM on a concatenated weight, {@link AttentionOps#flashAttentionVarlen}, the
- *       output projection, {@link AttentionOps#addBiasResidualLayerNorm}, the feed-forward GEMM,
- *       {@link AttentionOps#addBiasGelu} (erf), the second GEMM and {@code
- *       addBiasResidualLayerNorm} again. Pooling and the masked-LM head read the packed rows; only
- *       {@link Output#LAST_HIDDEN_STATE} scatters them back into the padded batch.
- *   <li>{@link Attention#STOCK}: plain DJL NDArray ops on the padded batch (embedding gathers,
- *       {@code layerNorm}, {@code Linear.linear}, {@code matMul}, {@code softmax} with an additive
- *       mask of {@code finfo.min}, {@code gelu}), as transformers' eager attention computes it: the
- *       baseline the fused path is compared with.
+ *   <li>{@link Attention#FUSED} (default), padding-free: the valid tokens are packed into {@code
+ *       [N, C]} rows ({@code cu_seqlens}); on the CPU each layer is one {@link
+ *       EncoderLayerOps#encoderLayer} call on weights packed once for the CPU's GEMM
+ *       (docs/design/fused-encoder-layer.md), elsewhere {@link Attention#OP_BY_OP}. Pooling and
+ *       the masked-LM head read the packed rows.
+ *   <li>{@link Attention#OP_BY_OP}: the same packing, each layer as a Q/K/V GEMM, {@link
+ *       AttentionOps#flashAttentionVarlen}, {@link AttentionOps#addBiasResidualLayerNorm}, {@link
+ *       AttentionOps#addBiasGelu} and GEMMs: the fused layer's tested reference.
+ *   <li>{@link Attention#STOCK}: plain DJL NDArray ops on the padded batch, as transformers' eager
+ *       attention computes it: the baseline.
  * </ul>
  *
  * <p>As a DJL block ({@link #forward}), the inputs are {@code [inputIds (B, S), tokenTypeIds (B,
@@ -96,8 +90,16 @@ public final class BertEncoder extends AbstractBlock {
 
     /** Which implementation runs the encoder. */
     public enum Attention {
-        /** Packed valid tokens, fused Q/K/V GEMM, varlen flash attention, fused epilogues. */
+        /**
+         * Packed valid tokens; on the CPU one {@code encoder_layer} call per layer (weights packed
+         * for the CPU's GEMM once), elsewhere {@link #OP_BY_OP}.
+         */
         FUSED,
+        /**
+         * Packed valid tokens, each layer as a dozen fused operators (Q/K/V GEMM, varlen flash
+         * attention, fused epilogues): the tested reference of {@code encoder_layer}.
+         */
+        OP_BY_OP,
         /** Stock DJL NDArray ops on the padded batch: the baseline. */
         STOCK
     }
@@ -128,9 +130,13 @@ public final class BertEncoder extends AbstractBlock {
     private final DataType computeDataType;
     private final Output output;
     private final Pooling pooling;
-    private volatile Attention attention;
+    private final Attention attention;
+    private final boolean bfloat16Gemm;
+    private final EncoderPasses passes;
+    /** The block whose weights this one reads: itself, or the source of a {@link #withAttention}. */
+    private final BertEncoder root;
     private final Map<String, Parameter> weights = new LinkedHashMap<>();
-    private volatile Prepared prepared;
+    private volatile EncoderWeights prepared;
 
     private BertEncoder(Builder b) {
         super(VERSION);
@@ -140,6 +146,9 @@ public final class BertEncoder extends AbstractBlock {
         output = b.output;
         pooling = b.pooling;
         attention = b.attention;
+        bfloat16Gemm = b.bfloat16Gemm;
+        passes = new EncoderPasses(config, computeDataType);
+        root = this;
         for (String name : parameterShapes(config, maskedLmHead).keySet()) {
             weights.put(
                     name,
@@ -176,44 +185,7 @@ public final class BertEncoder extends AbstractBlock {
      * @return name to shape
      */
     public static Map<String, Shape> parameterShapes(BertEncoderConfig c, boolean maskedLmHead) {
-        Map<String, Shape> shapes = new LinkedHashMap<>();
-        long h = c.getHiddenSize();
-        long inter = c.getIntermediateSize();
-        shapes.put("embeddings.word_embeddings.weight", new Shape(c.getVocabSize(), h));
-        shapes.put(
-                "embeddings.position_embeddings.weight",
-                new Shape(c.getMaxPositions(), h));
-        shapes.put("embeddings.token_type_embeddings.weight", new Shape(c.getTypeVocabSize(), h));
-        shapes.put("embeddings.LayerNorm.weight", new Shape(h));
-        shapes.put("embeddings.LayerNorm.bias", new Shape(h));
-        for (int l = 0; l < c.getNumLayers(); ++l) {
-            String p = "encoder.layer." + l + ".";
-            for (String proj : new String[] {"query", "key", "value"}) {
-                shapes.put(p + "attention.self." + proj + ".weight", new Shape(h, h));
-                shapes.put(p + "attention.self." + proj + ".bias", new Shape(h));
-            }
-            shapes.put(p + "attention.output.dense.weight", new Shape(h, h));
-            shapes.put(p + "attention.output.dense.bias", new Shape(h));
-            shapes.put(p + "attention.output.LayerNorm.weight", new Shape(h));
-            shapes.put(p + "attention.output.LayerNorm.bias", new Shape(h));
-            shapes.put(p + "intermediate.dense.weight", new Shape(inter, h));
-            shapes.put(p + "intermediate.dense.bias", new Shape(inter));
-            shapes.put(p + "output.dense.weight", new Shape(h, inter));
-            shapes.put(p + "output.dense.bias", new Shape(h));
-            shapes.put(p + "output.LayerNorm.weight", new Shape(h));
-            shapes.put(p + "output.LayerNorm.bias", new Shape(h));
-        }
-        if (maskedLmHead) {
-            shapes.put("cls.predictions.transform.dense.weight", new Shape(h, h));
-            shapes.put("cls.predictions.transform.dense.bias", new Shape(h));
-            shapes.put("cls.predictions.transform.LayerNorm.weight", new Shape(h));
-            shapes.put("cls.predictions.transform.LayerNorm.bias", new Shape(h));
-            shapes.put("cls.predictions.bias", new Shape(c.getVocabSize()));
-            if (!c.isTieWordEmbeddings()) {
-                shapes.put("cls.predictions.decoder.weight", new Shape(c.getVocabSize(), h));
-            }
-        }
-        return shapes;
+        return EncoderWeights.parameterShapes(c, maskedLmHead);
     }
 
     /**
@@ -283,12 +255,39 @@ public final class BertEncoder extends AbstractBlock {
     }
 
     /**
-     * Chooses the implementation (both use the same weights; the choice may change between calls).
+     * Returns whether the CPU's fused path runs its GEMMs in bfloat16 ({@link
+     * Builder#optBfloat16Gemm}).
      *
-     * @param attention FUSED or STOCK
+     * @return whether the bfloat16 mode is on
      */
-    public void setAttention(Attention attention) {
-        this.attention = Objects.requireNonNull(attention, "attention must not be null");
+    public boolean isBfloat16Gemm() {
+        return bfloat16Gemm;
+    }
+
+    /**
+     * Returns a block that runs another implementation over this block's weights (shared, not
+     * copied: it reads whatever weights this block holds when it runs). Its weights are set
+     * through this block only.
+     *
+     * @param attention the implementation
+     * @return this block if the implementation is its own, else a view
+     */
+    public BertEncoder withAttention(Attention attention) {
+        Objects.requireNonNull(attention, "attention must not be null");
+        return attention == this.attention ? this : new BertEncoder(this, attention);
+    }
+
+    private BertEncoder(BertEncoder source, Attention attention) {
+        super(VERSION);
+        config = source.config;
+        maskedLmHead = source.maskedLmHead;
+        computeDataType = source.computeDataType;
+        output = source.output;
+        pooling = source.pooling;
+        this.attention = attention;
+        bfloat16Gemm = source.bfloat16Gemm;
+        passes = source.passes;
+        root = source.root;
     }
 
     /**
@@ -297,7 +296,7 @@ public final class BertEncoder extends AbstractBlock {
      * @return the device
      */
     public Device getDevice() {
-        Prepared p = prepared;
+        EncoderWeights p = root.prepared;
         return p == null ? null : p.device;
     }
 
@@ -308,7 +307,7 @@ public final class BertEncoder extends AbstractBlock {
      * @return the float32 array
      */
     public NDArray weight(String name) {
-        Parameter p = weights.get(name);
+        Parameter p = root.weights.get(name);
         if (p == null) {
             throw new IllegalArgumentException("no parameter " + name);
         }
@@ -356,46 +355,14 @@ public final class BertEncoder extends AbstractBlock {
             String source,
             HfCheckpoint checkpoint)
             throws MalformedModelException {
+        requireRoot();
         Map<String, NDArray> byName = new LinkedHashMap<>();
         for (Map.Entry<String, NDArray> e : tensors.entrySet()) {
             String name = e.getKey();
             byName.put(name.startsWith(PREFIX) ? name.substring(PREFIX.length()) : name, e.getValue());
         }
         Map<String, Shape> shapes = parameterShapes(config, maskedLmHead);
-        for (Map.Entry<String, Shape> e : shapes.entrySet()) {
-            NDArray array = byName.get(e.getKey());
-            if (array == null) {
-                // HfCheckpoint.require words the message as every loader does.
-                String message = source + ": missing tensor " + e.getKey();
-                if (checkpoint != null) {
-                    try {
-                        checkpoint.require(byName, e.getKey());
-                    } catch (IOException missing) {
-                        message = missing.getMessage();
-                    }
-                }
-                throw new MalformedModelException(message);
-            }
-            if (!array.getShape().equals(e.getValue())) {
-                throw new MalformedModelException(
-                        source
-                                + ": tensor "
-                                + e.getKey()
-                                + ": expected shape "
-                                + e.getValue()
-                                + " (from the configuration), got "
-                                + array.getShape());
-            }
-            DataType type = array.getDataType();
-            if (type != DataType.FLOAT32 && type != DataType.FLOAT16) {
-                throw new MalformedModelException(
-                        source
-                                + ": tensor "
-                                + e.getKey()
-                                + ": expected float32, float16 or bfloat16 values, got "
-                                + type);
-            }
-        }
+        EncoderWeights.checkTensors(byName, shapes, source, checkpoint);
         Device device = manager.getDevice();
         for (Map.Entry<String, Shape> e : shapes.entrySet()) {
             // duplicate() is a deep copy: a tensor read from a file may wrap a Java direct buffer
@@ -429,156 +396,25 @@ public final class BertEncoder extends AbstractBlock {
     @Override
     public void loadParameters(NDManager manager, DataInputStream is)
             throws IOException, MalformedModelException {
+        requireRoot();
         super.loadParameters(manager, is);
         prepare(manager);
     }
 
     /** Makes the derived arrays from the parameters, on the parameters' device. */
     private void prepare(NDManager manager) {
-        Prepared old = prepared;
-        prepared = new Prepared(manager.newSubManager(weight(
-                "embeddings.word_embeddings.weight").getDevice()));
+        EncoderWeights old = prepared;
+        prepared =
+                new EncoderWeights(
+                        manager.newSubManager(
+                                weight("embeddings.word_embeddings.weight").getDevice()),
+                        this::weight,
+                        config,
+                        maskedLmHead,
+                        computeDataType,
+                        bfloat16Gemm);
         if (old != null) {
             old.manager.close();
-        }
-    }
-
-    /** The arrays the forward passes read, made once from the parameters. */
-    private final class Prepared {
-        final NDManager manager;
-        final Device device;
-        final NDArray word;
-        final NDArray position;
-        final NDArray type;
-        final NDArray embNormWeight;
-        final NDArray embNormBias;
-        final List<Layer> layers = new ArrayList<>();
-        final NDArray headWeight;
-        final NDArray headBias;
-        final NDArray headNormWeight;
-        final NDArray headNormBias;
-        final NDArray decoderWeight;
-        final NDArray decoderBias;
-
-        Prepared(NDManager manager) {
-            this.manager = manager;
-            device = manager.getDevice();
-            word = weight("embeddings.word_embeddings.weight");
-            position = weight("embeddings.position_embeddings.weight");
-            type = weight("embeddings.token_type_embeddings.weight");
-            embNormWeight = weight("embeddings.LayerNorm.weight");
-            embNormBias = weight("embeddings.LayerNorm.bias");
-            for (int l = 0; l < config.getNumLayers(); ++l) {
-                layers.add(new Layer(this, "encoder.layer." + l + "."));
-            }
-            if (maskedLmHead) {
-                headWeight = weight("cls.predictions.transform.dense.weight");
-                headBias = weight("cls.predictions.transform.dense.bias");
-                headNormWeight = weight("cls.predictions.transform.LayerNorm.weight");
-                headNormBias = weight("cls.predictions.transform.LayerNorm.bias");
-                decoderWeight =
-                        config.isTieWordEmbeddings()
-                                ? word
-                                : weight("cls.predictions.decoder.weight");
-                decoderBias = weight("cls.predictions.bias");
-            } else {
-                headWeight = null;
-                headBias = null;
-                headNormWeight = null;
-                headNormBias = null;
-                decoderWeight = null;
-                decoderBias = null;
-            }
-        }
-
-        /** An array owned by this set of derived arrays (it is freed with them). */
-        NDArray own(NDArray array) {
-            array.attach(manager);
-            NDScope.unregister(array);
-            return array;
-        }
-
-        /** The parameter in the compute dtype: itself in float32, else a copy made once. */
-        NDArray compute(NDArray parameter) {
-            return computeDataType == DataType.FLOAT32
-                    ? parameter
-                    : own(parameter.toType(computeDataType, true));
-        }
-    }
-
-    /** One encoder layer's arrays: GEMM weights in the compute dtype, epilogue vectors float32. */
-    private final class Layer {
-        /** Concatenated query, key, value weight {@code [3C, C]} and bias {@code [3C]}. */
-        final NDArray qkvWeight;
-        final NDArray qkvBias;
-        /** Views of the concatenated arrays for the stock path ({@code [C, C]}, {@code [C]}). */
-        final NDArray[] stockWeights = new NDArray[3];
-        final NDArray[] stockBiases = new NDArray[3];
-        final NDArray outWeight;
-        final NDArray outBias32;
-        final NDArray outBias;
-        final NDArray norm1Weight32;
-        final NDArray norm1Bias32;
-        final NDArray norm1Weight;
-        final NDArray norm1Bias;
-        final NDArray interWeight;
-        final NDArray interBias32;
-        final NDArray interBias;
-        final NDArray ffnOutWeight;
-        final NDArray ffnOutBias32;
-        final NDArray ffnOutBias;
-        final NDArray norm2Weight32;
-        final NDArray norm2Bias32;
-        final NDArray norm2Weight;
-        final NDArray norm2Bias;
-
-        Layer(Prepared p, String prefix) {
-            String self = prefix + "attention.self.";
-            NDArray w =
-                    NDArrays.concat(
-                            new NDList(
-                                    weight(self + "query.weight"),
-                                    weight(self + "key.weight"),
-                                    weight(self + "value.weight")),
-                            0);
-            NDArray b =
-                    NDArrays.concat(
-                            new NDList(
-                                    weight(self + "query.bias"),
-                                    weight(self + "key.bias"),
-                                    weight(self + "value.bias")),
-                            0);
-            qkvWeight = p.own(w.toType(computeDataType, false));
-            qkvBias = p.own(b.toType(computeDataType, false));
-            if (qkvWeight != w) {
-                w.close();
-            }
-            if (qkvBias != b) {
-                b.close();
-            }
-            long c = config.getHiddenSize();
-            for (int i = 0; i < 3; ++i) {
-                String range = (i * c) + ":" + ((i + 1) * c);
-                stockWeights[i] = p.own(qkvWeight.get(new NDIndex(range)));
-                stockBiases[i] = p.own(qkvBias.get(new NDIndex(range)));
-            }
-            outWeight = p.compute(weight(prefix + "attention.output.dense.weight"));
-            outBias32 = weight(prefix + "attention.output.dense.bias");
-            outBias = p.compute(outBias32);
-            norm1Weight32 = weight(prefix + "attention.output.LayerNorm.weight");
-            norm1Bias32 = weight(prefix + "attention.output.LayerNorm.bias");
-            norm1Weight = p.compute(norm1Weight32);
-            norm1Bias = p.compute(norm1Bias32);
-            interWeight = p.compute(weight(prefix + "intermediate.dense.weight"));
-            interBias32 = weight(prefix + "intermediate.dense.bias");
-            interBias = p.compute(interBias32);
-            ffnOutWeight = p.compute(weight(prefix + "output.dense.weight"));
-            ffnOutBias32 = weight(prefix + "output.dense.bias");
-            ffnOutBias = p.compute(ffnOutBias32);
-            norm2Weight32 = weight(prefix + "output.LayerNorm.weight");
-            norm2Bias32 = weight(prefix + "output.LayerNorm.bias");
-            norm2Weight = p.compute(norm2Weight32);
-            norm2Bias = p.compute(norm2Bias32);
         }
     }
 
@@ -652,32 +488,15 @@ public final class BertEncoder extends AbstractBlock {
      *     padding rows are 0 on the fused path
      */
     public NDArray lastHiddenState(NDArray inputIds, NDArray tokenTypeIds, NDArray attentionMask) {
-        Prepared p = requirePrepared();
-        Batch batch = Batch.of(config, p.device, inputIds, tokenTypeIds, attentionMask);
+        EncoderWeights p = requirePrepared();
+        EncoderBatch batch = EncoderBatch.of(config, p.device, inputIds, tokenTypeIds, attentionMask);
         try (NDManager scope = NDManager.subManagerOf(inputIds)) {
             NDArray out;
             if (attention == Attention.STOCK) {
-                out = stockEncode(p, batch, scope);
+                out = passes.stock(p, batch, scope);
             } else {
-                NDArray rows = fusedEncode(p, batch, scope);
-                long c = config.getHiddenSize();
-                if (batch.rightPadded) {
-                    out =
-                            AttentionOps.restorePadding(
-                                    rows, scope.create(batch.cuSeqlens), batch.seqLen);
-                } else {
-                    // Holes in the mask: gather from the rows plus one zero row.
-                    NDArray zero = scope.zeros(new Shape(1, c), rows.getDataType());
-                    NDArray padded = NDArrays.concat(new NDList(rows, zero), 0);
-                    long[] index = new long[batch.batch * batch.seqLen];
-                    Arrays.fill(index, batch.tokens);
-                    for (int i = 0; i < batch.tokens; ++i) {
-                        index[batch.flatIndex[i]] = i;
-                    }
-                    out =
-                            padded.get(scope.create(index))
-                                    .reshape(batch.batch, batch.seqLen, c);
-                }
+                NDArray rows = passes.packed(p, batch, scope, attention == Attention.OP_BY_OP);
+                out = passes.padded(rows, batch, scope);
             }
             return scope.ret(out);
         }
@@ -701,14 +520,14 @@ public final class BertEncoder extends AbstractBlock {
             Pooling pooling,
             boolean normalize) {
         Objects.requireNonNull(pooling, "pooling must not be null");
-        Prepared p = requirePrepared();
-        Batch batch = Batch.of(config, p.device, inputIds, tokenTypeIds, attentionMask);
+        EncoderWeights p = requirePrepared();
+        EncoderBatch batch = EncoderBatch.of(config, p.device, inputIds, tokenTypeIds, attentionMask);
         try (NDManager scope = NDManager.subManagerOf(inputIds)) {
             NDArray pooled;
             if (attention == Attention.STOCK) {
-                NDArray hidden = stockEncode(p, batch, scope).toType(DataType.FLOAT32, false);
+                NDArray hidden = passes.stock(p, batch, scope).toType(DataType.FLOAT32, false);
                 if (pooling == Pooling.CLS) {
-                    pooled = firstValid(hidden, batch, scope);
+                    pooled = EncoderPasses.firstValid(hidden, batch, scope);
                 } else {
                     // sentence-transformers: sum(x * mask) / clamp(sum(mask), 1e-9)
                     NDArray mask =
@@ -720,7 +539,7 @@ public final class BertEncoder extends AbstractBlock {
                                     .div(mask.sum(new int[] {1}).clip(1e-9, Float.MAX_VALUE));
                 }
             } else {
-                NDArray rows = fusedEncode(p, batch, scope);
+                NDArray rows = passes.packed(p, batch, scope, attention == Attention.OP_BY_OP);
                 if (pooling == Pooling.CLS) {
                     long[] first = new long[batch.batch];
                     for (int i = 0; i < first.length; ++i) {
@@ -728,7 +547,7 @@ public final class BertEncoder extends AbstractBlock {
                     }
                     pooled = rows.get(scope.create(first)).toType(DataType.FLOAT32, false);
                 } else {
-                    pooled = segmentMean(rows, batch, scope);
+                    pooled = passes.segmentMean(rows, batch, scope);
                 }
             }
             if (normalize) {
@@ -759,8 +578,8 @@ public final class BertEncoder extends AbstractBlock {
                     "this BertEncoder has no masked-LM head (build it with optMaskedLmHead(true)"
                             + " from a checkpoint with cls.predictions.*)");
         }
-        Prepared p = requirePrepared();
-        Batch batch = Batch.of(config, p.device, inputIds, tokenTypeIds, attentionMask);
+        EncoderWeights p = requirePrepared();
+        EncoderBatch batch = EncoderBatch.of(config, p.device, inputIds, tokenTypeIds, attentionMask);
         Shape ps = maskedPositions.getShape();
         if (ps.dimension() != 2 || ps.get(0) != batch.batch || ps.get(1) < 1) {
             throw new IllegalArgumentException(
@@ -770,7 +589,7 @@ public final class BertEncoder extends AbstractBlock {
                             + ps);
         }
         int count = Math.toIntExact(ps.get(1));
-        long[] positions = toLongs(maskedPositions, "maskedPositions");
+        long[] positions = EncoderBatch.toLongs(maskedPositions, "maskedPositions");
         long[] flat = new long[positions.length];
         for (int i = 0; i < positions.length; ++i) {
             int b = i / count;
@@ -792,7 +611,7 @@ public final class BertEncoder extends AbstractBlock {
             long c = config.getHiddenSize();
             if (attention == Attention.STOCK) {
                 rows =
-                        stockEncode(p, batch, scope)
+                        passes.stock(p, batch, scope)
                                 .reshape(-1, c)
                                 .get(scope.create(flat));
             } else {
@@ -800,25 +619,22 @@ public final class BertEncoder extends AbstractBlock {
                 for (int i = 0; i < flat.length; ++i) {
                     packed[i] = batch.rowOf[(int) flat[i]];
                 }
-                rows = fusedEncode(p, batch, scope).get(scope.create(packed));
+                rows = passes.packed(p, batch, scope, attention == Attention.OP_BY_OP).get(scope.create(packed));
             }
-            NDArray x = rows.toType(DataType.FLOAT32, false);
-            NDArray h = Linear.linear(x, p.headWeight, p.headBias).head();
-            h = Activation.gelu(h);
-            h = LayerNorm.layerNorm(
-                            h,
-                            new Shape(c),
-                            p.headNormWeight,
-                            p.headNormBias,
-                            (float) config.getLayerNormEps())
-                    .head();
-            NDArray logits = Linear.linear(h, p.decoderWeight, p.decoderBias).head();
+            NDArray logits = passes.maskedLmHead(p, rows);
             return scope.ret(logits.reshape(batch.batch, count, config.getVocabSize()));
         }
     }
 
-    private Prepared requirePrepared() {
-        Prepared p = prepared;
+    private void requireRoot() {
+        if (root != this) {
+            throw new IllegalStateException(
+                    "this BertEncoder is a view (withAttention): set the weights on its source");
+        }
+    }
+
+    private EncoderWeights requirePrepared() {
+        EncoderWeights p = root.prepared;
         if (p == null) {
             throw new IllegalStateException(
                     "BertEncoder has no weights: call setWeights (or load through EncoderModels)");
@@ -826,352 +642,6 @@ public final class BertEncoder extends AbstractBlock {
         return p;
     }
 
-    /**
-     * The fused, padding-free encoder.
-     *
-     * @return the packed last hidden state {@code [N, C]} in the compute dtype, row {@code i} the
-     *     {@code i}-th valid token in row-major order
-     */
-    private NDArray fusedEncode(Prepared p, Batch batch, NDManager scope) {
-        int n = batch.tokens;
-        long c = config.getHiddenSize();
-        int heads = config.getNumHeads();
-        long d = config.getHeadDim();
-        double eps = config.getLayerNormEps();
-        // Embeddings of the packed tokens only: (word + type) + position, then LayerNorm as one
-        // fused op (the position rows are the residual), as BertEmbeddings sums them.
-        NDArray word = take(p.word, scope.create(batch.packedIds), scope);
-        NDArray type = take(p.type, scope.create(batch.packedTypes), scope);
-        NDArray position = take(p.position, scope.create(batch.packedPositions), scope);
-        NDArray sum = word.add(type);
-        word.close();
-        type.close();
-        NDArray x =
-                AttentionOps.addBiasResidualLayerNorm(
-                        sum, null, position, p.embNormWeight, p.embNormBias, eps);
-        sum.close();
-        position.close();
-        if (computeDataType != DataType.FLOAT32) {
-            NDArray cast = x.toType(computeDataType, false);
-            x.close();
-            x = cast;
-        }
-        NDArray cuSeqlens = scope.create(batch.cuSeqlens);
-        AttentionOptions options = AttentionOptions.defaults();
-        for (Layer layer : p.layers) {
-            NDArray qkv = Linear.linear(x, layer.qkvWeight, layer.qkvBias).head(); // [N, 3C]
-            NDArray split = qkv.reshape(n, 3, heads, d);
-            NDList attended =
-                    AttentionOps.flashAttentionVarlen(
-                            split.get(new NDIndex(":, 0")),
-                            split.get(new NDIndex(":, 1")),
-                            split.get(new NDIndex(":, 2")),
-                            cuSeqlens,
-                            cuSeqlens,
-                            batch.maxLen,
-                            batch.maxLen,
-                            options);
-            qkv.close();
-            attended.get(1).close();
-            NDArray merged = attended.get(0).reshape(n, c);
-            NDArray projected = Linear.linear(merged, layer.outWeight, null).head();
-            merged.close();
-            NDArray x1 =
-                    AttentionOps.addBiasResidualLayerNorm(
-                            projected,
-                            layer.outBias32,
-                            x,
-                            layer.norm1Weight32,
-                            layer.norm1Bias32,
-                            eps);
-            projected.close();
-            x.close();
-            NDArray inter = Linear.linear(x1, layer.interWeight, null).head();
-            NDArray act = AttentionOps.addBiasGelu(inter, layer.interBias32, false);
-            inter.close();
-            NDArray out = Linear.linear(act, layer.ffnOutWeight, null).head();
-            act.close();
-            x =
-                    AttentionOps.addBiasResidualLayerNorm(
-                            out,
-                            layer.ffnOutBias32,
-                            x1,
-                            layer.norm2Weight32,
-                            layer.norm2Bias32,
-                            eps);
-            out.close();
-            x1.close();
-        }
-        return x;
-    }
-
-    /**
-     * The stock encoder: DJL NDArray ops on the padded batch, as transformers' eager BertModel.
-     *
-     * @return {@code (B, S, C)} in the compute dtype
-     */
-    private NDArray stockEncode(Prepared p, Batch batch, NDManager scope) {
-        int b = batch.batch;
-        int s = batch.seqLen;
-        long c = config.getHiddenSize();
-        int heads = config.getNumHeads();
-        long d = config.getHeadDim();
-        float eps = (float) config.getLayerNormEps();
-        Shape norm = new Shape(c);
-        NDArray ids = scope.create(batch.ids);
-        NDArray types = scope.create(batch.types);
-        NDArray word = take(p.word, ids, scope).reshape(b, s, c);
-        NDArray type = take(p.type, types, scope).reshape(b, s, c);
-        NDArray position = p.position.get(new NDIndex("0:" + s));
-        position.attach(scope);
-        NDArray x =
-                LayerNorm.layerNorm(
-                                word.add(type).add(position),
-                                norm,
-                                p.embNormWeight,
-                                p.embNormBias,
-                                eps)
-                        .head()
-                        .toType(computeDataType, false);
-        // transformers' extended attention mask: (1 - mask) * finfo(dtype).min on the keys.
-        float min = computeDataType == DataType.FLOAT16 ? -65504f : -Float.MAX_VALUE;
-        NDArray additive =
-                scope.create(batch.mask, new Shape(b, 1, 1, s))
-                        .toType(computeDataType, false)
-                        .neg()
-                        .add(1)
-                        .mul(min);
-        float scale = (float) (1.0 / Math.sqrt(d));
-        for (Layer layer : p.layers) {
-            NDArray[] qkv = new NDArray[3];
-            for (int i = 0; i < 3; ++i) {
-                qkv[i] =
-                        Linear.linear(x, layer.stockWeights[i], layer.stockBiases[i])
-                                .head()
-                                .reshape(b, s, heads, d)
-                                .transpose(0, 2, 1, 3);
-            }
-            NDArray scores = qkv[0].matMul(qkv[1].transpose(0, 1, 3, 2)).mul(scale).add(additive);
-            NDArray context =
-                    scores.softmax(-1)
-                            .matMul(qkv[2])
-                            .transpose(0, 2, 1, 3)
-                            .reshape(b, s, c);
-            NDArray attended = Linear.linear(context, layer.outWeight, layer.outBias).head();
-            NDArray x1 =
-                    LayerNorm.layerNorm(
-                                    attended.add(x), norm, layer.norm1Weight, layer.norm1Bias, eps)
-                            .head();
-            NDArray inter =
-                    Activation.gelu(
-                            Linear.linear(x1, layer.interWeight, layer.interBias).head());
-            NDArray out = Linear.linear(inter, layer.ffnOutWeight, layer.ffnOutBias).head();
-            x = LayerNorm.layerNorm(out.add(x1), norm, layer.norm2Weight, layer.norm2Bias, eps)
-                    .head();
-            }
-        return x;
-    }
-
-    /**
-     * Mean of each sequence's packed rows without a padded copy: prefix sums over the rows in
-     * float64 (exact enough that the differences of two sums lose nothing a float32 mean keeps),
-     * then one difference per sequence.
-     *
-     * @return {@code (B, C)} float32
-     */
-    private NDArray segmentMean(NDArray rows, Batch batch, NDManager scope) {
-        long c = config.getHiddenSize();
-        NDArray prefix =
-                NDArrays.concat(
-                        new NDList(
-                                scope.zeros(new Shape(1, c), DataType.FLOAT64),
-                                rows.toType(DataType.FLOAT64, false).cumSum(0)),
-                        0); // [N + 1, C], row i = sum of rows [0, i)
-        int[] cu = batch.cuSeqlens;
-        double[] inverse = new double[batch.batch];
-        long[] startRows = new long[batch.batch];
-        long[] endRows = new long[batch.batch];
-        for (int i = 0; i < batch.batch; ++i) {
-            inverse[i] = 1.0 / (cu[i + 1] - cu[i]);
-            startRows[i] = cu[i];
-            endRows[i] = cu[i + 1];
-        }
-        NDArray ends = prefix.get(scope.create(endRows));
-        NDArray starts = prefix.get(scope.create(startRows));
-        return ends.sub(starts)
-                .mul(scope.create(inverse, new Shape(batch.batch, 1)))
-                .toType(DataType.FLOAT32, false);
-    }
-
-    /** The first valid token of each row of a padded {@code (B, S, C)} state, float32. */
-    private static NDArray firstValid(NDArray hidden, Batch batch, NDManager scope) {
-        long[] flat = new long[batch.batch];
-        for (int b = 0; b < batch.batch; ++b) {
-            flat[b] = batch.flatIndex[batch.cuSeqlens[b]];
-        }
-        long c = hidden.getShape().get(2);
-        return hidden.reshape(-1, c).get(scope.create(flat));
-    }
-
-    /** Rows of a weight table, attached to the forward's scope (a gather attaches to the table). */
-    private static NDArray take(NDArray table, NDArray index, NDManager scope) {
-        NDArray rows = table.get(index);
-        rows.attach(scope);
-        return rows;
-    }
-
-    private static long[] toLongs(NDArray array, String name) {
-        DataType type = array.getDataType();
-        if (!type.isInteger()) {
-            throw new IllegalArgumentException(
-                    name + ": expected an integer array (int64 or int32), got " + type);
-        }
-        if (type == DataType.INT64) {
-            return array.toLongArray();
-        }
-        try (NDArray cast = array.toType(DataType.INT64, false)) {
-            return cast.toLongArray();
-        }
-    }
-
-    /**
-     * A batch read to the host once: the inputs checked, and the packing of its valid tokens
-     * (row-major), which both paths and the poolings share.
-     */
-    private static final class Batch {
-        int batch;
-        int seqLen;
-        long[] ids;
-        long[] types;
-        long[] mask;
-        boolean rightPadded = true;
-        int tokens;
-        int maxLen;
-        int[] cuSeqlens;
-        /** Flat {@code b * S + t} of each packed token. */
-        int[] flatIndex;
-        /** Packed row of each flat position, -1 for padding. */
-        int[] rowOf;
-        long[] packedIds;
-        long[] packedTypes;
-        long[] packedPositions;
-
-        static Batch of(
-                BertEncoderConfig config,
-                Device device,
-                NDArray inputIds,
-                NDArray tokenTypeIds,
-                NDArray attentionMask) {
-            Objects.requireNonNull(inputIds, "inputIds must not be null");
-            Objects.requireNonNull(attentionMask, "attentionMask must not be null");
-            Shape shape = inputIds.getShape();
-            if (shape.dimension() != 2 || shape.get(0) < 1 || shape.get(1) < 1) {
-                throw new IllegalArgumentException(
-                        "inputIds: expected (B, S) with B >= 1 and S >= 1, got " + shape);
-            }
-            for (NDArray a : new NDArray[] {inputIds, tokenTypeIds, attentionMask}) {
-                if (a != null && !a.getDevice().equals(device)) {
-                    throw new IllegalArgumentException(
-                            "inputs on "
-                                    + a.getDevice()
-                                    + ", but the encoder's weights are on "
-                                    + device);
-                }
-            }
-            Batch b = new Batch();
-            b.batch = Math.toIntExact(shape.get(0));
-            b.seqLen = Math.toIntExact(shape.get(1));
-            int max = config.getMaxPositions();
-            if (b.seqLen > max) {
-                throw new IllegalArgumentException(
-                        "inputIds: sequence length "
-                                + b.seqLen
-                                + " exceeds max_position_embeddings = "
-                                + max
-                                + " (truncate the input; the translators do)");
-            }
-            if (!attentionMask.getShape().equals(shape)) {
-                throw new IllegalArgumentException(
-                        "attentionMask: expected shape " + shape + ", got "
-                                + attentionMask.getShape());
-            }
-            if (tokenTypeIds != null && !tokenTypeIds.getShape().equals(shape)) {
-                throw new IllegalArgumentException(
-                        "tokenTypeIds: expected shape " + shape + ", got "
-                                + tokenTypeIds.getShape());
-            }
-            b.ids = toLongs(inputIds, "inputIds");
-            b.types =
-                    tokenTypeIds == null
-                            ? new long[b.ids.length]
-                            : toLongs(tokenTypeIds, "tokenTypeIds");
-            b.mask = toLongs(attentionMask, "attentionMask");
-            check(b.ids, config.getVocabSize(), "inputIds", "vocab_size");
-            check(b.types, config.getTypeVocabSize(), "tokenTypeIds", "type_vocab_size");
-            check(b.mask, 2, "attentionMask", "1 = token, 0 = padding");
-            b.cuSeqlens = new int[b.batch + 1];
-            b.rowOf = new int[b.ids.length];
-            Arrays.fill(b.rowOf, -1);
-            int n = 0;
-            for (int r = 0; r < b.batch; ++r) {
-                int len = 0;
-                boolean ended = false;
-                for (int t = 0; t < b.seqLen; ++t) {
-                    int flat = r * b.seqLen + t;
-                    if (b.mask[flat] != 0) {
-                        b.rowOf[flat] = n + len;
-                        ++len;
-                        if (ended) {
-                            b.rightPadded = false;
-                        }
-                    } else {
-                        ended = true;
-                    }
-                }
-                if (len == 0) {
-                    throw new IllegalArgumentException(
-                            "attentionMask: row " + r + " has no token (all zeros)");
-                }
-                n += len;
-                b.cuSeqlens[r + 1] = n;
-                b.maxLen = Math.max(b.maxLen, len);
-            }
-            b.tokens = n;
-            b.flatIndex = new int[n];
-            b.packedIds = new long[n];
-            b.packedTypes = new long[n];
-            b.packedPositions = new long[n];
-            for (int flat = 0; flat < b.rowOf.length; ++flat) {
-                int row = b.rowOf[flat];
-                if (row >= 0) {
-                    b.flatIndex[row] = flat;
-                    b.packedIds[row] = b.ids[flat];
-                    b.packedTypes[row] = b.types[flat];
-                    // transformers' position ids are the absolute index, whatever the mask.
-                    b.packedPositions[row] = flat % b.seqLen;
-                }
-            }
-            return b;
-        }
-
-        private static void check(long[] values, long bound, String name, String what) {
-            for (int i = 0; i < values.length; ++i) {
-                if (values[i] < 0 || values[i] >= bound) {
-                    throw new IllegalArgumentException(
-                            name
-                                    + ": value "
-                                    + values[i]
-                                    + " at flat index "
-                                    + i
-                                    + " is outside [0, "
-                                    + bound
-                                    + ") ("
-                                    + what
-                                    + ")");
-                }
-            }
-        }
-    }
 
     /**
      * Builds a {@link BertEncoder}: the configuration is required, the rest optional.
@@ -1184,6 +654,7 @@ public final class BertEncoder extends AbstractBlock {
         private Output output = Output.LAST_HIDDEN_STATE;
         private Pooling pooling = Pooling.MEAN;
         private Attention attention = Attention.FUSED;
+        private boolean bfloat16Gemm;
 
         Builder() {}
 
@@ -1245,11 +716,24 @@ public final class BertEncoder extends AbstractBlock {
         /**
          * Sets the implementation (default {@link Attention#FUSED}).
          *
-         * @param attention FUSED or STOCK
+         * @param attention FUSED, OP_BY_OP or STOCK
          * @return this builder
          */
         public Builder optAttention(Attention attention) {
             this.attention = attention;
+            return this;
+        }
+
+        /**
+         * Runs the CPU fused path's GEMMs in bfloat16 (default false): activations and weights
+         * rounded to bfloat16 at each GEMM (AMX or AVX512-BF16 through libtorch's oneDNN), float32
+         * everywhere else. Needs the float32 compute dtype; accuracy in docs/operators.md.
+         *
+         * @param bfloat16Gemm whether to use the bfloat16 mode
+         * @return this builder
+         */
+        public Builder optBfloat16Gemm(boolean bfloat16Gemm) {
+            this.bfloat16Gemm = bfloat16Gemm;
             return this;
         }
 
@@ -1269,6 +753,10 @@ public final class BertEncoder extends AbstractBlock {
             Objects.requireNonNull(output, "output must not be null");
             Objects.requireNonNull(pooling, "pooling must not be null");
             Objects.requireNonNull(attention, "attention must not be null");
+            if (bfloat16Gemm && computeDataType != DataType.FLOAT32) {
+                throw new IllegalArgumentException(
+                        "bfloat16Gemm: needs the float32 compute dtype, got " + computeDataType);
+            }
             if (output == Output.MASKED_LM && !maskedLmHead) {
                 throw new IllegalArgumentException(
                         "output MASKED_LM needs the masked-LM head (optMaskedLmHead(true))");

@@ -90,6 +90,7 @@ public final class EncoderModels {
                     List.of(
                             "attention",
                             "dtype",
+                            "gemm",
                             "maskToken",
                             "maxLength",
                             "normalize",
@@ -137,6 +138,8 @@ public final class EncoderModels {
                         BertEncoder.Attention.FUSED,
                         BertEncoder.Attention.values());
         DataType dtype = dtype(args);
+        // "bfloat16": the CPU fused path's GEMMs in bfloat16 (BertEncoder.Builder.optBfloat16Gemm).
+        boolean bfloat16Gemm = "bfloat16".equals(choiceString(args, "gemm", "float32", "bfloat16"));
         Device device = criteria.getDevice();
         if (device == null) {
             device = Engine.getEngine("PyTorch").defaultDevice();
@@ -191,6 +194,7 @@ public final class EncoderModels {
                         .optMaskedLmHead(task == Task.FILL_MASK)
                         .optComputeDataType(dtype)
                         .optAttention(attention)
+                        .optBfloat16Gemm(bfloat16Gemm)
                         .optPooling(pooling)
                         .optOutput(
                                 task == Task.FILL_MASK
@@ -257,6 +261,7 @@ public final class EncoderModels {
             model.setProperty("numHeads", String.valueOf(config.getNumHeads()));
             model.setProperty("attention", attention.name().toLowerCase(Locale.ROOT));
             model.setProperty("dtype", dtype == DataType.FLOAT16 ? "float16" : "float32");
+            model.setProperty("gemm", bfloat16Gemm ? "bfloat16" : "float32");
             model.setProperty("pooling", pooling.name().toLowerCase(Locale.ROOT));
             model.setProperty("normalize", String.valueOf(normalize));
             @SuppressWarnings("unchecked")
@@ -371,6 +376,21 @@ public final class EncoderModels {
                 throw new IllegalArgumentException(
                         "dtype: expected float32 or float16, got " + value);
         }
+    }
+
+    /** The argument's value among `values` (case-insensitive), the first when absent. */
+    private static String choiceString(Map<String, Object> args, String key, String... values) {
+        Object value = args.get(key);
+        if (value == null) {
+            return values[0];
+        }
+        for (String v : values) {
+            if (v.equalsIgnoreCase(value.toString())) {
+                return v;
+            }
+        }
+        throw new IllegalArgumentException(
+                key + ": expected one of " + String.join(", ", values) + ", got " + value);
     }
 
     private static <E extends Enum<E>> E choice(
