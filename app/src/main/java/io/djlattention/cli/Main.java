@@ -174,10 +174,11 @@ public final class Main implements Callable<Integer> {
                     embedCode == 0 ? "ok" : "exit " + embedCode,
                     String.format(
                             Locale.ROOT,
-                            "%.1f sentences/s fused (%.2fx stock DJL, %.2fx ONNX Runtime)",
+                            "%.1f sentences/s fused (%.2fx stock DJL, %.2fx ONNX Runtime on"
+                                    + " length-sorted batches)",
                             r.fusedPerSecond(),
                             r.fusedPerSecond() / r.stockPerSecond(),
-                            r.fusedPerSecond() / r.ortPerSecond()),
+                            r.fusedPerSecond() / r.ortSortedPerSecond()),
                     String.format(
                             Locale.ROOT,
                             "1 - min cosine %.1e vs ONNX Runtime: %s",
