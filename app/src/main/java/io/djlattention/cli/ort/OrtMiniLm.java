@@ -93,6 +93,8 @@ public final class OrtMiniLm implements AutoCloseable {
         }
         OrtEnvironment env = OrtEnvironment.getEnvironment();
         try (OrtSession.SessionOptions options = new OrtSession.SessionOptions()) {
+            // All graph optimizations (ORT's default, stated: the fair comparison of issue 24).
+            options.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
             if (intraOpThreads > 0) {
                 options.setIntraOpNumThreads(intraOpThreads);
             }
