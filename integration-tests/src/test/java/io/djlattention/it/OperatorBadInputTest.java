@@ -22,6 +22,8 @@ import io.djlattention.DecoderLayerWeights;
 import io.djlattention.PagedAttentionOptions;
 import io.djlattention.SamplingOps;
 import io.djlattention.StepOps;
+import io.djlattention.EncoderLayerOps;
+import io.djlattention.EncoderLayerWeights;
 import io.djlattention.jni.Operator;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
@@ -266,7 +268,44 @@ class OperatorBadInputTest {
                         (m, good) -> SamplingOps.sampleTokens(
                                 randn(m, 2, 50), m.create(new float[] {0f, 0.8f}),
                                 ints(m, 0, 5), m.create(new float[] {1f, good ? 0.9f : 0f}),
-                                m.create(new long[] {1, 2}), m.create(new long[] {0, 0}))));
+                                m.create(new long[] {1, 2}), m.create(new long[] {0, 0}))),
+                new Row(Operator.ENCODER_LAYER, "down_weight",
+                        "expected size 24 for in (the intermediate size I, up_weight's out), got 23",
+                        (m, good) -> encoderLayer(good ? 24 : 23)),
+                new Row(Operator.GEMM_PACK_WEIGHT, "weight",
+                        "expected dtype float32, got float16",
+                        (m, good) -> {
+                            try (NDManager cpu = NDManager.newBaseManager(Device.cpu())) {
+                                NDArray w = randn(cpu, 8, 4);
+                                return EncoderLayerOps.packWeight(
+                                                good ? w : w.toType(DataType.FLOAT16, false), false)
+                                        .getShape();
+                            }
+                        }));
+    }
+
+    /**
+     * An encoder layer (C 16, 2 heads, FFN 24) on sequences of 2 and 3 tokens, its down
+     * projection {@code inter} columns wide; on the CPU, the only device with a kernel.
+     */
+    private static Shape encoderLayer(int inter) {
+        try (NDManager m = NDManager.newBaseManager(Device.cpu())) {
+            NDArray hidden = randn(m, 5, 16);
+            NDArray c = m.zeros(new Shape(16));
+            EncoderLayerOps.encoderLayer(
+                    hidden,
+                    ints(m, 0, 2, 5),
+                    3,
+                    new EncoderLayerWeights(
+                            randn(m, 48, 16), m.zeros(new Shape(48)), randn(m, 16, 16), c,
+                            m.ones(new Shape(16)), c, randn(m, 24, 16), m.zeros(new Shape(24)),
+                            randn(m, 16, inter), c, m.ones(new Shape(16)), c),
+                    2,
+                    1e-12f,
+                    0.35f,
+                    false);
+            return hidden.getShape();
+        }
     }
 
     static Stream<Arguments> rowArguments() {
