@@ -86,14 +86,15 @@ class FusedLlama:
             batch, blocks_per_seq).contiguous()
 
     def layers_forward(self, hidden, positions, cu_seqlens, context_lens, slots, check,
-                       max_seqlen_q, block_tables=None):
+                       max_seqlen_q, block_tables=None, fresh=False):
         tables = self.block_tables if block_tables is None else block_tables
         for w, kc, vc in zip(self.layers, self.k_caches, self.v_caches):
             torch.ops.djl_attn.decoder_layer(
                 hidden, positions, kc, vc, tables, cu_seqlens, context_lens, slots,
                 None, None, w["attn_norm"], None, w["qkv"], None, self.rope, w["out"], None, None,
                 w["mlp_norm"], None, w["up"], None, w["down"], None, None,
-                self.hq, 0, 0, self.eps, self.d ** -0.5, -1, 0.0, False, check, max_seqlen_q)
+                self.hq, 0, 0, self.eps, self.d ** -0.5, -1, 0.0, False, check, max_seqlen_q,
+                fresh)
         return hidden
 
     def logits(self, hidden):
@@ -113,7 +114,8 @@ class FusedLlama:
             table = self.block_tables[s:s + 1].contiguous()
             slots = table[0].long()[positions // BLOCK] * BLOCK + positions % BLOCK
             hidden = self.embed[ids[s]].contiguous()
-            self.layers_forward(hidden, positions, cu, ctx, slots, True, n, table)
+            # A prompt's only chunk: nothing cached before it (flash varlen on CUDA).
+            self.layers_forward(hidden, positions, cu, ctx, slots, True, n, table, fresh=True)
             last.append(hidden[-1:])
         return self.logits(torch.cat(last))
 
