@@ -124,7 +124,7 @@ class EmbeddingMemoryTest {
                 after = residentKiB();
             }
             System.out.printf(
-                    "embedding burst: resident size %d MiB before, peak +%d MiB, after +%d MiB%n",
+                    "embedding burst: resident size %d MiB before, peak %+d MiB, after %+d MiB%n",
                     baseline / 1024, (peak.get() - baseline) / 1024, (after - baseline) / 1024);
             assertTrue(
                     peak.get() - baseline >= MIN_GROWTH_KIB,
