@@ -31,7 +31,11 @@ public final class SparkEmbedCommand extends SparkModelCommand<TextEmbedder> {
 
     /** The options at {@link TextEmbedder}'s defaults. */
     public SparkEmbedCommand() {
-        super("spark-embed", new TextEmbedder());
+        super(
+                "spark-embed",
+                TextEmbedder.DEFAULT_INPUT_COL,
+                TextEmbedder.DEFAULT_OUTPUT_COL,
+                TextEmbedder.DEFAULT_MODEL);
     }
 
     @Override

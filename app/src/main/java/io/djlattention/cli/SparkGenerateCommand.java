@@ -77,7 +77,11 @@ public final class SparkGenerateCommand extends SparkModelCommand<TextGenerator>
 
     /** The options at {@link TextGenerator}'s defaults. */
     public SparkGenerateCommand() {
-        super("spark-generate", new TextGenerator());
+        super(
+                "spark-generate",
+                TextGenerator.DEFAULT_INPUT_COL,
+                TextGenerator.DEFAULT_OUTPUT_COL,
+                TextGenerator.DEFAULT_MODEL);
     }
 
     @Override

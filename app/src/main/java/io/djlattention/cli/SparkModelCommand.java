@@ -62,17 +62,21 @@ abstract class SparkModelCommand<T extends ModelTransformer<T>> implements Calla
     private final String job;
 
     /**
-     * The options start at the transformer's defaults.
+     * The options start at the transformer's defaults, given as its constants: picocli makes
+     * every subcommand when the app starts, and a transformer instance would load Spark for every
+     * command (+80 MB resident for {@code serve}).
      *
      * @param job the command's name, which starts its report
-     * @param defaults a transformer with its defaults
+     * @param inputCol the transformer's default input column
+     * @param outputCol its default output column
+     * @param model its default model
      */
-    SparkModelCommand(String job, T defaults) {
+    SparkModelCommand(String job, String inputCol, String outputCol, String model) {
         this.job = job;
-        column = defaults.getInputCol();
-        outputColumn = defaults.getOutputCol();
-        model = defaults.getModel();
-        batchSize = defaults.getBatchSize();
+        column = inputCol;
+        outputColumn = outputCol;
+        this.model = model;
+        batchSize = ModelTransformer.DEFAULT_BATCH_SIZE;
     }
 
     /**

@@ -31,6 +31,9 @@ public abstract class ModelTransformer<T extends ModelTransformer<T>> extends Tr
 
     private static final long serialVersionUID = 1L;
 
+    /** The default batch size. */
+    public static final int DEFAULT_BATCH_SIZE = 32;
+
     private final String uid;
     private final Param<String> inputCol;
     private final Param<String> outputCol;
@@ -69,7 +72,7 @@ public abstract class ModelTransformer<T extends ModelTransformer<T>> extends Tr
         validateOnDriver =
                 new BooleanParam(
                         this, "validateOnDriver", "load the model on the driver before the job");
-        setDefault(batchSize, 32);
+        setDefault(batchSize, DEFAULT_BATCH_SIZE);
         setDefault(device, TaskDevice.AUTO);
         setDefault(threads, 0);
         setDefault(validateOnDriver, true);

@@ -64,6 +64,12 @@ public final class TextEmbedder extends ModelTransformer<TextEmbedder> {
     /** The default model: all-MiniLM-L6-v2 from this project's zoo. */
     public static final String DEFAULT_MODEL = "djl://io.djlattention/all-MiniLM-L6-v2";
 
+    /** The default input column. */
+    public static final String DEFAULT_INPUT_COL = "text";
+
+    /** The default output column. */
+    public static final String DEFAULT_OUTPUT_COL = "embedding";
+
     /** The output column's type. */
     public static final ArrayType EMBEDDING_TYPE = DataTypes.createArrayType(DataTypes.FloatType, false);
 
@@ -87,8 +93,8 @@ public final class TextEmbedder extends ModelTransformer<TextEmbedder> {
                 "a model URL (djl://...) or checkpoint path",
                 "rows per model call");
         normalize = new BooleanParam(this, "normalize", "L2-normalise the embeddings");
-        setDefault(inputCol(), "text");
-        setDefault(outputCol(), "embedding");
+        setDefault(inputCol(), DEFAULT_INPUT_COL);
+        setDefault(outputCol(), DEFAULT_OUTPUT_COL);
         setDefault(model(), DEFAULT_MODEL);
         setDefault(normalize, true);
     }

@@ -51,6 +51,12 @@ public final class TextGenerator extends ModelTransformer<TextGenerator> {
     /** The default model: stories260K from this project's zoo. */
     public static final String DEFAULT_MODEL = "djl://io.djlattention/stories260K";
 
+    /** The default input column. */
+    public static final String DEFAULT_INPUT_COL = "prompt";
+
+    /** The default output column. */
+    public static final String DEFAULT_OUTPUT_COL = "generated";
+
     /** The type of token-id columns. */
     public static final ArrayType IDS_TYPE = DataTypes.createArrayType(DataTypes.IntegerType, true);
 
@@ -86,8 +92,8 @@ public final class TextGenerator extends ModelTransformer<TextGenerator> {
                         this, "temperature", "0 for greedy, > 0 to sample", ParamValidators.gtEq(0));
         topK = new IntParam(this, "topK", "sampling: the k most likely tokens, 0 for all", ParamValidators.gtEq(0));
         seed = new LongParam(this, "seed", "sampling: the base seed of the rows");
-        setDefault(inputCol(), "prompt");
-        setDefault(outputCol(), "generated");
+        setDefault(inputCol(), DEFAULT_INPUT_COL);
+        setDefault(outputCol(), DEFAULT_OUTPUT_COL);
         setDefault(model(), DEFAULT_MODEL);
         setDefault(tokenizer, "");
         setDefault(maxNewTokens, 64);
