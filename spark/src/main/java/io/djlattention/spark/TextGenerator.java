@@ -22,7 +22,6 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
-
 /**
  * Text generation as a Spark ML {@link Transformer}: each row's prompt in {@code inputCol} runs
  * through the continuous-batching engine ({@code GenerationEngine} over the paged KV cache) and
