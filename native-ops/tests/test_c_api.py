@@ -234,3 +234,52 @@ def test_switches_are_set_in_process_and_refuse_unknown_names_and_values():
         assert lib.djl_attn_get_option(b"DJL_ATTN_CPU_ISA") == b"auto"
     finally:
         lib.djl_attn_set_option(b"DJL_ATTN_CPU_ISA", old)
+
+
+_HEAP_SCRIPT = """
+import ctypes, sys, torch
+
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+torch.ops.load_library(sys.argv[1])
+lib = ctypes.CDLL(sys.argv[1])
+lib.djl_attn_release_free_memory.restype = ctypes.c_int32
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+size = 64 << 10  # under glibc's 128 KiB mmap threshold: from the heap, as activations are
+blocks = [libc.malloc(size) for _ in range(2048)]  # 128 MiB
+for b in blocks:
+    ctypes.memset(b, 1, size)
+keep = libc.malloc(size)  # above them: the heap's top stays in use, so glibc keeps what they free
+before = rss_kib()
+for b in blocks:
+    libc.free(b)
+freed = rss_kib()
+status = lib.djl_attn_release_free_memory()
+print(before, freed, rss_kib(), status)
+"""
+
+
+def test_release_free_memory_hands_the_heaps_free_pages_back(tmp_path):
+    # In a fresh process: what this one's tests allocated would blur the numbers.
+    import platform
+    import subprocess
+    import sys
+
+    script = tmp_path / "heap.py"
+    script.write_text(_HEAP_SCRIPT)
+    result = subprocess.run([sys.executable, str(script), str(_find("libdjl_attn.so"))],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    before, freed, after, status = map(int, result.stdout.split())
+    if platform.libc_ver()[0] != "glibc":
+        assert status == -1
+        return
+    assert freed > before - 16 * 1024, "glibc returned the freed blocks by itself: nothing to test"
+    assert status == 1
+    assert after < freed - 100 * 1024, (before, freed, after)

@@ -91,6 +91,15 @@ const char* djl_attn_option_errors(void);
 /* The values a switch takes, comma-separated, the default first (NULL for an unknown name). */
 const char* djl_attn_option_values(const char* name);
 
+/*
+ * Hands the memory that the C heap holds free back to the operating system (glibc's
+ * malloc_trim(0), over every arena). libtorch's CPU tensors come from malloc, and glibc keeps what
+ * they free for reuse: after a burst of large tensors the process stays near its peak resident
+ * size until this is called (docs/serving.md, "Memory"). 1 if memory was returned, 0 if there was
+ * none to return, -1 where the C library has no such call (not glibc).
+ */
+int32_t djl_attn_release_free_memory(void);
+
 /* This thread's last error message ("" when none). Valid until the thread's next call. */
 const char* djl_attn_last_error_message(void);
 

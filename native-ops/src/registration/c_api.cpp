@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
@@ -278,6 +282,14 @@ int32_t djl_attn_operator_arg_kinds(int32_t index, int32_t* kinds, int32_t capac
     std::copy(op->arg_kinds.begin(), op->arg_kinds.end(), kinds);
   }
   return count;
+}
+
+int32_t djl_attn_release_free_memory(void) {
+#if defined(__GLIBC__)
+  return malloc_trim(0) == 1 ? 1 : 0;
+#else
+  return -1;
+#endif
 }
 
 const char* djl_attn_last_error_message(void) {

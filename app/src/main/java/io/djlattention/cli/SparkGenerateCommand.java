@@ -8,19 +8,15 @@ import io.djlattention.spark.TextGenerator;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
-import picocli.CommandLine.Spec;
 
 import java.io.PrintWriter;
 import java.util.Locale;
-import java.util.concurrent.Callable;
 
 /**
  * {@code spark-generate}: runs a table's prompts through the continuous-batching engine on Apache
@@ -33,22 +29,10 @@ import java.util.concurrent.Callable;
         description = {
             "Generate from a table's prompts on Apache Spark (local[*] by default) through the"
                     + " continuous-batching engine; write the rows and their generations as Parquet."
+                    + " The prompt column (--column) holds text (needs a tokenizer), or token ids"
+                    + " as array<int> or, with --ids, as space-separated integers in a string."
         })
-public final class SparkGenerateCommand implements Callable<Integer> {
-
-    @Spec CommandSpec spec;
-
-    @Mixin SparkOptions spark;
-
-    @Option(
-            names = "--column",
-            paramLabel = "NAME",
-            defaultValue = "prompt",
-            description =
-                    "the prompt column: text (needs a tokenizer), or token ids as array<int> or as"
-                            + " space-separated integers in a string with --ids (default"
-                            + " ${DEFAULT-VALUE})")
-    String column;
+public final class SparkGenerateCommand extends SparkModelCommand<TextGenerator> {
 
     @Option(
             names = "--ids",
@@ -56,20 +40,6 @@ public final class SparkGenerateCommand implements Callable<Integer> {
                     "the prompt column holds token ids as space-separated integers (what a CSV or"
                             + " text file can carry; stories260K has no tokenizer)")
     boolean ids;
-
-    @Option(
-            names = "--output-column",
-            paramLabel = "NAME",
-            defaultValue = "generated",
-            description = "the generation column (default ${DEFAULT-VALUE})")
-    String outputColumn;
-
-    @Option(
-            names = {"-m", "--model"},
-            paramLabel = "URL|PATH",
-            defaultValue = TextGenerator.DEFAULT_MODEL,
-            description = "a decoder model URL or checkpoint path (default ${DEFAULT-VALUE})")
-    String model;
 
     @Option(
             names = "--tokenizer",
@@ -105,79 +75,53 @@ public final class SparkGenerateCommand implements Callable<Integer> {
             description = "sampling: the base seed (default ${DEFAULT-VALUE})")
     long seed;
 
-    @Option(
-            names = {"-b", "--batch-size"},
-            paramLabel = "N",
-            defaultValue = "32",
-            description = "the most sequences an executor decodes together (default ${DEFAULT-VALUE})")
-    int batchSize;
+    /** The options at {@link TextGenerator}'s defaults. */
+    public SparkGenerateCommand() {
+        super(
+                "spark-generate",
+                TextGenerator.DEFAULT_INPUT_COL,
+                TextGenerator.DEFAULT_OUTPUT_COL,
+                TextGenerator.DEFAULT_MODEL);
+    }
 
     @Override
-    public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        SparkSession session = spark.session("spark-generate");
-        try {
-            Dataset<Row> rows = spark.read(session, column);
-            String input = column;
-            if (ids) {
-                if (!rows.schema().apply(column).dataType().equals(DataTypes.StringType)) {
-                    throw new ParameterException(
-                            spec.commandLine(), "--ids: column '" + column + "' is not a string");
-                }
-                // "1 403 27" -> [1, 403, 27]; a malformed id gives a null element, a refused row.
-                input = column + "_ids";
-                rows =
-                        rows.withColumn(
-                                input,
-                                org.apache.spark.sql.functions.expr(
-                                        "transform(filter(split(trim(`" + column + "`), '\\\\s+'),"
-                                                + " x -> x != ''), x -> try_cast(x AS INT))"));
-            }
-            TextGenerator generator;
-            Dataset<Row> generated;
-            try {
-                generator =
-                        new TextGenerator()
-                                .setInputCol(input)
-                                .setOutputCol(outputColumn)
-                                .setModel(model)
-                                .setTokenizer(tokenizer)
-                                .setMaxNewTokens(maxNewTokens)
-                                .setTemperature(temperature)
-                                .setTopK(topK)
-                                .setSeed(seed)
-                                .setBatchSize(batchSize)
-                                .setDevice(spark.device)
-                                .setThreads(spark.threads);
-                generated = generator.transform(rows);
-            } catch (IllegalArgumentException e) {
-                throw new ParameterException(spec.commandLine(), e.getMessage());
-            }
-            long started = System.nanoTime();
-            spark.write(generated);
-            double seconds = (System.nanoTime() - started) / 1e9;
-            long count = session.read().parquet(spark.output).count();
-            BadRows bad = generator.getBadRows();
-            out.printf(
-                    Locale.ROOT,
-                    "spark-generate: %d rows (%d partitions, master %s) -> %s%n",
-                    count,
-                    rows.rdd().getNumPartitions(),
-                    session.sparkContext().master(),
-                    spark.output);
-            out.printf(
-                    Locale.ROOT,
-                    "  null generations: %d null or empty prompts, %d the model refuses%n",
-                    bad.getMissing(),
-                    bad.getRejected());
-            out.printf(
-                    Locale.ROOT,
-                    "  %.2f s read + generate + write (model loaded before), %.1f rows/s%n",
-                    seconds,
-                    count / seconds);
-            return 0;
-        } finally {
-            session.stop();
+    Dataset<Row> prepare(Dataset<Row> rows) {
+        if (!ids) {
+            return rows;
         }
+        if (!rows.schema().apply(column).dataType().equals(DataTypes.StringType)) {
+            throw new ParameterException(
+                    spec.commandLine(), "--ids: column '" + column + "' is not a string");
+        }
+        // "1 403 27" -> [1, 403, 27]; a malformed id gives a null element, a refused row.
+        return rows.withColumn(
+                inputColumn(),
+                functions.expr(
+                        "transform(filter(split(trim(`" + column + "`), '\\\\s+'),"
+                                + " x -> x != ''), x -> try_cast(x AS INT))"));
+    }
+
+    @Override
+    String inputColumn() {
+        return ids ? column + "_ids" : column;
+    }
+
+    @Override
+    TextGenerator transformer() {
+        return new TextGenerator()
+                .setTokenizer(tokenizer)
+                .setMaxNewTokens(maxNewTokens)
+                .setTemperature(temperature)
+                .setTopK(topK)
+                .setSeed(seed);
+    }
+
+    @Override
+    void report(PrintWriter out, BadRows bad) {
+        out.printf(
+                Locale.ROOT,
+                "  null generations: %d null or empty prompts, %d the model refuses%n",
+                bad.getMissing(),
+                bad.getRejected());
     }
 }

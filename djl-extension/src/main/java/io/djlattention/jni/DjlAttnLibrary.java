@@ -93,6 +93,14 @@ final class DjlAttnLibrary {
     @Name("djl_attn_supported_values")
     static native String supportedValues(String key);
 
+    /**
+     * Hands the C heap's free memory back to the operating system (glibc's {@code malloc_trim}).
+     *
+     * @return 1 if memory was returned, 0 if there was none, -1 where the C library cannot
+     */
+    @Name("djl_attn_release_free_memory")
+    static native int releaseFreeMemory();
+
     @Name("djl_attn_last_error_message")
     static native String lastErrorMessage();
 

@@ -30,6 +30,14 @@ public interface EmbeddingModel extends AutoCloseable {
      */
     int countTokens(String text);
 
+    /**
+     * Hands memory that the model's calls freed back to the operating system, where its runtime
+     * keeps it for reuse (libtorch's CPU tensors: glibc's arenas). {@link EmbeddingService} calls
+     * it when its queue empties after a burst, so the process's resident size falls back; it
+     * should be cheap when there is nothing to return. Does nothing by default.
+     */
+    default void releaseMemory() {}
+
     /** Frees the model's resources. */
     @Override
     void close();

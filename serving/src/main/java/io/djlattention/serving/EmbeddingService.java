@@ -27,11 +27,22 @@ import java.util.logging.Logger;
  * each in turn), so a small request arriving behind a large one finishes within a call or two
  * instead of after all of the large one. At most {@link Builder#optMaxQueue} requests wait or run.
  * When a call fails, each request's share is run again alone, so that only the request at fault
- * fails; a request whose caller cancelled its future is dropped before its next share.
+ * fails; a request whose caller cancelled its future is dropped before its next share. Once no
+ * request has come for {@link #RELEASE_AFTER_IDLE_MILLIS} after a call, the worker asks the model
+ * to return the memory its calls freed ({@link EmbeddingModel#releaseMemory}), so the process's
+ * resident size falls back after a burst instead of staying at its peak.
  */
 public final class EmbeddingService implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(EmbeddingService.class.getName());
+
+    /**
+     * How long the service waits with nothing to do after a call before it releases memory
+     * (milliseconds). Long enough that a client sending requests one after another (a gap of a
+     * round trip) keeps the memory its next request reuses; short enough that the resident size
+     * is back within a second or two of a burst's end.
+     */
+    public static final long RELEASE_AFTER_IDLE_MILLIS = 1000;
 
     private final EmbeddingModel model;
     private final int maxBatchInputs;
@@ -49,6 +60,8 @@ public final class EmbeddingService implements AutoCloseable {
     private final AtomicLong failed = new AtomicLong();
     private final AtomicLong batches = new AtomicLong();
     private final LatencyHistogram latency = new LatencyHistogram();
+    private boolean calledSinceRelease; // worker thread only
+    private long lastCallEndNanos; // worker thread only
 
     private EmbeddingService(Builder b) {
         model = b.model;
@@ -192,6 +205,7 @@ public final class EmbeddingService implements AutoCloseable {
                 if (active.isEmpty()) {
                     Job first = queue.pollFirst(50, TimeUnit.MILLISECONDS);
                     if (first == null) {
+                        releaseMemoryIfIdle();
                         synchronized (admission) {
                             if (!accepting && queue.isEmpty()) {
                                 break;
@@ -222,6 +236,23 @@ public final class EmbeddingService implements AutoCloseable {
                 LOG.log(Level.WARNING, "closing the embedding model failed", e);
             }
             terminated.countDown();
+        }
+    }
+
+    /**
+     * Once a burst is over, the memory its calls freed goes back to the system; not after every
+     * call, so that under a sustained load the next call reuses it (docs/serving.md, "Memory").
+     */
+    private void releaseMemoryIfIdle() {
+        long idle = System.nanoTime() - lastCallEndNanos;
+        if (!calledSinceRelease || idle < TimeUnit.MILLISECONDS.toNanos(RELEASE_AFTER_IDLE_MILLIS)) {
+            return;
+        }
+        calledSinceRelease = false;
+        try {
+            model.releaseMemory();
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "releasing the embedding model's free memory failed", e);
         }
     }
 
@@ -275,7 +306,12 @@ public final class EmbeddingService implements AutoCloseable {
         List<float[]> out;
         try {
             batches.incrementAndGet();
-            out = model.embed(texts);
+            calledSinceRelease = true;
+            try {
+                out = model.embed(texts);
+            } finally {
+                lastCallEndNanos = System.nanoTime();
+            }
             if (out.size() != texts.size()) {
                 throw new IllegalStateException(
                         "the embedding model returned " + out.size() + " for " + texts.size());

@@ -7,6 +7,7 @@ import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.inference.Predictor;
 import ai.djl.repository.zoo.ZooModel;
 
+import io.djlattention.jni.NativeHeap;
 import io.djlattention.zoo.encoder.EncoderModels;
 
 import java.io.IOException;
@@ -58,6 +59,12 @@ public final class ZooEmbeddingModel implements EmbeddingModel {
     @Override
     public int countTokens(String text) {
         return tokenizer == null ? 0 : Math.min(tokenizer.encode(text).getIds().length, maxLength);
+    }
+
+    /** Returns the C heap's free memory to the system ({@link NativeHeap#releaseFree}). */
+    @Override
+    public void releaseMemory() {
+        NativeHeap.releaseFree();
     }
 
     /** {@inheritDoc} */

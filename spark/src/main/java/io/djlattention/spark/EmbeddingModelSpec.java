@@ -4,11 +4,9 @@
 package io.djlattention.spark;
 
 import ai.djl.Device;
-import ai.djl.engine.Engine;
 import ai.djl.huggingface.tokenizers.Encoding;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import ai.djl.inference.Predictor;
-import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
 import ai.djl.translate.TranslateException;
@@ -17,7 +15,6 @@ import io.djlattention.zoo.DelegatingTranslator;
 import io.djlattention.zoo.encoder.SentenceEmbeddingTranslator;
 
 import java.io.Serializable;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -57,24 +54,9 @@ record EmbeddingModelSpec(String model, String device, boolean normalize, int th
     }
 
     private Loaded load(Device on) throws Exception {
-        if (Device.Type.CPU.equals(on.getDeviceType())) {
-            // Every task slot runs its own batches: PyTorch gets the task's cores, not the
-            // machine's (2 tasks x 2 threads on 2 cores ran slower than 2 x 1).
-            System.setProperty("ai.djl.pytorch.num_threads", String.valueOf(threads));
-            Engine.getEngine("PyTorch");
-            JniUtils.setNumThreads(threads);
-        }
         Criteria.Builder<String, float[]> b =
-                Criteria.builder()
-                        .setTypes(String.class, float[].class)
-                        .optEngine("PyTorch")
-                        .optDevice(on)
+                ExecutorModels.criteria(String.class, float[].class, model, on, threads)
                         .optArgument("normalize", String.valueOf(normalize));
-        if (model.contains("://")) {
-            b.optModelUrls(model);
-        } else {
-            b.optModelPath(Paths.get(model));
-        }
         ZooModel<String, float[]> loaded = b.build().loadModel();
         try {
             return new Loaded(loaded);

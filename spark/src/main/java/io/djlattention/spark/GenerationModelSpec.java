@@ -4,9 +4,7 @@
 package io.djlattention.spark;
 
 import ai.djl.Device;
-import ai.djl.engine.Engine;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
-import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.repository.zoo.Criteria;
 import ai.djl.repository.zoo.ZooModel;
 
@@ -58,24 +56,11 @@ record GenerationModelSpec(
     }
 
     private Loaded load(Device on) throws Exception {
-        if (Device.Type.CPU.equals(on.getDeviceType())) {
-            System.setProperty("ai.djl.pytorch.num_threads", String.valueOf(threads));
-            Engine.getEngine("PyTorch");
-            JniUtils.setNumThreads(threads);
-        }
         Criteria.Builder<int[], int[]> b =
-                Criteria.builder()
-                        .setTypes(int[].class, int[].class)
-                        .optEngine("PyTorch")
-                        .optDevice(on)
+                ExecutorModels.criteria(int[].class, int[].class, model, on, threads)
                         .optArgument("maxBatchSize", maxBatchSize);
         if (tokenizer != null) {
             b.optArgument("tokenizer", tokenizer);
-        }
-        if (model.contains("://")) {
-            b.optModelUrls(model);
-        } else {
-            b.optModelPath(Paths.get(model));
         }
         ZooModel<int[], int[]> loaded = b.build().loadModel();
         try {

@@ -12,10 +12,7 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.ml.Transformer;
 import org.apache.spark.ml.param.BooleanParam;
-import org.apache.spark.ml.param.IntParam;
-import org.apache.spark.ml.param.Param;
 import org.apache.spark.ml.param.ParamMap;
-import org.apache.spark.ml.param.ParamValidators;
 import org.apache.spark.ml.util.Identifiable$;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
@@ -60,26 +57,23 @@ import java.util.NoSuchElementException;
  * <p>{@link #registerSqlFunction} registers {@code djl_embed(text)} with the same settings, one
  * row per call (no batching: prefer the transformer for large tables).
  */
-public final class TextEmbedder extends Transformer {
+public final class TextEmbedder extends ModelTransformer<TextEmbedder> {
 
     private static final long serialVersionUID = 1L;
 
     /** The default model: all-MiniLM-L6-v2 from this project's zoo. */
     public static final String DEFAULT_MODEL = "djl://io.djlattention/all-MiniLM-L6-v2";
 
+    /** The default input column. */
+    public static final String DEFAULT_INPUT_COL = "text";
+
+    /** The default output column. */
+    public static final String DEFAULT_OUTPUT_COL = "embedding";
+
     /** The output column's type. */
     public static final ArrayType EMBEDDING_TYPE = DataTypes.createArrayType(DataTypes.FloatType, false);
 
-    private final String uid;
-    private final Param<String> inputCol;
-    private final Param<String> outputCol;
-    private final Param<String> model;
-    private final IntParam batchSize;
-    private final Param<String> device;
     private final BooleanParam normalize;
-    private final IntParam threads;
-    private final BooleanParam validateOnDriver;
-    private transient BadRows badRows;
 
     /** Creates a transformer with the defaults. */
     public TextEmbedder() {
@@ -92,83 +86,17 @@ public final class TextEmbedder extends Transformer {
      * @param uid the uid
      */
     public TextEmbedder(String uid) {
-        this.uid = uid;
-        inputCol = new Param<>(this, "inputCol", "the string column to embed");
-        outputCol = new Param<>(this, "outputCol", "the array<float> column written");
-        model = new Param<>(this, "model", "a model URL (djl://...) or checkpoint path");
-        batchSize =
-                new IntParam(this, "batchSize", "rows per model call", ParamValidators.gtEq(1));
-        device = new Param<>(this, "device", "auto (the task's GPU, else CPU), cpu, gpu or gpu:N");
+        super(
+                uid,
+                "the string column to embed",
+                "the array<float> column written",
+                "a model URL (djl://...) or checkpoint path",
+                "rows per model call");
         normalize = new BooleanParam(this, "normalize", "L2-normalise the embeddings");
-        threads =
-                new IntParam(
-                        this,
-                        "threads",
-                        "PyTorch intra-op threads on the CPU, 0 for spark.task.cpus",
-                        ParamValidators.gtEq(0));
-        validateOnDriver =
-                new BooleanParam(
-                        this, "validateOnDriver", "load the model on the driver before the job");
-        setDefault(inputCol, "text");
-        setDefault(outputCol, "embedding");
-        setDefault(model, DEFAULT_MODEL);
-        setDefault(batchSize, 32);
-        setDefault(device, TaskDevice.AUTO);
+        setDefault(inputCol(), DEFAULT_INPUT_COL);
+        setDefault(outputCol(), DEFAULT_OUTPUT_COL);
+        setDefault(model(), DEFAULT_MODEL);
         setDefault(normalize, true);
-        setDefault(threads, 0);
-        setDefault(validateOnDriver, true);
-    }
-
-    @Override
-    public String uid() {
-        return uid;
-    }
-
-    // Spark finds a transformer's params through public no-argument methods named after them.
-
-    /**
-     * Returns the inputCol param.
-     *
-     * @return the param
-     */
-    public Param<String> inputCol() {
-        return inputCol;
-    }
-
-    /**
-     * Returns the outputCol param.
-     *
-     * @return the param
-     */
-    public Param<String> outputCol() {
-        return outputCol;
-    }
-
-    /**
-     * Returns the model param.
-     *
-     * @return the param
-     */
-    public Param<String> model() {
-        return model;
-    }
-
-    /**
-     * Returns the batchSize param.
-     *
-     * @return the param
-     */
-    public IntParam batchSize() {
-        return batchSize;
-    }
-
-    /**
-     * Returns the device param.
-     *
-     * @return the param
-     */
-    public Param<String> device() {
-        return device;
     }
 
     /**
@@ -178,79 +106,6 @@ public final class TextEmbedder extends Transformer {
      */
     public BooleanParam normalize() {
         return normalize;
-    }
-
-    /**
-     * Returns the threads param.
-     *
-     * @return the param
-     */
-    public IntParam threads() {
-        return threads;
-    }
-
-    /**
-     * Returns the validateOnDriver param.
-     *
-     * @return the param
-     */
-    public BooleanParam validateOnDriver() {
-        return validateOnDriver;
-    }
-
-    /**
-     * Sets the input column (default {@code text}).
-     *
-     * @param value a string column
-     * @return this
-     */
-    public TextEmbedder setInputCol(String value) {
-        set(inputCol, value);
-        return this;
-    }
-
-    /**
-     * Sets the output column (default {@code embedding}).
-     *
-     * @param value a column name not in the input
-     * @return this
-     */
-    public TextEmbedder setOutputCol(String value) {
-        set(outputCol, value);
-        return this;
-    }
-
-    /**
-     * Sets the model (default {@link #DEFAULT_MODEL}).
-     *
-     * @param value a model URL or a checkpoint directory every executor can read
-     * @return this
-     */
-    public TextEmbedder setModel(String value) {
-        set(model, value);
-        return this;
-    }
-
-    /**
-     * Sets the rows per model call (default 32).
-     *
-     * @param value at least 1
-     * @return this
-     */
-    public TextEmbedder setBatchSize(int value) {
-        set(batchSize, value);
-        return this;
-    }
-
-    /**
-     * Sets the device (default {@code auto}).
-     *
-     * @param value auto, cpu, gpu or gpu:N
-     * @return this
-     */
-    public TextEmbedder setDevice(String value) {
-        set(device, TaskDevice.check(value));
-        return this;
     }
 
     /**
@@ -264,93 +119,15 @@ public final class TextEmbedder extends Transformer {
         return this;
     }
 
-    /**
-     * Sets PyTorch's intra-op threads on the CPU (default 0: {@code spark.task.cpus}).
-     *
-     * @param value at least 0
-     * @return this
-     */
-    public TextEmbedder setThreads(int value) {
-        set(threads, value);
-        return this;
-    }
-
-    /**
-     * Sets whether {@link #transform} loads the model on the driver first (default true).
-     *
-     * @param value false for a driver that cannot hold the model
-     * @return this
-     */
-    public TextEmbedder setValidateOnDriver(boolean value) {
-        set(validateOnDriver, value);
-        return this;
-    }
-
-    /**
-     * Returns the input column.
-     *
-     * @return the column name
-     */
-    public String getInputCol() {
-        return getOrDefault(inputCol);
-    }
-
-    /**
-     * Returns the output column.
-     *
-     * @return the column name
-     */
-    public String getOutputCol() {
-        return getOrDefault(outputCol);
-    }
-
-    /**
-     * Returns the model.
-     *
-     * @return a URL or path
-     */
-    public String getModel() {
-        return getOrDefault(model);
-    }
-
-    /**
-     * Returns the rows per model call.
-     *
-     * @return the batch size
-     */
-    public int getBatchSize() {
-        return (Integer) getOrDefault(batchSize);
-    }
-
-    /**
-     * Returns the counters of the last {@link #transform} (or {@link #registerSqlFunction}):
-     * null, empty and refused rows. They fill as actions run on its output.
-     *
-     * @return the counters, or null before the first call
-     */
-    public BadRows getBadRows() {
-        return badRows;
-    }
-
     @Override
     public StructType transformSchema(StructType schema) {
-        String in = getInputCol();
-        String out = getOutputCol();
-        if (!List.of(schema.fieldNames()).contains(in)) {
-            throw new IllegalArgumentException(
-                    "inputCol: no column '" + in + "' in " + schema.simpleString());
-        }
-        StructField field = schema.apply(in);
+        StructField field = checkColumns(schema);
         if (!field.dataType().equals(DataTypes.StringType)) {
             throw new IllegalArgumentException(
-                    "inputCol: column '" + in + "' must be a string, got "
+                    "inputCol: column '" + getInputCol() + "' must be a string, got "
                             + field.dataType().simpleString());
         }
-        if (List.of(schema.fieldNames()).contains(out)) {
-            throw new IllegalArgumentException(
-                    "outputCol: column '" + out + "' already exists in " + schema.simpleString());
-        }
-        return schema.add(out, EMBEDDING_TYPE, true);
+        return schema.add(getOutputCol(), EMBEDDING_TYPE, true);
     }
 
     @Override
@@ -359,8 +136,7 @@ public final class TextEmbedder extends Transformer {
         StructType out = transformSchema(in);
         SparkSession spark = dataset.sparkSession();
         EmbeddingModelSpec spec = spec(spark);
-        BadRows bad = BadRows.register(spark.sparkContext(), uid);
-        badRows = bad;
+        BadRows bad = newBadRows(spark.sparkContext(), uid());
         return dataset.toDF()
                 .mapPartitions(
                         new EmbedPartition(spec, in.fieldIndex(getInputCol()), getBatchSize(), bad),
@@ -376,8 +152,7 @@ public final class TextEmbedder extends Transformer {
      */
     public void registerSqlFunction(SparkSession spark) {
         EmbeddingModelSpec spec = spec(spark);
-        BadRows bad = BadRows.register(spark.sparkContext(), uid + " djl_embed");
-        badRows = bad;
+        BadRows bad = newBadRows(spark.sparkContext(), uid() + " djl_embed");
         spark.udf().register("djl_embed", new EmbedFunction(spec, bad), EMBEDDING_TYPE);
     }
 
@@ -389,19 +164,12 @@ public final class TextEmbedder extends Transformer {
     /** Resolves the settings on the driver, and loads the model here first unless told not to. */
     private EmbeddingModelSpec spec(SparkSession spark) {
         SparkContext sc = spark.sparkContext();
-        int n = (Integer) getOrDefault(threads);
-        if (n == 0) {
-            n = sc.getConf().getInt("spark.task.cpus", 1);
-        }
         EmbeddingModelSpec spec =
                 new EmbeddingModelSpec(
-                        getModel(),
-                        TaskDevice.check(getOrDefault(device)),
-                        (Boolean) getOrDefault(normalize),
-                        n);
-        if ((Boolean) getOrDefault(validateOnDriver)) {
-            // In local mode the driver is the executor: load it where the tasks will use it.
-            spec.get(sc.isLocal() ? TaskDevice.resolve(spec.device()) : Device.cpu());
+                        getModel(), getDevice(), (Boolean) getOrDefault(normalize), taskThreads(sc));
+        Device driver = driverDevice(sc);
+        if (driver != null) {
+            spec.get(driver);
         }
         return spec;
     }

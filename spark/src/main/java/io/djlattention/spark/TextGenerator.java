@@ -7,7 +7,6 @@ import ai.djl.Device;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.ml.Transformer;
-import org.apache.spark.ml.param.BooleanParam;
 import org.apache.spark.ml.param.FloatParam;
 import org.apache.spark.ml.param.IntParam;
 import org.apache.spark.ml.param.LongParam;
@@ -18,13 +17,10 @@ import org.apache.spark.ml.util.Identifiable$;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-
-import java.util.List;
 
 /**
  * Text generation as a Spark ML {@link Transformer}: each row's prompt in {@code inputCol} runs
@@ -47,30 +43,27 @@ import java.util.List;
  * id) gives null, counted in {@link #getBadRows()}. Loading and devices work as in {@link
  * TextEmbedder}.
  */
-public final class TextGenerator extends Transformer {
+public final class TextGenerator extends ModelTransformer<TextGenerator> {
 
     private static final long serialVersionUID = 1L;
 
     /** The default model: stories260K from this project's zoo. */
     public static final String DEFAULT_MODEL = "djl://io.djlattention/stories260K";
 
+    /** The default input column. */
+    public static final String DEFAULT_INPUT_COL = "prompt";
+
+    /** The default output column. */
+    public static final String DEFAULT_OUTPUT_COL = "generated";
+
     /** The type of token-id columns. */
     public static final ArrayType IDS_TYPE = DataTypes.createArrayType(DataTypes.IntegerType, true);
 
-    private final String uid;
-    private final Param<String> inputCol;
-    private final Param<String> outputCol;
-    private final Param<String> model;
     private final Param<String> tokenizer;
     private final IntParam maxNewTokens;
     private final FloatParam temperature;
     private final IntParam topK;
     private final LongParam seed;
-    private final IntParam batchSize;
-    private final Param<String> device;
-    private final IntParam threads;
-    private final BooleanParam validateOnDriver;
-    private transient BadRows badRows;
 
     /** Creates a transformer with the defaults. */
     public TextGenerator() {
@@ -83,10 +76,12 @@ public final class TextGenerator extends Transformer {
      * @param uid the uid
      */
     public TextGenerator(String uid) {
-        this.uid = uid;
-        inputCol = new Param<>(this, "inputCol", "the prompts: array<int> token ids or string");
-        outputCol = new Param<>(this, "outputCol", "the generated ids or text");
-        model = new Param<>(this, "model", "a decoder model URL (djl://...) or checkpoint path");
+        super(
+                uid,
+                "the prompts: array<int> token ids or string",
+                "the generated ids or text",
+                "a decoder model URL (djl://...) or checkpoint path",
+                "the most sequences the executor's engine decodes together");
         tokenizer = new Param<>(this, "tokenizer", "a tokenizer.json for string prompts, or ''");
         maxNewTokens =
                 new IntParam(
@@ -96,68 +91,14 @@ public final class TextGenerator extends Transformer {
                         this, "temperature", "0 for greedy, > 0 to sample", ParamValidators.gtEq(0));
         topK = new IntParam(this, "topK", "sampling: the k most likely tokens, 0 for all", ParamValidators.gtEq(0));
         seed = new LongParam(this, "seed", "sampling: the base seed of the rows");
-        batchSize =
-                new IntParam(
-                        this,
-                        "batchSize",
-                        "the most sequences the executor's engine decodes together",
-                        ParamValidators.gtEq(1));
-        device = new Param<>(this, "device", "auto (the task's GPU, else CPU), cpu, gpu or gpu:N");
-        threads =
-                new IntParam(
-                        this,
-                        "threads",
-                        "PyTorch intra-op threads on the CPU, 0 for spark.task.cpus",
-                        ParamValidators.gtEq(0));
-        validateOnDriver =
-                new BooleanParam(
-                        this, "validateOnDriver", "load the model on the driver before the job");
-        setDefault(inputCol, "prompt");
-        setDefault(outputCol, "generated");
-        setDefault(model, DEFAULT_MODEL);
+        setDefault(inputCol(), DEFAULT_INPUT_COL);
+        setDefault(outputCol(), DEFAULT_OUTPUT_COL);
+        setDefault(model(), DEFAULT_MODEL);
         setDefault(tokenizer, "");
         setDefault(maxNewTokens, 64);
         setDefault(temperature, 0f);
         setDefault(topK, 0);
         setDefault(seed, 0L);
-        setDefault(batchSize, 32);
-        setDefault(device, TaskDevice.AUTO);
-        setDefault(threads, 0);
-        setDefault(validateOnDriver, true);
-    }
-
-    @Override
-    public String uid() {
-        return uid;
-    }
-
-    // Spark finds a transformer's params through public no-argument methods named after them.
-
-    /**
-     * Returns the inputCol param.
-     *
-     * @return the param
-     */
-    public Param<String> inputCol() {
-        return inputCol;
-    }
-
-    /**
-     * Returns the outputCol param.
-     *
-     * @return the param
-     */
-    public Param<String> outputCol() {
-        return outputCol;
-    }
-
-    /**
-     * Returns the model param.
-     *
-     * @return the param
-     */
-    public Param<String> model() {
-        return model;
     }
 
     /**
@@ -203,75 +144,6 @@ public final class TextGenerator extends Transformer {
      */
     public LongParam seed() {
         return seed;
-    }
-
-    /**
-     * Returns the batchSize param.
-     *
-     * @return the param
-     */
-    public IntParam batchSize() {
-        return batchSize;
-    }
-
-    /**
-     * Returns the device param.
-     *
-     * @return the param
-     */
-    public Param<String> device() {
-        return device;
-    }
-
-    /**
-     * Returns the threads param.
-     *
-     * @return the param
-     */
-    public IntParam threads() {
-        return threads;
-    }
-
-    /**
-     * Returns the validateOnDriver param.
-     *
-     * @return the param
-     */
-    public BooleanParam validateOnDriver() {
-        return validateOnDriver;
-    }
-
-    /**
-     * Sets the prompt column (default {@code prompt}).
-     *
-     * @param value an array&lt;int&gt; or string column
-     * @return this
-     */
-    public TextGenerator setInputCol(String value) {
-        set(inputCol, value);
-        return this;
-    }
-
-    /**
-     * Sets the output column (default {@code generated}).
-     *
-     * @param value a column name not in the input
-     * @return this
-     */
-    public TextGenerator setOutputCol(String value) {
-        set(outputCol, value);
-        return this;
-    }
-
-    /**
-     * Sets the model (default {@link #DEFAULT_MODEL}).
-     *
-     * @param value a model URL or a checkpoint path every executor can read
-     * @return this
-     */
-    public TextGenerator setModel(String value) {
-        set(model, value);
-        return this;
     }
 
     /**
@@ -329,117 +201,40 @@ public final class TextGenerator extends Transformer {
         return this;
     }
 
-    /**
-     * Sets the most sequences an executor's engine decodes together (default 32).
-     *
-     * @param value at least 1
-     * @return this
-     */
-    public TextGenerator setBatchSize(int value) {
-        set(batchSize, value);
-        return this;
-    }
-
-    /**
-     * Sets the device (default {@code auto}).
-     *
-     * @param value auto, cpu, gpu or gpu:N
-     * @return this
-     */
-    public TextGenerator setDevice(String value) {
-        set(device, TaskDevice.check(value));
-        return this;
-    }
-
-    /**
-     * Sets PyTorch's intra-op threads on the CPU (default 0: {@code spark.task.cpus}).
-     *
-     * @param value at least 0
-     * @return this
-     */
-    public TextGenerator setThreads(int value) {
-        set(threads, value);
-        return this;
-    }
-
-    /**
-     * Sets whether {@link #transform} loads the model on the driver first (default true).
-     *
-     * @param value false for a driver that cannot hold the model
-     * @return this
-     */
-    public TextGenerator setValidateOnDriver(boolean value) {
-        set(validateOnDriver, value);
-        return this;
-    }
-
-    /**
-     * Returns the counters of the last {@link #transform}.
-     *
-     * @return the counters, or null before the first call
-     */
-    public BadRows getBadRows() {
-        return badRows;
-    }
-
     @Override
     public StructType transformSchema(StructType schema) {
-        String in = getOrDefault(inputCol);
-        String out = getOrDefault(outputCol);
-        List<String> names = List.of(schema.fieldNames());
-        if (!names.contains(in)) {
-            throw new IllegalArgumentException(
-                    "inputCol: no column '" + in + "' in " + schema.simpleString());
-        }
-        DataType type = schema.apply(in).dataType();
+        DataType type = checkColumns(schema).dataType();
         boolean text = type.equals(DataTypes.StringType);
         boolean ids =
                 type instanceof ArrayType
                         && ((ArrayType) type).elementType().equals(DataTypes.IntegerType);
         if (!text && !ids) {
             throw new IllegalArgumentException(
-                    "inputCol: column '" + in + "' must be array<int> (token ids) or string, got "
+                    "inputCol: column '" + getInputCol() + "' must be array<int> (token ids) or string, got "
                             + type.simpleString());
         }
-        if (names.contains(out)) {
-            throw new IllegalArgumentException(
-                    "outputCol: column '" + out + "' already exists in " + schema.simpleString());
-        }
-        return schema.add(out, text ? DataTypes.StringType : IDS_TYPE, true);
+        return schema.add(getOutputCol(), text ? DataTypes.StringType : IDS_TYPE, true);
     }
 
     @Override
     public Dataset<Row> transform(Dataset<?> dataset) {
         StructType in = dataset.schema();
         StructType out = transformSchema(in);
-        int column = in.fieldIndex(getOrDefault(inputCol));
+        int column = in.fieldIndex(getInputCol());
         boolean text = in.fields()[column].dataType().equals(DataTypes.StringType);
-        SparkSession spark = dataset.sparkSession();
-        SparkContext sc = spark.sparkContext();
-        int n = (Integer) getOrDefault(threads);
-        if (n == 0) {
-            n = sc.getConf().getInt("spark.task.cpus", 1);
-        }
+        SparkContext sc = dataset.sparkSession().sparkContext();
         String tok = getOrDefault(tokenizer);
         GenerationModelSpec spec =
                 new GenerationModelSpec(
-                        getOrDefault(model),
-                        TaskDevice.check(getOrDefault(device)),
-                        tok.isEmpty() ? null : tok,
-                        (Integer) getOrDefault(batchSize),
-                        n);
-        if ((Boolean) getOrDefault(validateOnDriver)) {
-            GenerationModelSpec.Loaded loaded =
-                    spec.get(sc.isLocal() ? TaskDevice.resolve(spec.device()) : Device.cpu());
-            if (text && loaded.tokenizer() == null) {
-                throw new IllegalArgumentException(
-                        "inputCol: column '" + getOrDefault(inputCol) + "' holds text, but model "
-                                + spec.model() + " has no tokenizer: give token ids (array<int>)"
-                                + " or set tokenizer to a tokenizer.json");
-            }
+                        getModel(), getDevice(), tok.isEmpty() ? null : tok, getBatchSize(), taskThreads(sc));
+        Device driver = driverDevice(sc);
+        if (driver != null && text && spec.get(driver).tokenizer() == null) {
+            throw new IllegalArgumentException(
+                    "inputCol: column '" + getInputCol() + "' holds text, but model "
+                            + spec.model() + " has no tokenizer: give token ids (array<int>)"
+                            + " or set tokenizer to a tokenizer.json");
         }
-        BadRows bad = BadRows.register(sc, uid);
-        badRows = bad;
+        BadRows bad = newBadRows(sc, uid());
         GeneratePartition.Settings settings =
                 new GeneratePartition.Settings(
                         column,

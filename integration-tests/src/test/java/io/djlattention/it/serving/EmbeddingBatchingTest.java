@@ -29,6 +29,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 
@@ -45,10 +46,14 @@ class EmbeddingBatchingTest {
     /** A model whose embedding of a text is its length and first character, taking 2 ms a text. */
     private static final class RecordingModel implements EmbeddingModel {
         final ConcurrentLinkedQueue<List<String>> calls = new ConcurrentLinkedQueue<>();
+        final AtomicInteger releases = new AtomicInteger();
+        /** Releases seen by each call, when it started. */
+        final ConcurrentLinkedQueue<Integer> releasesAtCall = new ConcurrentLinkedQueue<>();
 
         @Override
         public List<float[]> embed(List<String> texts) throws Exception {
             calls.add(List.copyOf(texts));
+            releasesAtCall.add(releases.get());
             Thread.sleep(2L * texts.size());
             List<float[]> out = new ArrayList<>();
             for (String t : texts) {
@@ -63,6 +68,11 @@ class EmbeddingBatchingTest {
         @Override
         public int countTokens(String text) {
             return text.length();
+        }
+
+        @Override
+        public void releaseMemory() {
+            releases.incrementAndGet();
         }
 
         @Override
@@ -105,6 +115,43 @@ class EmbeddingBatchingTest {
             int total = model.calls.stream().mapToInt(List::size).sum();
             assertEquals(large.size() + other.size() + small.size(), total, "texts embedded twice or lost");
             assertEquals(model.calls.size(), service.getBatches());
+        }
+    }
+
+    /**
+     * Memory is released once a burst is over (EmbeddingMemoryTest measures what that gives back),
+     * not between the calls of a burst, nor between requests sent one after another, nor again
+     * while nothing runs.
+     */
+    @Test
+    void memoryIsReleasedOnceAfterEachBurst() throws Exception {
+        RecordingModel model = new RecordingModel();
+        Random random = new Random(3);
+        long idle = EmbeddingService.RELEASE_AFTER_IDLE_MILLIS;
+        try (EmbeddingService service =
+                EmbeddingService.builder().setModel(model).optMaxBatchInputs(4).build()) {
+            Thread.sleep(idle + 200);
+            assertEquals(0, model.releases.get(), "released before any call");
+            for (int burst = 1; burst <= 2; ++burst) {
+                int first = model.calls.size();
+                // Requests one after another, each right after the last answer.
+                for (int r = 0; r < 5; ++r) {
+                    List<String> texts = texts("R", 1 + random.nextInt(12), random);
+                    assertEmbeds(texts, service.submit(texts).get(30, TimeUnit.SECONDS));
+                }
+                List<Integer> seen = model.releasesAtCall.stream().skip(first).toList();
+                int before = burst - 1;
+                assertTrue(
+                        seen.size() >= 5 && seen.stream().allMatch(n -> n == before),
+                        "released during burst " + burst + ": releases seen by its calls " + seen);
+                long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(idle + 5_000);
+                while (model.releases.get() < burst && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertEquals(burst, model.releases.get(), "no release after burst " + burst);
+                Thread.sleep(idle + 200);
+                assertEquals(burst, model.releases.get(), "released again with nothing run");
+            }
         }
     }
 

@@ -93,6 +93,11 @@ final class ServingModels {
             }
 
             @Override
+            public void releaseMemory() {
+                shared.releaseMemory();
+            }
+
+            @Override
             public void close() {}
         };
     }
