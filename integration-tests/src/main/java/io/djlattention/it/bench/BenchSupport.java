@@ -110,4 +110,27 @@ final class BenchSupport {
         }
         return "unknown CPU model";
     }
+
+    /**
+     * The smallest cosine between the rows of two embedding sets of the same shape.
+     *
+     * @param a one set
+     * @param b the other
+     * @return min over rows of cos(a[i], b[i])
+     */
+    static double minCosine(float[][] a, float[][] b) {
+        double min = 1;
+        for (int i = 0; i < a.length; ++i) {
+            double dot = 0;
+            double na = 0;
+            double nb = 0;
+            for (int d = 0; d < a[i].length; ++d) {
+                dot += (double) a[i][d] * b[i][d];
+                na += (double) a[i][d] * a[i][d];
+                nb += (double) b[i][d] * b[i][d];
+            }
+            min = Math.min(min, dot / Math.sqrt(na * nb));
+        }
+        return min;
+    }
 }

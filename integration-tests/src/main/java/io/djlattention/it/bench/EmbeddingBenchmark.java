@@ -593,7 +593,7 @@ public final class EmbeddingBenchmark {
         double stock = BenchSupport.median(times.get("stock"));
         double ortDef = BenchSupport.median(times.get("ortDefault"));
         double ortEq = BenchSupport.median(times.get("ortEqual"));
-        double minCos = minCosine(last.get("fused"), last.get("ortEqual"));
+        double minCos = BenchSupport.minCosine(last.get("fused"), last.get("ortEqual"));
         // With one thread, libtorch (OpenMP and MKL at 1 thread) and ONNX Runtime (intra-op
         // pool of 1) run everything on the calling thread, so its CPU time is the work done,
         // which time slicing on a busy machine does not inflate as it does wall-clock time.
@@ -683,22 +683,6 @@ public final class EmbeddingBenchmark {
         double min = Double.MAX_VALUE;
         for (List<Double> t : times.values()) {
             min = Math.min(min, t.stream().mapToDouble(Double::doubleValue).sum());
-        }
-        return min;
-    }
-
-    private static double minCosine(float[][] a, float[][] b) {
-        double min = 1;
-        for (int i = 0; i < a.length; ++i) {
-            double dot = 0;
-            double na = 0;
-            double nb = 0;
-            for (int d = 0; d < a[i].length; ++d) {
-                dot += (double) a[i][d] * b[i][d];
-                na += (double) a[i][d] * a[i][d];
-                nb += (double) b[i][d] * b[i][d];
-            }
-            min = Math.min(min, dot / Math.sqrt(na * nb));
         }
         return min;
     }

@@ -190,8 +190,8 @@ public final class EncoderVsOrtBenchmark {
                 med[3],
                 med[3] / med[0],
                 med[3] / med[1],
-                1 - minCos(last[0], ortInOrder),
-                1 - minCos(last[1], ortInOrder),
+                1 - BenchSupport.minCosine(last[0], ortInOrder),
+                1 - BenchSupport.minCosine(last[1], ortInOrder),
                 100 * system);
     }
 
@@ -281,22 +281,6 @@ public final class EncoderVsOrtBenchmark {
             out[order[i]] = sortedEmbeddings[i];
         }
         return out;
-    }
-
-    private static double minCos(float[][] a, float[][] b) {
-        double min = 1;
-        for (int i = 0; i < a.length; ++i) {
-            double dot = 0;
-            double na = 0;
-            double nb = 0;
-            for (int d = 0; d < a[i].length; ++d) {
-                dot += (double) a[i][d] * b[i][d];
-                na += (double) a[i][d] * a[i][d];
-                nb += (double) b[i][d] * b[i][d];
-            }
-            min = Math.min(min, dot / Math.sqrt(na * nb));
-        }
-        return min;
     }
 
     private static long[][] randomIds(int batch, int length, Random random) {
