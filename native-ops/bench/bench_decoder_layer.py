@@ -5,8 +5,12 @@ heads of 64, intermediate 8192, vocab 128,256, tied embeddings, llama3 rope scal
 weights, bfloat16. The same weights run three ways, in one run, on the same token ids:
   - "transformers eager": model(next_ids, past_key_values=cache), the anchor (DynamicCache);
   - "fused eager": embedding gather, 16 decoder_layer calls over a paged KV cache (block size
-    16), final RMSNorm, LM head, argmax — one Python call per layer;
-  - "fused graph": that step captured once in a CUDA graph and replayed (inputs written in place).
+    16), decoder_head (final RMSNorm + LM head, float32 logits, as the Java step), argmax — one
+    Python call per layer;
+  - "fused graph": that step captured once in a CUDA graph and replayed (inputs written in place),
+    once per value of DJL_ATTN_GEMM_KERNEL given (--gemm-kernels; default "auto,cublaslt": the
+    skinny GEMM kernel where it applies, and cuBLASLt for every GEMM — the before/after of one
+    build), timed in alternating rounds.
 Every row is one greedy step that ends with the chosen ids on the host (what a server waits for).
 Prompt: 1,024 random ids per sequence, prefilled by each path before timing (the fused path
 through decoder_layer's chunked-prefill rows: its time-to-first-token is reported too).
@@ -24,6 +28,8 @@ import sys
 import time
 
 import torch
+
+from switches import switches
 
 NATIVE_OPS = pathlib.Path(__file__).resolve().parent.parent
 LIB_DIRS = [os.environ.get("DJL_ATTN_LIB_DIR"), NATIVE_OPS / "build"]
@@ -103,6 +109,12 @@ class FusedLlama:
         h = (h * self.final_norm).to(self.embed.dtype)
         return h @ self.embed.t()
 
+    def head(self, hidden, logits):
+        """The Java step's head: decoder_head (final RMSNorm + LM head GEMM, float32 logits)."""
+        torch.ops.djl_attn.decoder_head(logits, hidden, None, self.final_norm, None, self.embed,
+                                        0, self.eps, 0.0, False)
+        return logits
+
     def prefill(self, ids):
         """Every sequence's prompt as one chunk of its own; returns the last rows' logits."""
         last = []
@@ -159,13 +171,14 @@ def kernel_table(step, replays=5):
     return "\n".join(lines)
 
 
-def run(batch, model, device, steps, rows, notes, profiles):
+def run(batch, model, device, steps, rows, notes, profiles, gemm_kernels):
     from transformers import DynamicCache
 
     cfg = model.config
     g = torch.Generator(device="cpu").manual_seed(batch)
     ids = torch.randint(0, cfg.vocab_size, (batch, PROMPT), generator=g).to(device)
-    max_len = PROMPT + 3 * steps + 32  # eager and graph steps both advance the sequences
+    # eager and graph steps all advance the sequences
+    max_len = PROMPT + (4 + 4 * len(gemm_kernels)) * (steps + 3) + 32
 
     # transformers eager: prefill, then decode steps with the ids on the host after each.
     with torch.no_grad():
@@ -207,6 +220,7 @@ def run(batch, model, device, steps, rows, notes, profiles):
         slots = torch.empty(batch, dtype=torch.long, device=device)
         seqs = torch.arange(batch, device=device)
         hidden = torch.empty(batch, cfg.hidden_size, dtype=fused.embed.dtype, device=device)
+        logits = torch.empty(batch, cfg.vocab_size, dtype=torch.float32, device=device)
         chosen = torch.empty(batch, dtype=torch.long, device=device)
 
         def device_step():
@@ -214,7 +228,7 @@ def run(batch, model, device, steps, rows, notes, profiles):
             slots.copy_(fused.block_tables[seqs, p // BLOCK].long() * BLOCK + p % BLOCK)
             hidden.copy_(fused.embed[tokens])
             fused.layers_forward(hidden, positions, cu, ctx, slots, False, 1)
-            chosen.copy_(fused.logits(hidden).argmax(-1))
+            chosen.copy_(fused.head(hidden, logits).argmax(-1))
 
         fused_ids = [first.tolist()]
 
@@ -230,21 +244,37 @@ def run(batch, model, device, steps, rows, notes, profiles):
 
         eager_ms = time_steps(eager_step, steps, torch.cuda.synchronize)
 
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            device_step()  # warm-up on the capture stream (cuBLASLt plans, allocator)
-        torch.cuda.current_stream().wait_stream(stream)
-        with torch.cuda.graph(graph):
-            device_step()
+        # One graph per GEMM kernel choice (DJL_ATTN_GEMM_KERNEL; the first is the default),
+        # timed in alternating rounds so that both see the same machine.
+        graphs = {}
+        for kernel in gemm_kernels:
+            switches["DJL_ATTN_GEMM_KERNEL"] = kernel
+            graph = torch.cuda.CUDAGraph()
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                device_step()  # warm-up on the capture stream (cuBLASLt plans, allocator)
+            torch.cuda.current_stream().wait_stream(stream)
+            with torch.cuda.graph(graph):
+                device_step()
+            graphs[kernel] = graph
+        switches.pop("DJL_ATTN_GEMM_KERNEL")
 
-        def graph_step():
-            graph.replay()
-            advance()
+        def graph_step_of(graph):
+            def graph_step():
+                graph.replay()
+                advance()
+            return graph_step
 
-        graph_ms = time_steps(graph_step, steps, torch.cuda.synchronize)
-        profiles.append((batch, kernel_table(graph_step)))
+        rounds = {kernel: [] for kernel in gemm_kernels}
+        for _ in range(3):
+            for kernel in gemm_kernels:
+                rounds[kernel].append(time_steps(graph_step_of(graphs[kernel]), steps,
+                                                 torch.cuda.synchronize))
+        graph_ms = {kernel: statistics.median(r) for kernel, r in rounds.items()}
+        for kernel in gemm_kernels:
+            profiles.append(("%d, GEMMs %s" % (batch, kernel),
+                             kernel_table(graph_step_of(graphs[kernel]))))
 
     pairs = [(a, b) for hs, fs in zip(hf_ids[:8], fused_ids[:8]) for a, b in zip(hs, fs)]
     agree = sum(1 for a, b in pairs if a == b)
@@ -300,6 +330,8 @@ def main():
     parser.add_argument("--out", default="decoder_layer.md")
     parser.add_argument("--batches", default="1,16,64")
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--gemm-kernels", default="auto,cublaslt",
+                        help="DJL_ATTN_GEMM_KERNEL values to time the captured step with")
     args = parser.parse_args()
     torch.ops.load_library(find_lib("libdjl_attn.so"))
     torch.ops.load_library(find_lib("libdjl_attn_cuda.so"))
@@ -310,25 +342,28 @@ def main():
         model = LlamaForCausalLM(llama_1b_config()).to(torch.bfloat16).eval()
     weights_gb = sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9
     rows, notes, profiles = [], [], []
+    kernels = args.gemm_kernels.split(",")
     parity_float32(args.device, notes)
     for batch in [int(b) for b in args.batches.split(",")]:
-        run(batch, model, args.device, args.steps, rows, notes, profiles)
+        run(batch, model, args.device, args.steps, rows, notes, profiles, kernels)
     lines = [
         "Llama-3.2-1B shape, random weights, bfloat16 (%.2f GB of weights), prompt %d, %s, "
         "torch %s, %s" % (weights_gb, PROMPT, torch.cuda.get_device_name(0), torch.__version__,
                           time.strftime("%Y-%m-%d")),
         "",
-        "| batch | transformers eager ms/step | fused eager ms/step | fused graph ms/step "
-        "| graph vs transformers | TTFT transformers ms | TTFT fused ms |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| batch | transformers eager ms/step | fused eager ms/step | "
+        + " | ".join("fused graph ms/step, GEMMs %s" % k for k in kernels)
+        + " | graph vs transformers | TTFT transformers ms | TTFT fused ms |",
+        "| ---: | ---: | ---: | " + " | ".join("---:" for _ in kernels) + " | ---: | ---: | ---: |",
     ]
     for b, hf, eager, graph, t_hf, t in rows:
-        lines.append("| %d | %.2f | %.2f | %.3f | %.1fx | %.1f | %.1f |"
-                     % (b, hf, eager, graph, hf / graph, t_hf, t))
+        lines.append("| %d | %.2f | %.2f | %s | %.1fx | %.1f | %.1f |"
+                     % (b, hf, eager, " | ".join("%.3f" % graph[k] for k in kernels),
+                        hf / graph[kernels[0]], t_hf, t))
     lines.append("")
     lines.extend("- " + n for n in notes)
     for batch, table in profiles:
-        lines += ["", "Kernels of one captured step, batch %d (torch.profiler, 5 replays):" % batch,
+        lines += ["", "Kernels of one captured step, batch %s (torch.profiler, 5 replays):" % batch,
                   "", table]
     text = "\n".join(lines) + "\n"
     pathlib.Path(args.out).write_text(text)

@@ -272,6 +272,28 @@ def test_gemm_backends(backend, options):
     check_layer("llama", SHAPES[0], torch.float32, BATCHES["mixed"])
 
 
+# The decoder's GEMMs on CUDA: a decode step of at most 8 rows of float16/bfloat16 runs the skinny
+# kernel (cuda/gemm/skinny_gemm.cu) with the MLP's activation and residual add in its epilogues;
+# DJL_ATTN_GEMM_KERNEL=cublaslt runs cuBLASLt and the unfused kernels. Both meet the float64 bar
+# for every row count the kernel specialises (1, 2, <= 4, <= 8), every epilogue (SwiGLU and the
+# residual: llama; GeGLU with Gemma-2's post-norm, which keeps the residual kernel; GELU and
+# biases: gpt2) and awkward shapes: a column count that leaves a block part-full (I = 74) and a
+# down projection whose k (74) the kernel does not take, so cuBLASLt runs beside it in one layer.
+DECODE_GEMM_SHAPES = [(64, 4, 2, 16, 96), (96, 3, 1, 32, 74), (160, 2, 1, 80, 72)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GEMM kernels are CUDA's")
+@pytest.mark.parametrize("kernel", ["auto", "cublaslt"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("family", ["llama", "gemma2", "gpt2"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_decode_gemm_kernels(kernel, rows, family, dtype, options):
+    options.set("DJL_ATTN_GEMM_KERNEL", kernel)
+    chunks = [(3 + 7 * i, 1) for i in range(rows)]
+    for shape in DECODE_GEMM_SHAPES:
+        check_layer(family, shape, dtype, chunks, device="cuda")
+
+
 @pytest.mark.parametrize("batch", ["decode", "mixed"])
 @pytest.mark.parametrize("check_indices", [True, False])
 def test_max_seqlen_q_not_given(batch, check_indices, device):

@@ -9,10 +9,12 @@
 #include "cuda/bert/bert_dispatch.cuh"
 #include "cuda/bert/bert_plan.h"
 #include "cuda/bert/bert_vector.cuh"
+#include "cuda/common/activations.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace djl_attn::bert {
 namespace {
+using cuda::gelu_tanh;
 
 constexpr int kThreads = kElementwiseThreads;
 
@@ -37,10 +39,6 @@ __device__ __forceinline__ float gelu_erf_fast(float v) {
                0.254829592f);
   const float q = poly * __expf(-a * a);
   return 0.5f * v * (v < 0.f ? q : 2.f - q);
-}
-
-__device__ __forceinline__ float gelu_tanh(float v) {
-  return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
 }
 
 template <typename T, typename P, int N, Epilogue kEpilogue>

@@ -167,10 +167,19 @@ LinearVariant linear_switch() {
   return parse_linear_variant(kLinearKernel.value().c_str(), "DJL_ATTN_LINEAR_KERNEL");
 }
 
+// ---- the decoder's GEMMs (cuda/gemm/gemm_cuda.cpp) ---------------------------------------------
+
+// DJL_ATTN_GEMM_KERNEL=cublaslt runs every GEMM the skinny kernel would take on cuBLASLt instead
+// (and the fused epilogues' unfused kernels): the before/after of one build, for benchmarks.
+Option kGemmKernel("DJL_ATTN_GEMM_KERNEL", {"auto", "cublaslt"},
+                   "the decoder's GEMMs: auto (skinny kernel for <= 8 rows) or cublaslt (comparisons)");
+constexpr GemmRequest kGemmRequests[] = {GemmRequest::kAuto, GemmRequest::kCublasLt};
+
 }  // namespace
 
 CudaSwitches cuda_switches() {
-  return CudaSwitches{flash_switches(), paged_switches(), linear_switch()};
+  return CudaSwitches{flash_switches(), paged_switches(), linear_switch(),
+                      kGemmRequests[kGemmKernel.index()]};
 }
 
 }  // namespace djl_attn::cuda

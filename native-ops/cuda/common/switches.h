@@ -10,6 +10,7 @@
 #pragma once
 
 #include "cuda/flash/flash_plan.h"
+#include "cuda/gemm/gemm_cuda.h"
 #include "cuda/linear/causal_dot_product_plan.h"
 #include "cuda/paged/paged_plan.h"
 
@@ -22,6 +23,8 @@ struct CudaSwitches {
   paged::DecodeOptions paged;
   // DJL_ATTN_LINEAR_KERNEL.
   linear::LinearVariant linear;
+  // DJL_ATTN_GEMM_KERNEL.
+  GemmRequest gemm;
 };
 
 // The switches' current values: cheap (an atomic read each), thread-safe.

@@ -2,8 +2,9 @@
 // section 7). Eleven launches, no host synchronisation:
 //   norm1 | GEMM qkv | bias + RoPE | cache write | paged attention | GEMM out |
 //   residual + norm2 | GEMM up | activation | GEMM down | residual
-// GEMMs on cuBLASLt (cuda/gemm), the cache write and the attention on the paged family's own
-// launchers, the rest in decoder_layer_kernels.cuh.
+// nine where the skinny kernel runs the MLP (a decode step's rows: activation and residual in
+// the GEMMs' epilogues). GEMMs through cuda/gemm (cuBLASLt or the skinny kernel), the cache write
+// and the attention on the paged family's own launchers, the rest in decoder_layer_kernels.cuh.
 #include "cuda/decoder/decoder_layer_cuda.h"
 
 #include <cuda_bf16.h>
@@ -93,7 +94,30 @@ struct Stages {
 };
 
 GemmCall gemm(const DecoderLayerParams& p, const void* a, const decoder::Projection& w, void* d) {
-  return GemmCall{p.dtype, a, w.weight, d, p.num_tokens, w.out, w.in, w.in, w.out, false};
+  return GemmCall{p.dtype, a, w.weight, d, p.num_tokens, w.out, w.in, w.in, w.out};
+}
+
+// The up projection with the MLP's activation as its epilogue: d = activated [T, I].
+GemmCall activated_up(const DecoderLayerParams& p, const void* a, void* d) {
+  GemmCall call = gemm(p, a, p.up, d);
+  call.n = call.ldd = p.intermediate;  // a gated weight has 2 I rows: gate, then up
+  call.bias = p.up.bias;
+  switch (p.activation) {
+    case decoder::Activation::kSwiGlu: call.epilogue = GemmEpilogue::kSwiGlu; break;
+    case decoder::Activation::kGeGluTanh: call.epilogue = GemmEpilogue::kGeGlu; break;
+    case decoder::Activation::kGeluTanh: call.epilogue = GemmEpilogue::kGelu; break;
+  }
+  return call;
+}
+
+// The down projection added to the hidden state in its epilogue (no Gemma-2 post-norm: that
+// needs the whole row).
+GemmCall residual_down(const DecoderLayerParams& p, const void* a) {
+  GemmCall call = gemm(p, a, p.down, p.hidden);
+  call.ldd = p.hidden_size;
+  call.bias = p.down.bias;
+  call.epilogue = GemmEpilogue::kResidual;
+  return call;
 }
 
 // Chunks that are their sequences' whole contexts attend only their own k and v: causal varlen
@@ -166,10 +190,22 @@ void run_typed(const DecoderLayerParams& p, int device) {
   attention(p, ws + plan.qkv, ws + plan.attention, device);
   run_gemm(ws + plan.attention, p.out_proj, plan.projected);
   s.residual(plan.projected, p.out_proj.bias, p.attn_out_norm, /*next_norm=*/true);
-  run_gemm(ws + plan.normed, p.up, plan.up);
-  s.activation(multiprocessor_count(device));
-  run_gemm(ws + plan.activated, p.down, plan.projected);
-  s.residual(plan.projected, p.down.bias, p.mlp_out_norm, /*next_norm=*/false);
+  // Where the skinny kernel runs the MLP's GEMMs (a decode step's few rows), the activation and
+  // the residual add are their epilogues: two launches fewer per layer.
+  const GemmCall up = activated_up(p, ws + plan.normed, ws + plan.activated);
+  if (choose_gemm_kernel(up) == GemmKernel::kSkinny) {
+    run_gemm_cuda(up, gemm_ws, kGemmWorkspaceBytes, stream, device);
+  } else {
+    run_gemm(ws + plan.normed, p.up, plan.up);
+    s.activation(multiprocessor_count(device));
+  }
+  const GemmCall down = residual_down(p, ws + plan.activated);
+  if (p.mlp_out_norm == nullptr && choose_gemm_kernel(down) == GemmKernel::kSkinny) {
+    run_gemm_cuda(down, gemm_ws, kGemmWorkspaceBytes, stream, device);
+  } else {
+    run_gemm(ws + plan.activated, p.down, plan.projected);
+    s.residual(plan.projected, p.down.bias, p.mlp_out_norm, /*next_norm=*/false);
+  }
 }
 
 }  // namespace

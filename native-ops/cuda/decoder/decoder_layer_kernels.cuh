@@ -8,7 +8,9 @@
 
 #include <cstdint>
 
+#include "cuda/common/activations.cuh"
 #include "cuda/common/convert.cuh"
+#include "cuda/common/dependent_launch.cuh"
 
 namespace djl_attn::cuda::decoder_kernels {
 
@@ -60,6 +62,9 @@ __global__ void __launch_bounds__(kRowThreads)
                      float eps, const int64_t* __restrict__ rows = nullptr) {
   extern __shared__ float row[];
   __shared__ float scratch[kRowThreads / 32];
+  // A decode step's norm is a few blocks: the GEMM after it (a programmatic dependent, skinny_gemm.cu)
+  // may start streaming its weights now; it waits for this kernel before reading the rows.
+  allow_dependent_launch();
   const int64_t r = blockIdx.x;
   const int64_t t = rows == nullptr ? r : rows[r];
   for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) row[c] = to_float(x[t * cols + c]);
@@ -79,6 +84,7 @@ __global__ void __launch_bounds__(kRowThreads)
                     const float* __restrict__ norm_bias, bool layer) {
   extern __shared__ float row[];
   __shared__ float scratch[kRowThreads / 32];
+  allow_dependent_launch();  // as in norm_rows_kernel
   const int64_t t = blockIdx.x;
   float sq = 0.f;
   for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) {
@@ -140,13 +146,6 @@ __global__ void __launch_bounds__(kRowThreads)
   row[j] = from_float<T>(x0 * c - x1 * s);
   row[j2] = from_float<T>(x1 * c + x0 * s);
 }
-
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
-__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }
 
 // The MLP's activation on the up GEMM's output (+ bias). Gated (activation 0 SwiGLU, 1 GeGLU):
 // out[t, i] = act(up[t, i]) * up[t, I + i]; activation 2 (GELU): out[t, i] = gelu(up[t, i]),

@@ -40,6 +40,8 @@ template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(const fwd::FwdArgs args) {
   // Launched as a dependent of the split kernel: nothing it wrote is read before this.
   cuda::wait_for_prerequisite_grid();
+  // The decoder's out projection after it (skinny_gemm.cu) may start streaming its weights.
+  cuda::allow_dependent_launch();
   const FlashParams& p = args.params;
   const int lane = threadIdx.x % 32;
   const int64_t idx = blockIdx.x;  // the launcher sizes the grid to heads_q * accum_rows

@@ -6,7 +6,9 @@
 
 #include "common/error.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/switches.h"
 #include "cuda/gemm/cublaslt_api.h"
+#include "cuda/gemm/skinny_gemm.h"
 
 namespace djl_attn::cuda {
 namespace {
@@ -29,8 +31,8 @@ struct GemmPlan {
   size_t workspace_bytes = 0;
 };
 
-// (dtype, m, n, k, lda, ldd, accumulate), per device.
-using GemmKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+// (dtype, m, n, k, lda, ldd), per device.
+using GemmKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
 // Row-major D[m, n] = A[m, k] · W[n, k]ᵀ is column-major Dᵀ[n, m] = W · Aᵀ: cuBLASLt's "A" is
 // W read as the column-major k × n matrix it is in memory, transposed; its "B" is A read as
@@ -38,7 +40,8 @@ using GemmKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, boo
 // The heuristic's first choice is often not the fastest for the skinny GEMMs of a decode step
 // (M = 1 to 64 rows): on an H200, Llama-1B's qkv and out projections ran at 1.8 TB/s of weight
 // reads on it. So the first call of a shape times the heuristic's top candidates on the call's own
-// buffers and keeps the fastest, as vLLM's and TensorRT-LLM's GEMM plugins do.
+// buffers and keeps the fastest, as vLLM's and TensorRT-LLM's GEMM plugins do. (Up to
+// kSkinnyMaxRows rows of 16-bit the skinny kernel runs instead: skinny_gemm.h.)
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 3;
 
@@ -48,9 +51,9 @@ constexpr int kTimedRuns = 3;
 constexpr int64_t kMaxTunedRows = 64;
 
 // Timing needs a host wait: not while the stream is being captured into a CUDA graph (the
-// heuristic's choice is kept then), and not when d is also an input (beta = 1).
+// heuristic's choice is kept then).
 bool tuning_allowed(const GemmCall& call, cudaStream_t stream) {
-  if (call.accumulate || call.m > kMaxTunedRows) return false;
+  if (call.m > kMaxTunedRows) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   DJL_ATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture == cudaStreamCaptureStatusNone;
@@ -140,11 +143,9 @@ struct DeviceState {
   std::map<GemmKey, GemmPlan> plans;
 };
 
-}  // namespace
-
-void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes,
-                   cudaStream_t stream, int device) {
-  if (call.m == 0) return;
+// The cuBLASLt path: the plan of the call's shape, made on first use.
+void run_cublaslt(const GemmCall& call, void* workspace, size_t workspace_bytes,
+                  cudaStream_t stream, int device) {
   static std::mutex mutex;
   static std::map<int, DeviceState> devices;
   const GemmPlan* plan = nullptr;
@@ -154,8 +155,7 @@ void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes
     DeviceState& state = devices[device];
     if (state.handle == nullptr) lt::check(lt::api().create(&state.handle), "cublasLtCreate");
     handle = state.handle;
-    const GemmKey key{static_cast<int>(call.dtype), call.m, call.n, call.k, call.lda, call.ldd,
-                      call.accumulate};
+    const GemmKey key{static_cast<int>(call.dtype), call.m, call.n, call.k, call.lda, call.ldd};
     auto found = state.plans.find(key);
     if (found == state.plans.end()) {
       found = state.plans.emplace(key, make_plan(call, handle, workspace, stream)).first;
@@ -166,11 +166,31 @@ void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes
     fail_native("gemm: the algorithm wants ", plan->workspace_bytes, " bytes of workspace, ",
                 workspace_bytes, " given");
   }
-  const float alpha = 1.0f, beta = call.accumulate ? 1.0f : 0.0f;
+  const float alpha = 1.0f, beta = 0.0f;
   lt::check(lt::api().matmul(handle, plan->desc, &alpha, call.w, plan->a, call.a, plan->b, &beta,
                              call.d, plan->c, call.d, plan->c, &plan->algo, workspace,
                              workspace_bytes, stream),
             "cublasLtMatmul");
+}
+
+}  // namespace
+
+GemmKernel choose_gemm_kernel(const GemmCall& call) {
+  if (cuda_switches().gemm == GemmRequest::kCublasLt) return GemmKernel::kCublasLt;
+  return skinny_gemm_fits(call) ? GemmKernel::kSkinny : GemmKernel::kCublasLt;
+}
+
+void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream, int device) {
+  if (call.m == 0) return;
+  if (choose_gemm_kernel(call) == GemmKernel::kSkinny) {
+    return launch_skinny_gemm(call, stream, device);
+  }
+  if (call.epilogue != GemmEpilogue::kStore) {
+    fail_native("gemm: epilogue ", static_cast<int>(call.epilogue),
+                " needs the skinny kernel, which does not take this call");
+  }
+  run_cublaslt(call, workspace, workspace_bytes, stream, device);
 }
 
 }  // namespace djl_attn::cuda

@@ -1,6 +1,8 @@
-// The CUDA GEMM layer: D = A · Wᵀ (+ D) for row-major activations and [out, in] weights, on
-// cuBLASLt (docs/design/fused-decoder-layer.md, section 7). Used by the fused decoder layer; knows nothing
-// of PyTorch or Java.
+// The CUDA GEMM layer: D = A · Wᵀ for row-major activations and [out, in] weights, with the
+// decoder's epilogues (docs/design/fused-decoder-layer.md, section 7; docs/design/gemm-layer.md).
+// Two kernels behind one call: cuBLASLt, and for a decode step's few rows the skinny kernel
+// (skinny_gemm.h), which also fuses the MLP's activation and the residual add. Used by the fused
+// decoder layer and the decoder head; knows nothing of PyTorch or Java.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +14,17 @@
 
 namespace djl_attn::cuda {
 
+// What happens to the product before it is stored. Everything but kStore is the skinny kernel's
+// (choose_gemm_kernel says whether a call gets it); each computes, rounding for rounding, what
+// the decoder's unfused kernels compute from a stored product p = round(A · Wᵀ):
+enum class GemmEpilogue {
+  kStore,     // d = round(A · Wᵀ)
+  kResidual,  // d = round(d + (p + bias)): the residual add (d is the hidden state)
+  kSwiGlu,    // w is [2n, k], gate rows then up rows: d = round(silu(pg + bias) * (pu + bias))
+  kGeGlu,     // the same with gelu_tanh (Gemma-2)
+  kGelu,      // d = round(gelu_tanh(p + bias)) (GPT-2)
+};
+
 struct GemmCall {
   ElementType dtype;   // of a, w and d: float32, float16 or bfloat16
   const void* a;       // [m, k] row-major, row stride lda elements
@@ -19,16 +32,30 @@ struct GemmCall {
   void* d;             // [m, n] row-major, row stride ldd elements
   int64_t m, n, k;
   int64_t lda, ldd;
-  bool accumulate;     // d += a · wᵀ (beta = 1) instead of d = a · wᵀ
+  GemmEpilogue epilogue = GemmEpilogue::kStore;
+  const float* bias = nullptr;  // float32 [n] ([2n] gated), with an epilogue other than kStore
 };
+
+// The kernels a call can run on.
+enum class GemmKernel { kCublasLt, kSkinny };
+
+// The switch DJL_ATTN_GEMM_KERNEL (cuda/common/switches.cpp): auto, choose_gemm_kernel's choice;
+// cublaslt, cuBLASLt for every call that it can run (before/after comparisons in one build).
+enum class GemmRequest { kAuto, kCublasLt };
+
+// Which kernel runs `call`: the skinny kernel where it applies (at most kSkinnyMaxRows rows of
+// float16/bfloat16, k a multiple of 8, 16-byte aligned operands) unless the switch says
+// cuBLASLt; cuBLASLt otherwise. A call with an epilogue other than kStore needs kSkinny: the
+// caller asks first and runs the unfused kernels otherwise.
+GemmKernel choose_gemm_kernel(const GemmCall& call);
 
 // Bytes of device workspace a cuBLASLt matmul may use; the caller passes a buffer this large.
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
-// Launches the GEMM on `stream`. The matmul descriptor, layouts and the heuristic's algorithm
-// are chosen once per (device, dtype, m, n, k, lda, ldd, accumulate) and cached: a decode step's
-// GEMMs repeat the same shapes every step, and a heuristic query costs tens of microseconds of
-// host time (issue 22: host time is what the step loses).
+// Launches the GEMM on `stream`, on choose_gemm_kernel's kernel. cuBLASLt's matmul descriptor,
+// layouts and algorithm are chosen once per (device, dtype, m, n, k, lda, ldd) and cached: a
+// decode step's GEMMs repeat the same shapes every step, and a heuristic query costs tens of
+// microseconds of host time (issue 22: host time is what the step loses).
 void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream, int device);
 
