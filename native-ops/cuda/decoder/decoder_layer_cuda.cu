@@ -2,8 +2,8 @@
 // section 7). Eleven launches, no host synchronisation:
 //   norm1 | GEMM qkv | bias + RoPE | cache write | paged attention | GEMM out |
 //   residual + norm2 | GEMM up | activation | GEMM down | residual
-// nine where the skinny kernel runs the MLP (a decode step's rows: activation and residual in
-// the GEMMs' epilogues). GEMMs through cuda/gemm (cuBLASLt or the skinny kernel), the cache write
+// seven where the skinny kernel runs the GEMMs (a decode step's rows: the norms in their
+// prologues, the activation and the residual adds in their epilogues). GEMMs through cuda/gemm (cuBLASLt or the skinny kernel), the cache write
 // and the attention on the paged family's own launchers, the rest in decoder_layer_kernels.cuh.
 #include "cuda/decoder/decoder_layer_cuda.h"
 
@@ -97,9 +97,16 @@ GemmCall gemm(const DecoderLayerParams& p, const void* a, const decoder::Project
   return GemmCall{p.dtype, a, w.weight, d, p.num_tokens, w.out, w.in, w.in, w.out};
 }
 
-// The up projection with the MLP's activation as its epilogue: d = activated [T, I].
-GemmCall activated_up(const DecoderLayerParams& p, const void* a, void* d) {
+GemmNorm gemm_norm(const DecoderLayerParams& p, const decoder::NormWeights& norm) {
+  return GemmNorm{norm.weight, norm.bias, p.norm_type == NormType::kLayer, p.norm_eps};
+}
+
+// The up projection with the MLP's activation as its epilogue: d = activated [T, I]; with
+// `norm`, a is the hidden state and the GEMM reads its norm.
+GemmCall activated_up(const DecoderLayerParams& p, const void* a, void* d,
+                      const GemmNorm* norm = nullptr) {
   GemmCall call = gemm(p, a, p.up, d);
+  call.norm = norm;
   call.n = call.ldd = p.intermediate;  // a gated weight has 2 I rows: gate, then up
   call.bias = p.up.bias;
   switch (p.activation) {
@@ -110,12 +117,12 @@ GemmCall activated_up(const DecoderLayerParams& p, const void* a, void* d) {
   return call;
 }
 
-// The down projection added to the hidden state in its epilogue (no Gemma-2 post-norm: that
-// needs the whole row).
-GemmCall residual_down(const DecoderLayerParams& p, const void* a) {
-  GemmCall call = gemm(p, a, p.down, p.hidden);
+// A projection added to the hidden state in its epilogue (no Gemma-2 post-norm: that needs the
+// whole row).
+GemmCall residual(const DecoderLayerParams& p, const void* a, const decoder::Projection& w) {
+  GemmCall call = gemm(p, a, w, p.hidden);
   call.ldd = p.hidden_size;
-  call.bias = p.down.bias;
+  call.bias = w.bias;
   call.epilogue = GemmEpilogue::kResidual;
   return call;
 }
@@ -183,25 +190,45 @@ void run_typed(const DecoderLayerParams& p, int device) {
     run_gemm_cuda(gemm(p, a, w, ws + d), gemm_ws, kGemmWorkspaceBytes, stream, device);
   };
 
-  s.norm1();
-  run_gemm(ws + plan.normed, p.qkv, plan.qkv);
+  auto skinny = [](const GemmCall& call) { return choose_gemm_kernel(call) == GemmKernel::kSkinny; };
+  auto run = [&](const GemmCall& call) {
+    run_gemm_cuda(call, gemm_ws, kGemmWorkspaceBytes, stream, device);
+  };
+  // Where the skinny kernel runs the GEMMs (a decode step's few rows), the norms, the MLP's
+  // activation and the residual adds move into them: the GEMMs read the hidden state through
+  // their norm and add their products to it: seven stages per layer instead of eleven (Gemma-2's
+  // post-norms keep the residual kernel and the norm2 it writes).
+  const GemmNorm attn_norm = gemm_norm(p, p.attn_norm), mlp_norm = gemm_norm(p, p.mlp_norm);
+  GemmCall qkv = gemm(p, p.hidden, p.qkv, ws + plan.qkv);
+  qkv.norm = &attn_norm;
+  if (skinny(qkv)) {
+    run(qkv);
+  } else {
+    s.norm1();
+    run_gemm(ws + plan.normed, p.qkv, plan.qkv);
+  }
   s.bias_rope();
   paged::run_reshape_and_cache_cuda(decoder::cache_write_params(p, ws + plan.qkv));
   attention(p, ws + plan.qkv, ws + plan.attention, device);
-  run_gemm(ws + plan.attention, p.out_proj, plan.projected);
-  s.residual(plan.projected, p.out_proj.bias, p.attn_out_norm, /*next_norm=*/true);
-  // Where the skinny kernel runs the MLP's GEMMs (a decode step's few rows), the activation and
-  // the residual add are their epilogues: two launches fewer per layer.
+  const GemmCall out = residual(p, ws + plan.attention, p.out_proj);
+  const GemmCall normed_up = activated_up(p, p.hidden, ws + plan.activated, &mlp_norm);
   const GemmCall up = activated_up(p, ws + plan.normed, ws + plan.activated);
-  if (choose_gemm_kernel(up) == GemmKernel::kSkinny) {
-    run_gemm_cuda(up, gemm_ws, kGemmWorkspaceBytes, stream, device);
+  if (p.attn_out_norm == nullptr && skinny(out) && skinny(normed_up)) {
+    run(out);
+    run(normed_up);
   } else {
-    run_gemm(ws + plan.normed, p.up, plan.up);
-    s.activation(multiprocessor_count(device));
+    run_gemm(ws + plan.attention, p.out_proj, plan.projected);
+    s.residual(plan.projected, p.out_proj.bias, p.attn_out_norm, /*next_norm=*/true);
+    if (skinny(up)) {
+      run(up);
+    } else {
+      run_gemm(ws + plan.normed, p.up, plan.up);
+      s.activation(multiprocessor_count(device));
+    }
   }
-  const GemmCall down = residual_down(p, ws + plan.activated);
-  if (p.mlp_out_norm == nullptr && choose_gemm_kernel(down) == GemmKernel::kSkinny) {
-    run_gemm_cuda(down, gemm_ws, kGemmWorkspaceBytes, stream, device);
+  const GemmCall down = residual(p, ws + plan.activated, p.down);
+  if (p.mlp_out_norm == nullptr && skinny(down)) {
+    run(down);
   } else {
     run_gemm(ws + plan.activated, p.down, plan.projected);
     s.residual(plan.projected, p.down.bias, p.mlp_out_norm, /*next_norm=*/false);

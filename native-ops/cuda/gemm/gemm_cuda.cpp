@@ -186,8 +186,9 @@ void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes
   if (choose_gemm_kernel(call) == GemmKernel::kSkinny) {
     return launch_skinny_gemm(call, stream, device);
   }
-  if (call.epilogue != GemmEpilogue::kStore) {
+  if (call.epilogue != GemmEpilogue::kStore || call.norm != nullptr) {
     fail_native("gemm: epilogue ", static_cast<int>(call.epilogue),
+                call.norm != nullptr ? " with a norm" : "",
                 " needs the skinny kernel, which does not take this call");
   }
   run_cublaslt(call, workspace, workspace_bytes, stream, device);

@@ -25,6 +25,17 @@ enum class GemmEpilogue {
   kGelu,      // d = round(gelu_tanh(p + bias)) (GPT-2)
 };
 
+// A norm of each row of A, applied as the rows are read (the skinny kernel only): the GEMM reads
+// norm(A) rounded to the dtype, as the decoder's norm kernel would have written it.
+// RMSNorm (layer false): a * rsqrt(mean(a^2) + eps) * weight; LayerNorm: (a - mean) *
+// rsqrt(var + eps) * weight + bias. weight and bias float32 [k], 16-byte aligned.
+struct GemmNorm {
+  const float* weight;
+  const float* bias;  // LayerNorm's, or null
+  bool layer;
+  float eps;
+};
+
 struct GemmCall {
   ElementType dtype;   // of a, w and d: float32, float16 or bfloat16
   const void* a;       // [m, k] row-major, row stride lda elements
@@ -34,6 +45,7 @@ struct GemmCall {
   int64_t lda, ldd;
   GemmEpilogue epilogue = GemmEpilogue::kStore;
   const float* bias = nullptr;  // float32 [n] ([2n] gated), with an epilogue other than kStore
+  const GemmNorm* norm = nullptr;  // A's rows normalised first (skinny kernel only)
 };
 
 // The kernels a call can run on.
@@ -45,8 +57,8 @@ enum class GemmRequest { kAuto, kCublasLt };
 
 // Which kernel runs `call`: the skinny kernel where it applies (at most kSkinnyMaxRows rows of
 // float16/bfloat16, k a multiple of 8, 16-byte aligned operands) unless the switch says
-// cuBLASLt; cuBLASLt otherwise. A call with an epilogue other than kStore needs kSkinny: the
-// caller asks first and runs the unfused kernels otherwise.
+// cuBLASLt; cuBLASLt otherwise. A call with an epilogue other than kStore or a norm needs
+// kSkinny: the caller asks first and runs the unfused kernels otherwise.
 GemmKernel choose_gemm_kernel(const GemmCall& call);
 
 // Bytes of device workspace a cuBLASLt matmul may use; the caller passes a buffer this large.

@@ -1,14 +1,22 @@
 // The skinny GEMM kernel (skinny_gemm.h). A decode step's GEMM has 1 to 8 rows of activations
-// against a weight matrix read once: memory-bound, and cuBLASLt's tensor-core tiles, sized for
-// many rows, read Llama-3.2-1B's qkv and out projections at ~1.8 TB/s of an H200's ~4.3 (issue
-// 22). Here each warp owns one output column (one weight row, two for a gated MLP), streams it
-// with 16-byte loads, kUnroll in flight per lane, and keeps one float32 sum per activation row;
-// a warp reduction and the epilogue finish the column. One weight load serves every activation
-// row, so the rows cost arithmetic, not bandwidth.
+// against a weight matrix read once: memory-bound, and cuBLASLt's tiles, sized for many rows,
+// read Llama-3.2-1B's qkv and out projections at ~1.8 TB/s of an H200's ~4.3 (issue 22).
 //
-// Every row's sum runs in the same order whatever m is (a lane's chunks in order, then the same
-// butterfly), so a sequence's result does not depend on the batch it is in: a step padded to a
-// larger batch bucket computes the same bits.
+// Tensor cores with the roles swapped: mma.sync m16n8k16's 16-row operand is 16 weight rows
+// (output columns) and its 8-column operand the activation rows (m <= 8; rows past m are zeros),
+// so one instruction consumes 512 bytes of weights and the arithmetic never limits the stream
+// (a first CUDA-core version, one warp per column, fell to ~1.1 TB/s at 8 rows on an H100: eight
+// activation loads and conversions per weight load). Every thread loads 16 contiguous bytes of
+// each of its two weight rows per 32-element span of k and the same 16 bytes of its activation
+// row; the mma's k slots are filled in a permuted order, the same for both operands, so that the
+// dot products are exact sums over the right elements (order does not change a product's terms).
+// A block is 16 output columns; its kSplitWarps warps take interleaved spans of k (enough loads
+// in flight for a 2k-column matrix, 128 blocks, to cover every SM) and are summed in a fixed
+// order in shared memory, then warp 0 runs the epilogue.
+//
+// Every output's sum runs in the same order whatever m is: a sequence's result does not depend on
+// the other rows of its batch.
+
 #include "cuda/gemm/skinny_gemm.h"
 
 #include <cuda_bf16.h>
@@ -20,55 +28,76 @@
 #include "cuda/common/activations.cuh"
 #include "cuda/common/convert.cuh"
 #include "cuda/common/dependent_launch.cuh"
+#include "cuda/common/mma.cuh"
 
 namespace djl_attn::cuda {
 namespace {
 
-constexpr int kWarps = 4;    // output columns per block; small blocks spread a 2k-column matrix over every SM
-constexpr int kChunk = 8;    // elements per 16-byte load
-constexpr int kUnroll = 8;   // loads in flight per lane and weight row
+constexpr int kColumns = 16;     // output columns per block: the mma's 16 rows
+constexpr int kSplitWarps = 8;   // warps per block, each on its own spans of k
+constexpr int kSpan = 32;        // k per warp step: one 16-byte load per thread and row, two mmas
+// Spans per warp step; two steps are in flight (the next step's weights are requested before
+// this step's mmas), within the registers of 2-3 blocks per SM (a gated call reads two tiles).
+constexpr int unroll(bool gated_call) { return gated_call ? 2 : 4; }
 
 struct SkinnyArgs {
   const void* a;
   const void* w;
   void* d;
   const float* bias;
-  int m;
-  int64_t n, k, lda, ldd;
+  int64_t m, n, k, lda, ldd;
+  GemmNorm norm;  // weight null: no norm
 };
+static_assert(kSplitWarps >= kSkinnyMaxRows, "the norm's statistics take one warp per row");
 
+// Eight elements of a row normalised as the decoder's norm kernel writes them:
+// round((x - mean) * inv * weight (+ bias)). k0: the first element's index.
 template <typename T>
-struct Pairs;
-template <>
-struct Pairs<__half> {
-  using type = __half2;
-  __device__ static float2 to_float2(type v) { return __half22float2(v); }
-};
-template <>
-struct Pairs<__nv_bfloat16> {
-  using type = __nv_bfloat162;
-  __device__ static float2 to_float2(type v) { return __bfloat1622float2(v); }
-};
-
-// acc += w · a over 8 elements, in element order.
-template <typename T>
-__device__ __forceinline__ float dot8(float acc, const uint4& w, const uint4& a) {
-  using P = Pairs<T>;
-  const auto* wp = reinterpret_cast<const typename P::type*>(&w);
-  const auto* ap = reinterpret_cast<const typename P::type*>(&a);
+__device__ __forceinline__ uint4 normalise8(const uint4& x, int64_t k0, float mean, float inv,
+                                            const GemmNorm& norm) {
+  const T* xe = reinterpret_cast<const T*>(&x);
+  const float4* w = reinterpret_cast<const float4*>(norm.weight + k0);
+  const float4 w0 = __ldg(w), w1 = __ldg(w + 1);
+  const float weight[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  float bias[8] = {};
+  if (norm.bias != nullptr) {
+    const float4* b = reinterpret_cast<const float4*>(norm.bias + k0);
+    const float4 b0 = __ldg(b), b1 = __ldg(b + 1);
+    const float values[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 wf = P::to_float2(wp[j]), af = P::to_float2(ap[j]);
-    acc = fmaf(wf.x, af.x, acc);
-    acc = fmaf(wf.y, af.y, acc);
+    for (int e = 0; e < 8; ++e) bias[e] = values[e];
   }
-  return acc;
+  uint4 out;
+  T* oe = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    float y = (to_float(xe[e]) - mean) * inv * weight[e];
+    if (norm.bias != nullptr) y += bias[e];
+    oe[e] = from_float<T>(y);
+  }
+  return out;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+// Mean (LayerNorm; 0 for RMSNorm) and inverse deviation of activation row `row`, by one warp.
+template <typename T>
+__device__ __forceinline__ float2 row_statistics(const uint4* row, int64_t chunks, int64_t k,
+                                                 const GemmNorm& norm, int lane) {
+  auto total = [&](auto term) {
+    float s = 0.f;
+    for (int64_t chunk = lane; chunk < chunks; chunk += 32) {
+      const uint4 x = __ldg(row + chunk);
+      const T* xe = reinterpret_cast<const T*>(&x);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
+      for (int e = 0; e < 8; ++e) s += term(to_float(xe[e]));
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    return s;
+  };
+  const float n = static_cast<float>(k);
+  const float mean = norm.layer ? total([](float x) { return x; }) / n : 0.f;
+  const float sq = total([mean](float x) { return (x - mean) * (x - mean); });
+  return make_float2(mean, rsqrtf(sq / n + norm.eps));
 }
 
 constexpr bool gated(GemmEpilogue e) {
@@ -78,7 +107,7 @@ constexpr bool gated(GemmEpilogue e) {
 // The stored value of one output element from its sums (`up` only when gated): what the
 // decoder's unfused kernels compute from the product rounded to T (gemm_cuda.h).
 template <typename T, GemmEpilogue kEpilogue>
-__device__ __forceinline__ void store(const SkinnyArgs& p, int row, int64_t col, float sum,
+__device__ __forceinline__ void store(const SkinnyArgs& p, int64_t row, int64_t col, float sum,
                                       float up) {
   T* d = static_cast<T*>(p.d) + row * p.ldd + col;
   if constexpr (kEpilogue == GemmEpilogue::kStore) {
@@ -99,96 +128,153 @@ __device__ __forceinline__ void store(const SkinnyArgs& p, int row, int64_t col,
   }
 }
 
-// Grid: ceil(n / kWarps) blocks of kWarps warps; warp w of block b computes column b * kWarps +
-// w for every row. kRows >= m: rows past m are skipped (a uniform branch).
-template <typename T, int kRows, GemmEpilogue kEpilogue>
-__global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(SkinnyArgs p) {
-  constexpr int kWeightRows = gated(kEpilogue) ? 2 : 1;
-  const int lane = threadIdx.x % 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const bool active = col < p.n;
-  const int64_t chunks = p.k / kChunk;
-  const uint4* w[kWeightRows];
+// Grid: ceil(n / kColumns) blocks of kSplitWarps warps. Thread (g = lane / 4, c = lane % 4)
+// reads weight rows col0 + g and col0 + g + 8 (and their up rows n + ... when gated) and
+// activation row g, elements 8c..8c+7 of each span; its accumulators hold, as mma's C fragment,
+// columns col0 + g (values 0, 1) and col0 + g + 8 (2, 3) of activation rows 2c and 2c + 1.
+template <typename T, GemmEpilogue kEpilogue, bool kNorm>
+__global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(SkinnyArgs p) {
+  constexpr int kTiles = gated(kEpilogue) ? 2 : 1;  // gate rows, then up rows
+  constexpr int kUnroll = unroll(gated(kEpilogue));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, c = lane % 4;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kColumns;
+  const int64_t chunks = p.k / 8;  // 16-byte chunks per row
+  const int64_t spans = (p.k + kSpan - 1) / kSpan;
+
+  const uint4* w_row[kTiles][2];
+  bool w_ok[2];
 #pragma unroll
-  for (int r = 0; r < kWeightRows; ++r) {
-    w[r] = static_cast<const uint4*>(p.w) + ((active ? col : 0) + r * p.n) * chunks;
+  for (int h = 0; h < 2; ++h) {
+    const int64_t col = col0 + g + 8 * h;
+    w_ok[h] = col < p.n;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      w_row[t][h] = static_cast<const uint4*>(p.w) + ((w_ok[h] ? col : 0) + t * p.n) * chunks;
+    }
   }
-  uint4 wv[kWeightRows][kUnroll];
-  auto load = [&](int64_t base) {
+  const bool a_ok = g < p.m;
+  const uint4* a_row = static_cast<const uint4*>(p.a) + (a_ok ? g : 0) * (p.lda / 8);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  __shared__ float2 stats[kSkinnyMaxRows];  // per activation row: the norm's mean and inverse
+
+  using Step = uint4[kTiles][2][kUnroll];
+  auto load_weights = [&](Step& wv, int64_t first) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = base + u * 32 + lane;
+      const int64_t chunk = (first + u * kSplitWarps) * 4 + c;
+      const bool in_k = chunk < chunks;  // k % 8 == 0: a chunk is all in or all out
 #pragma unroll
-      for (int r = 0; r < kWeightRows; ++r) {
-        wv[r][u] = active && c < chunks ? __ldcs(w[r] + c) : make_uint4(0, 0, 0, 0);
+      for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          wv[t][h][u] = in_k && w_ok[h] ? __ldcs(w_row[t][h] + chunk) : zero;
+        }
       }
     }
   };
-  // The weights are no kernel's output: their first loads go out before the wait, while the
-  // previous kernel (which writes A, and D for the residual) finishes.
-  load(0);
-  wait_for_prerequisite_grid();
-
-  float acc[kWeightRows][kRows] = {};
-  const uint4* a = static_cast<const uint4*>(p.a);
-  const int64_t a_stride = p.lda / kChunk;
-  for (int64_t base = 0; base < chunks; base += 32 * kUnroll) {
+  float acc[kTiles][4] = {};
+  auto multiply = [&](const Step& wv, int64_t first) {
+    uint4 av[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = base + u * 32 + lane;
-      if (c >= chunks) break;
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        if (i >= p.m) break;
-        const uint4 av = __ldg(a + i * a_stride + c);
-#pragma unroll
-        for (int r = 0; r < kWeightRows; ++r) acc[r][i] = dot8<T>(acc[r][i], wv[r][u], av);
+      const int64_t chunk = (first + u * kSplitWarps) * 4 + c;
+      av[u] = a_ok && chunk < chunks ? __ldg(a_row + chunk) : zero;
+      if (kNorm && a_ok && chunk < chunks) {
+        av[u] = normalise8<T>(av[u], chunk * 8, stats[g].x, stats[g].y, p.norm);
       }
     }
-    if (base + 32 * kUnroll < chunks) load(base + 32 * kUnroll);
-  }
-  allow_dependent_launch();
-  if (!active) return;
 #pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    if (i >= p.m) break;
-    const float sum = warp_sum(acc[0][i]);
-    const float up = kWeightRows == 2 ? warp_sum(acc[kWeightRows - 1][i]) : 0.f;
-    if (lane == i) store<T, kEpilogue>(p, i, col, sum, up);
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t* b = reinterpret_cast<const uint32_t*>(&av[u]);
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        const uint32_t* lo = reinterpret_cast<const uint32_t*>(&wv[t][0][u]);  // row g
+        const uint32_t* hi = reinterpret_cast<const uint32_t*>(&wv[t][1][u]);  // row g + 8
+        // Elements 8c..8c+3 in the first mma's slots of thread c, 8c+4..8c+7 in the second's.
+        const uint32_t first_k[4] = {lo[0], hi[0], lo[1], hi[1]};
+        const uint32_t second_k[4] = {lo[2], hi[2], lo[3], hi[3]};
+        ptx::mma_16816<T>(acc[t], first_k, b[0], b[1]);
+        ptx::mma_16816<T>(acc[t], second_k, b[2], b[3]);
+      }
+    }
+  };
+  // Two register buffers in turn: a step's mmas run while the next step's weights are on their
+  // way. The weights are no kernel's output: the first loads go out before the wait, while the
+  // previous kernel (which writes the activations, and d for the residual) finishes.
+  constexpr int64_t kStride = kSplitWarps * kUnroll;
+  Step even, odd;
+  load_weights(even, warp);
+  wait_for_prerequisite_grid();
+  // The norm's statistics of the activation rows, warp r for row r, while the weights arrive.
+  if constexpr (kNorm) {
+    if (warp < p.m) {
+      const float2 s = row_statistics<T>(static_cast<const uint4*>(p.a) + warp * (p.lda / 8),
+                                         chunks, p.k, p.norm, lane);
+      if (lane == 0) stats[warp] = s;
+    }
+    __syncthreads();
+  }
+  for (int64_t first = warp; first < spans; first += 2 * kStride) {
+    if (first + kStride < spans) load_weights(odd, first + kStride);
+    multiply(even, first);
+    if (first + kStride >= spans) break;
+    if (first + 2 * kStride < spans) load_weights(even, first + 2 * kStride);
+    multiply(odd, first + kStride);
+  }
+
+  // The warps' partial sums, added in warp order. [warp][value][lane]: no bank conflicts.
+  __shared__ float partial[kSplitWarps][kTiles * 4][32];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp][t * 4 + i][lane] = acc[t][i];
+  }
+  __syncthreads();
+  allow_dependent_launch();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum[kTiles];
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      sum[t] = 0.f;
+      for (int w = 0; w < kSplitWarps; ++w) sum[t] += partial[w][t * 4 + i][lane];
+    }
+    const int64_t col = col0 + g + (i >= 2 ? 8 : 0), row = 2 * c + (i & 1);
+    if (col < p.n && row < p.m) store<T, kEpilogue>(p, row, col, sum[0], sum[kTiles - 1]);
   }
 }
 
 template <typename T, GemmEpilogue kEpilogue>
-void launch_rows(const SkinnyArgs& args, cudaStream_t stream, int device) {
-  const dim3 grid(static_cast<unsigned>((args.n + kWarps - 1) / kWarps)), block(kWarps * 32);
+void launch_epilogue(const SkinnyArgs& args, cudaStream_t stream, int device) {
+  const dim3 grid(static_cast<unsigned>((args.n + kColumns - 1) / kColumns));
+  const dim3 block(kSplitWarps * 32);
   const char* name = "skinny_gemm_kernel";
-  if (args.m == 1) {
-    return launch_after_prerequisite<skinny_gemm_kernel<T, 1, kEpilogue>>(name, grid, block, 0,
-                                                                          stream, device, args);
+  if (args.norm.weight != nullptr) {
+    return launch_after_prerequisite<skinny_gemm_kernel<T, kEpilogue, true>>(
+        name, grid, block, 0, stream, device, args);
   }
-  if (args.m == 2) {
-    return launch_after_prerequisite<skinny_gemm_kernel<T, 2, kEpilogue>>(name, grid, block, 0,
-                                                                          stream, device, args);
-  }
-  if (args.m <= 4) {
-    return launch_after_prerequisite<skinny_gemm_kernel<T, 4, kEpilogue>>(name, grid, block, 0,
-                                                                          stream, device, args);
-  }
-  launch_after_prerequisite<skinny_gemm_kernel<T, 8, kEpilogue>>(name, grid, block, 0, stream,
-                                                                 device, args);
+  launch_after_prerequisite<skinny_gemm_kernel<T, kEpilogue, false>>(name, grid, block, 0,
+                                                                     stream, device, args);
 }
 
 template <typename T>
-void launch_typed(const GemmCall& call, const SkinnyArgs& args, cudaStream_t stream, int device) {
-  switch (call.epilogue) {
-    case GemmEpilogue::kStore: return launch_rows<T, GemmEpilogue::kStore>(args, stream, device);
+void launch_typed(GemmEpilogue epilogue, const SkinnyArgs& args, cudaStream_t stream,
+                  int device) {
+  switch (epilogue) {
+    case GemmEpilogue::kStore:
+      return launch_epilogue<T, GemmEpilogue::kStore>(args, stream, device);
     case GemmEpilogue::kResidual:
-      return launch_rows<T, GemmEpilogue::kResidual>(args, stream, device);
-    case GemmEpilogue::kSwiGlu: return launch_rows<T, GemmEpilogue::kSwiGlu>(args, stream, device);
-    case GemmEpilogue::kGeGlu: return launch_rows<T, GemmEpilogue::kGeGlu>(args, stream, device);
-    case GemmEpilogue::kGelu: return launch_rows<T, GemmEpilogue::kGelu>(args, stream, device);
+      return launch_epilogue<T, GemmEpilogue::kResidual>(args, stream, device);
+    case GemmEpilogue::kSwiGlu:
+      return launch_epilogue<T, GemmEpilogue::kSwiGlu>(args, stream, device);
+    case GemmEpilogue::kGeGlu:
+      return launch_epilogue<T, GemmEpilogue::kGeGlu>(args, stream, device);
+    case GemmEpilogue::kGelu:
+      return launch_epilogue<T, GemmEpilogue::kGelu>(args, stream, device);
   }
-  fail_native("gemm: unknown epilogue ", static_cast<int>(call.epilogue));
+  fail_native("gemm: unknown epilogue ", static_cast<int>(epilogue));
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -196,16 +282,22 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }  // namespace
 
 bool skinny_gemm_fits(const GemmCall& call) {
+  const bool norm_fits = call.norm == nullptr ||
+                         (aligned16(call.norm->weight) &&
+                          (call.norm->bias == nullptr || aligned16(call.norm->bias)));
   return (call.dtype == ElementType::kFloat16 || call.dtype == ElementType::kBFloat16) &&
-         call.m >= 1 && call.m <= kSkinnyMaxRows && call.k >= kChunk && call.k % kChunk == 0 &&
-         call.lda % kChunk == 0 && aligned16(call.a) && aligned16(call.w);
+         call.m >= 1 && call.m <= kSkinnyMaxRows && call.k >= 8 && call.k % 8 == 0 &&
+         call.lda % 8 == 0 && aligned16(call.a) && aligned16(call.w) && norm_fits;
 }
 
 void launch_skinny_gemm(const GemmCall& call, cudaStream_t stream, int device) {
-  const SkinnyArgs args{call.a, call.w,   call.d,   call.bias, static_cast<int>(call.m),
-                        call.n, call.k,   call.lda, call.ldd};
-  if (call.dtype == ElementType::kFloat16) return launch_typed<__half>(call, args, stream, device);
-  launch_typed<__nv_bfloat16>(call, args, stream, device);
+  SkinnyArgs args{call.a, call.w, call.d, call.bias, call.m, call.n, call.k, call.lda, call.ldd,
+                  GemmNorm{nullptr, nullptr, false, 0.f}};
+  if (call.norm != nullptr) args.norm = *call.norm;
+  if (call.dtype == ElementType::kFloat16) {
+    return launch_typed<__half>(call.epilogue, args, stream, device);
+  }
+  launch_typed<__nv_bfloat16>(call.epilogue, args, stream, device);
 }
 
 }  // namespace djl_attn::cuda
