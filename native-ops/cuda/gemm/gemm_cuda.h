@@ -1,5 +1,5 @@
 // The CUDA GEMM layer: D = A · Wᵀ for row-major activations and [out, in] weights, with the
-// decoder's epilogues (docs/design/fused-decoder-layer.md, section 7; docs/design/gemm-layer.md).
+// decoder's epilogues (docs/design/fused-decoder-layer.md, section 7; docs/design/skinny-gemm.md).
 // Two kernels behind one call: cuBLASLt, and for a decode step's few rows the skinny kernel
 // (skinny_gemm.h), which also fuses the MLP's activation and the residual add. Used by the fused
 // decoder layer and the decoder head; knows nothing of PyTorch or Java.

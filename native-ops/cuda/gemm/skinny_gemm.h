@@ -1,5 +1,5 @@
 // The skinny GEMM: D = A · Wᵀ for a decode step's few rows (at most kSkinnyMaxRows), where the
-// work is reading W once at memory speed (docs/design/gemm-layer.md, "The skinny kernel").
+// work is reading W once at memory speed (docs/design/skinny-gemm.md).
 // Launched by gemm_cuda.cpp, which decides when it applies; knows nothing of PyTorch.
 #pragma once
 

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.repository.zoo.ZooModel;
 
 import io.djlattention.CudaGraph;
@@ -192,8 +193,13 @@ class DeviceDecodeStepTest {
 
     /** A LLaMA-style random model with room for 256 generated tokens. */
     private static Decoder randomLlama(NDManager manager) {
+        return randomLlama(manager, DataType.FLOAT32);
+    }
+
+    private static Decoder randomLlama(NDManager manager, DataType dataType) {
         DecoderConfig config =
                 DecoderConfig.builder()
+                        .optDataType(dataType)
                         .setArchitecture(DecoderConfig.Architecture.LLAMA)
                         .setVocabSize(512)
                         .setHiddenSize(64)
@@ -210,14 +216,27 @@ class DeviceDecodeStepTest {
     @Test
     void everyBucketRunsManyStepsAlikeOnBothPaths() {
         // On a GPU: the captured graphs against the eager calls (bit-identical by construction)
-        // over 256 steps in every batch bucket; on the CPU: the eager device step against the
-        // host path over fewer steps and buckets (its cost on two cores).
+        // over 256 steps in every batch bucket, in float32 and in float16 (whose buckets up to 8
+        // rows run the skinny GEMM kernel with its fused norms, activation and residuals; larger
+        // ones cuBLASLt; DJL 0.36 has no bfloat16 model weights); on the CPU: the eager device
+        // step against the host path in float32 over fewer steps and buckets (its cost on two
+        // cores).
         boolean gpu = TestDevice.isGpu();
         int[] sizes = gpu ? new int[] {1, 2, 4, 8, 16, 32, 64, 128, 256} : new int[] {1, 3, 16};
         int steps = gpu ? 256 : 40;
         Mode reference = gpu ? Mode.EAGER : Mode.OFF;
+        DataType[] types =
+                gpu
+                        ? new DataType[] {DataType.FLOAT32, DataType.FLOAT16}
+                        : new DataType[] {DataType.FLOAT32};
+        for (DataType type : types) {
+            runsAlike(type, sizes, steps, reference);
+        }
+    }
+
+    private static void runsAlike(DataType type, int[] sizes, int steps, Mode reference) {
         try (NDManager manager = NDManager.newBaseManager(TestDevice.get())) {
-            Decoder decoder = randomLlama(manager);
+            Decoder decoder = randomLlama(manager, type);
             Random random = new Random(SEED);
             for (int n : sizes) {
                 List<int[]> prompts = new ArrayList<>();
@@ -234,7 +253,8 @@ class DeviceDecodeStepTest {
                     assertArrayEquals(
                             expected.get(id).generated(),
                             actual.get(id).generated(),
-                            n + " sequences, sequence " + id + " (seed " + SEED + ")");
+                            type + ", " + n + " sequences, sequence " + id + " (seed " + SEED
+                                    + ")");
                     assertEquals(steps, actual.get(id).generated().length);
                 }
             }
