@@ -33,6 +33,8 @@ FAMILIES = {
     "gpt2": dict(norm=NORM_LAYER, act=ACT_GELU_TANH, rope=None, biases=True),
     "qwen2": dict(norm=NORM_RMS, act=ACT_SWIGLU, rope="default", interleaved=False,
                   qkv_bias=True),
+    # A partial rotary embedding (Phi / GPT-NeoX style): the first half of each head's dims.
+    "partial": dict(norm=NORM_RMS, act=ACT_SWIGLU, rope="partial", interleaved=False),
 }
 
 # (C, Hq, Hkv, D, I): GQA 2:1, MHA with stories260K's head dim 8, MQA with head dim 80.
@@ -80,6 +82,9 @@ def make_weights(family, shape, dtype):
         w["mlp_out_norm_weight"] = vector(c, 1.0)
     if f["rope"] == "default":
         inv = 1.0 / 10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+        w["rope_cos_sin"] = reference.rope_cos_sin(64, inv)
+    elif f["rope"] == "partial":
+        inv = 1.0 / 10000.0 ** (torch.arange(0, d // 2, 2, dtype=torch.float64) / (d // 2))
         w["rope_cos_sin"] = reference.rope_cos_sin(64, inv)
     elif f["rope"] == "llama3":
         # Llama-3.2's rope_scaling (factor 32, frequency factors 1 and 4) with an original
@@ -273,19 +278,21 @@ def test_gemm_backends(backend, options):
 
 
 # The decoder's GEMMs on CUDA: a decode step of at most 8 rows of float16/bfloat16 runs the skinny
-# kernel (cuda/gemm/skinny_gemm.cu) with the MLP's activation and residual add in its epilogues;
-# DJL_ATTN_GEMM_KERNEL=cublaslt runs cuBLASLt and the unfused kernels. Both meet the float64 bar
-# for every row count the kernel specialises (1, 2, <= 4, <= 8), every epilogue (SwiGLU and the
-# residual: llama; GeGLU with Gemma-2's post-norm, which keeps the residual kernel; GELU and
-# biases: gpt2) and awkward shapes: a column count that leaves a block part-full (I = 74) and a
-# down projection whose k (74) the kernel does not take, so cuBLASLt runs beside it in one layer.
+# kernel (cuda/gemm/skinny_gemm.cu) with the norms in its prologue and bias + RoPE, the MLP's
+# activation and the residual adds in its epilogues; DJL_ATTN_GEMM_KERNEL=cublaslt runs cuBLASLt
+# and the unfused kernels. Both meet the float64 bar for 1 to 8 rows, every prologue and epilogue
+# (RMSNorm, SwiGLU, residual and RoPE: llama; interleaved pairs: llama2c; a qkv bias: qwen2; a
+# partial rotary embedding, which keeps the bias + RoPE kernel: partial; GeGLU with Gemma-2's
+# post-norms, which keep the residual kernel; LayerNorm, GELU, biases, no RoPE: gpt2) and awkward
+# shapes: a column count that leaves a block part-full (I = 74), a down projection whose k (74)
+# the kernel does not take, so cuBLASLt runs beside it in one layer, and head dims 16, 32, 80.
 DECODE_GEMM_SHAPES = [(64, 4, 2, 16, 96), (96, 3, 1, 32, 74), (160, 2, 1, 80, 72)]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GEMM kernels are CUDA's")
 @pytest.mark.parametrize("kernel", ["auto", "cublaslt"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
-@pytest.mark.parametrize("family", ["llama", "gemma2", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "llama2c", "qwen2", "partial", "gemma2", "gpt2"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_decode_gemm_kernels(kernel, rows, family, dtype, options):
     options.set("DJL_ATTN_GEMM_KERNEL", kernel)

@@ -2,8 +2,8 @@
 // section 7). Eleven launches, no host synchronisation:
 //   norm1 | GEMM qkv | bias + RoPE | cache write | paged attention | GEMM out |
 //   residual + norm2 | GEMM up | activation | GEMM down | residual
-// seven where the skinny kernel runs the GEMMs (a decode step's rows: the norms in their
-// prologues, the activation and the residual adds in their epilogues). GEMMs through cuda/gemm (cuBLASLt or the skinny kernel), the cache write
+// six where the skinny kernel runs the GEMMs (a decode step's rows: the norms in their
+// prologues; bias + RoPE, the activation and the residual adds in their epilogues). GEMMs through cuda/gemm (cuBLASLt or the skinny kernel), the cache write
 // and the attention on the paged family's own launchers, the rest in decoder_layer_kernels.cuh.
 #include "cuda/decoder/decoder_layer_cuda.h"
 
@@ -196,18 +196,31 @@ void run_typed(const DecoderLayerParams& p, int device) {
   };
   // Where the skinny kernel runs the GEMMs (a decode step's few rows), the norms, the MLP's
   // activation and the residual adds move into them: the GEMMs read the hidden state through
-  // their norm and add their products to it: seven stages per layer instead of eleven (Gemma-2's
-  // post-norms keep the residual kernel and the norm2 it writes).
+  // their norm and add their products to it, the qkv GEMM adds its bias and turns RoPE: six stages
+  // per layer instead of eleven (Gemma-2's post-norms keep the residual kernel and the norm2 it
+  // writes; a partial rotary embedding keeps the bias + RoPE kernel).
   const GemmNorm attn_norm = gemm_norm(p, p.attn_norm), mlp_norm = gemm_norm(p, p.mlp_norm);
   GemmCall qkv = gemm(p, p.hidden, p.qkv, ws + plan.qkv);
   qkv.norm = &attn_norm;
-  if (skinny(qkv)) {
-    run(qkv);
+  // The qkv bias and RoPE in the same GEMM's epilogue where every dim of a head rotates.
+  const GemmRope rope{p.rope_cos_sin, p.positions, p.head_dim, p.heads_q + p.heads_kv,
+                      p.rope_interleaved};
+  GemmCall qkv_rope = qkv;
+  qkv_rope.epilogue = GemmEpilogue::kRope;
+  qkv_rope.rope = &rope;
+  qkv_rope.bias = p.qkv.bias;
+  const bool rope_whole = p.rope_cos_sin == nullptr || p.rope_dim == p.head_dim;
+  if (rope_whole && skinny(qkv_rope)) {
+    run(qkv_rope);
   } else {
-    s.norm1();
-    run_gemm(ws + plan.normed, p.qkv, plan.qkv);
+    if (skinny(qkv)) {
+      run(qkv);
+    } else {
+      s.norm1();
+      run_gemm(ws + plan.normed, p.qkv, plan.qkv);
+    }
+    s.bias_rope();
   }
-  s.bias_rope();
   paged::run_reshape_and_cache_cuda(decoder::cache_write_params(p, ws + plan.qkv));
   attention(p, ws + plan.qkv, ws + plan.attention, device);
   const GemmCall out = residual(p, ws + plan.attention, p.out_proj);

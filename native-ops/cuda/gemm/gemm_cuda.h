@@ -23,6 +23,21 @@ enum class GemmEpilogue {
   kSwiGlu,    // w is [2n, k], gate rows then up rows: d = round(silu(pg + bias) * (pu + bias))
   kGeGlu,     // the same with gelu_tanh (Gemma-2)
   kGelu,      // d = round(gelu_tanh(p + bias)) (GPT-2)
+  kRope,      // the qkv projection: d = round(p + bias), then the rotary embedding on the
+              // rotated heads' pairs: round(x0 c - x1 s), round(x1 c + x0 s) (GemmRope)
+};
+
+// kRope's rotary embedding, as the decoder's bias + RoPE kernel applies it: the first
+// heads_rotated heads of head_dim columns each (q, then k) turn their pairs (i, i + head_dim / 2)
+// (or (2i, 2i + 1) when interleaved) by the angle of row positions[r] of table: cos at
+// table[p * head_dim + i], sin at table[p * head_dim + head_dim / 2 + i]. Every dim rotates
+// (rope_dim == head_dim) and head_dim is a multiple of 16; table null: the bias only.
+struct GemmRope {
+  const float* table;
+  const int64_t* positions;  // [m]
+  int64_t head_dim;
+  int64_t heads_rotated;
+  bool interleaved;
 };
 
 // A norm of each row of A, applied as the rows are read (the skinny kernel only): the GEMM reads
@@ -46,6 +61,7 @@ struct GemmCall {
   GemmEpilogue epilogue = GemmEpilogue::kStore;
   const float* bias = nullptr;  // float32 [n] ([2n] gated), with an epilogue other than kStore
   const GemmNorm* norm = nullptr;  // A's rows normalised first (skinny kernel only)
+  const GemmRope* rope = nullptr;  // with kRope
 };
 
 // The kernels a call can run on.

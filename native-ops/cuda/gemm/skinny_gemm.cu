@@ -47,6 +47,7 @@ struct SkinnyArgs {
   const float* bias;
   int64_t m, n, k, lda, ldd;
   GemmNorm norm;  // weight null: no norm
+  GemmRope rope;  // kRope only
 };
 static_assert(kSplitWarps >= kSkinnyMaxRows, "the norm's statistics take one warp per row");
 
@@ -100,6 +101,10 @@ __device__ __forceinline__ float2 row_statistics(const uint4* row, int64_t chunk
   return make_float2(mean, rsqrtf(sq / n + norm.eps));
 }
 
+struct int2_64 {
+  int64_t lo, hi;
+};
+
 constexpr bool gated(GemmEpilogue e) {
   return e == GemmEpilogue::kSwiGlu || e == GemmEpilogue::kGeGlu;
 }
@@ -109,6 +114,7 @@ constexpr bool gated(GemmEpilogue e) {
 template <typename T, GemmEpilogue kEpilogue>
 __device__ __forceinline__ void store(const SkinnyArgs& p, int64_t row, int64_t col, float sum,
                                       float up) {
+  static_assert(kEpilogue != GemmEpilogue::kRope, "kRope stores pairs: store_rotated");
   T* d = static_cast<T*>(p.d) + row * p.ldd + col;
   if constexpr (kEpilogue == GemmEpilogue::kStore) {
     *d = from_float<T>(sum);
@@ -128,17 +134,59 @@ __device__ __forceinline__ void store(const SkinnyArgs& p, int64_t row, int64_t 
   }
 }
 
+// The output columns of a tile's weight rows g and g + 8. kRope pairs them as the rotary
+// embedding pairs its dims, so that a thread's accumulators hold both halves of its pairs: tile t
+// of a rotated head covers pairs 8t..8t+7 (head_dim is a multiple of 16: tiles never straddle a
+// head). Every other tile is 16 consecutive columns.
+template <GemmEpilogue kEpilogue>
+__device__ __forceinline__ int2_64 tile_columns(const SkinnyArgs& p, int64_t tile, int g) {
+  const int64_t col0 = tile * kColumns;
+  if constexpr (kEpilogue == GemmEpilogue::kRope) {
+    const int64_t d = p.rope.head_dim, head = col0 / d;
+    if (p.rope.table != nullptr && head < p.rope.heads_rotated) {
+      const int64_t pair = (col0 % d) / 2 + g;
+      const int64_t lo = p.rope.interleaved ? head * d + 2 * pair : head * d + pair;
+      return {lo, p.rope.interleaved ? lo + 1 : lo + d / 2};
+    }
+  }
+  return {col0 + g, col0 + g + 8};
+}
+
+// kRope's store of one activation row's pair (x0 at column lo, x1 at hi): the bias, then the
+// rotation of a rotated head's pair, each rounded as the decoder's bias + RoPE kernel rounds.
+template <typename T>
+__device__ __forceinline__ void store_rotated(const SkinnyArgs& p, int64_t row, int2_64 cols,
+                                              float x0, float x1) {
+  T* d = static_cast<T*>(p.d) + row * p.ldd;
+  float v0 = to_float(from_float<T>(x0)), v1 = to_float(from_float<T>(x1));
+  if (p.bias != nullptr) {
+    v0 += p.bias[cols.lo];
+    v1 += p.bias[cols.hi];
+  }
+  const int64_t head_dim = p.rope.head_dim;
+  if (p.rope.table != nullptr && cols.lo / head_dim < p.rope.heads_rotated) {
+    const int64_t i = p.rope.interleaved ? (cols.lo % head_dim) / 2 : cols.lo % head_dim;
+    const float* angles = p.rope.table + p.rope.positions[row] * head_dim;
+    const float c = angles[i], s = angles[head_dim / 2 + i];
+    d[cols.lo] = from_float<T>(v0 * c - v1 * s);
+    d[cols.hi] = from_float<T>(v1 * c + v0 * s);
+  } else {
+    d[cols.lo] = from_float<T>(v0);
+    d[cols.hi] = from_float<T>(v1);
+  }
+}
+
 // Grid: ceil(n / kColumns) blocks of kSplitWarps warps. Thread (g = lane / 4, c = lane % 4)
-// reads weight rows col0 + g and col0 + g + 8 (and their up rows n + ... when gated) and
-// activation row g, elements 8c..8c+7 of each span; its accumulators hold, as mma's C fragment,
-// columns col0 + g (values 0, 1) and col0 + g + 8 (2, 3) of activation rows 2c and 2c + 1.
+// reads the weight rows of its tile's columns lo and hi (tile_columns; and their up rows n + ...
+// when gated) and activation row g, elements 8c..8c+7 of each span; its accumulators hold, as
+// mma's C fragment, column lo (values 0, 1) and hi (2, 3) of activation rows 2c and 2c + 1.
 template <typename T, GemmEpilogue kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(SkinnyArgs p) {
   constexpr int kTiles = gated(kEpilogue) ? 2 : 1;  // gate rows, then up rows
   constexpr int kUnroll = unroll(gated(kEpilogue));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, c = lane % 4;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kColumns;
+  const int2_64 cols = tile_columns<kEpilogue>(p, blockIdx.x, g);
   const int64_t chunks = p.k / 8;  // 16-byte chunks per row
   const int64_t spans = (p.k + kSpan - 1) / kSpan;
 
@@ -146,7 +194,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   bool w_ok[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t col = col0 + g + 8 * h;
+    const int64_t col = h == 0 ? cols.lo : cols.hi;
     w_ok[h] = col < p.n;
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
@@ -233,16 +281,30 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   __syncthreads();
   allow_dependent_launch();
   if (warp != 0) return;
+  if constexpr (kEpilogue == GemmEpilogue::kRope) {
+    float sum[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float sum[kTiles];
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-      sum[t] = 0.f;
-      for (int w = 0; w < kSplitWarps; ++w) sum[t] += partial[w][t * 4 + i][lane];
+    for (int i = 0; i < 4; ++i) {
+      sum[i] = 0.f;
+      for (int w = 0; w < kSplitWarps; ++w) sum[i] += partial[w][i][lane];
     }
-    const int64_t col = col0 + g + (i >= 2 ? 8 : 0), row = 2 * c + (i & 1);
-    if (col < p.n && row < p.m) store<T, kEpilogue>(p, row, col, sum[0], sum[kTiles - 1]);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // activation rows 2c and 2c + 1: lo in sum[j], hi in sum[2 + j]
+      const int64_t row = 2 * c + j;
+      if (cols.hi < p.n && row < p.m) store_rotated<T>(p, row, cols, sum[j], sum[2 + j]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float sum[kTiles];
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        sum[t] = 0.f;
+        for (int w = 0; w < kSplitWarps; ++w) sum[t] += partial[w][t * 4 + i][lane];
+      }
+      const int64_t col = i >= 2 ? cols.hi : cols.lo, row = 2 * c + (i & 1);
+      if (col < p.n && row < p.m) store<T, kEpilogue>(p, row, col, sum[0], sum[kTiles - 1]);
+    }
   }
 }
 
@@ -273,6 +335,8 @@ void launch_typed(GemmEpilogue epilogue, const SkinnyArgs& args, cudaStream_t st
       return launch_epilogue<T, GemmEpilogue::kGeGlu>(args, stream, device);
     case GemmEpilogue::kGelu:
       return launch_epilogue<T, GemmEpilogue::kGelu>(args, stream, device);
+    case GemmEpilogue::kRope:
+      return launch_epilogue<T, GemmEpilogue::kRope>(args, stream, device);
   }
   fail_native("gemm: unknown epilogue ", static_cast<int>(epilogue));
 }
@@ -285,15 +349,20 @@ bool skinny_gemm_fits(const GemmCall& call) {
   const bool norm_fits = call.norm == nullptr ||
                          (aligned16(call.norm->weight) &&
                           (call.norm->bias == nullptr || aligned16(call.norm->bias)));
+  // kRope: tiles of whole pairs inside one head (tile_columns).
+  const bool rope_fits = call.epilogue != GemmEpilogue::kRope ||
+                         (call.rope != nullptr && call.rope->head_dim % kColumns == 0 &&
+                          call.n % call.rope->head_dim == 0);
   return (call.dtype == ElementType::kFloat16 || call.dtype == ElementType::kBFloat16) &&
          call.m >= 1 && call.m <= kSkinnyMaxRows && call.k >= 8 && call.k % 8 == 0 &&
-         call.lda % 8 == 0 && aligned16(call.a) && aligned16(call.w) && norm_fits;
+         call.lda % 8 == 0 && aligned16(call.a) && aligned16(call.w) && norm_fits && rope_fits;
 }
 
 void launch_skinny_gemm(const GemmCall& call, cudaStream_t stream, int device) {
   SkinnyArgs args{call.a, call.w, call.d, call.bias, call.m, call.n, call.k, call.lda, call.ldd,
-                  GemmNorm{nullptr, nullptr, false, 0.f}};
+                  GemmNorm{nullptr, nullptr, false, 0.f}, GemmRope{}};
   if (call.norm != nullptr) args.norm = *call.norm;
+  if (call.rope != nullptr) args.rope = *call.rope;
   if (call.dtype == ElementType::kFloat16) {
     return launch_typed<__half>(call.epilogue, args, stream, device);
   }
