@@ -1,8 +1,11 @@
 // sample_tokens on CUDA: one thread block per row, the rules of src/sampling/sampling_rules.h.
 //
 //   pass 1     the row's first maximum (torch.argmax's order) and largest non-NaN logit; greedy
-//              rows stop here. With top-k, the same pass counts the logits' order keys by their
-//              top 11 bits: the first digit of the k-th largest key's radix select
+//              rows stop here. A kernel of its own, kSegment logits per block, so that a small
+//              batch reads its rows with many SMs (one block per row took 26-37 us for greedy
+//              ids at a 128k vocabulary: one SM's bandwidth); the row's block reduces the
+//              segments. With top-k, the row's block repeats it to count the logits' order keys
+//              by their top 11 bits: the first digit of the k-th largest key's radix select
 //   top-k      2 more radix passes (digits of 11 and 10 bits; count histograms in shared memory)
 //   total      the kept tokens' fixed-point mass (64-bit integers: any order, same sum); with
 //              top-p, the same pass adds each weight to its key's top-11-bit bin: the first digit
@@ -28,6 +31,7 @@
 
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/scratch.h"
 #include "cuda/sampling/sample_tokens_cuda.h"
 #include "sampling/sampling_rules.h"
 
@@ -48,6 +52,8 @@ constexpr int kTopShift = 21;
 constexpr int kBins = 1 << 11;
 // Logits per thread per tile of the draw: 8 Ki per tile, 16 tiles at V = 128,256.
 constexpr int kItems = 16;
+// Logits per block of pass 1's own kernel: 16 segments at V = 128,256.
+constexpr int kSegment = 8192;
 
 // A candidate for the row's first maximum; index INT_MAX: none yet.
 struct Best {
@@ -212,8 +218,42 @@ __device__ u64 block_sum(Shared& sh, u64 part) {
   return out;
 }
 
+// Pass 1 over one segment of a row: its first maximum, its largest number, whether it has one.
+struct Segment {
+  Best best;
+  float max;
+  int any_number;
+};
+
+// Grid (segments, B): block (s, b) scans logits [s * kSegment, (s + 1) * kSegment) of row b.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensParams p) {
+__global__ void __launch_bounds__(kThreads)
+    segment_pass_kernel(SampleTokensParams p, Segment* segments) {
+  __shared__ Shared sh;
+  const int64_t b = blockIdx.y;
+  const int first = blockIdx.x * kSegment;
+  const int count = min(kSegment, static_cast<int>(p.vocab) - first);
+  const T* row = static_cast<const T*>(p.logits) + b * p.vocab + first;
+  Best best{0.0f, INT_MAX};
+  float max = -INFINITY;
+  int any_number = 0;
+  for_each_logit(count, [row](int i) { return to_float(row[i]); }, [&](int i, float x) {
+    best = BestOp()(best, Best{x, first + i});
+    if (x == x) {
+      max = fmaxf(max, x);
+      any_number = 1;
+    }
+  });
+  best = cub::BlockReduce<Best, kThreads>(sh.cub.best).Reduce(best, BestOp());
+  __syncthreads();
+  max = cub::BlockReduce<float, kThreads>(sh.cub.max).Reduce(max, MaxOp());
+  any_number = __syncthreads_or(any_number);
+  if (threadIdx.x == 0) segments[b * gridDim.x + blockIdx.x] = Segment{best, max, any_number};
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sample_tokens_kernel(SampleTokensParams p, const Segment* segments, int num_segments) {
   __shared__ Shared sh;
   const int64_t b = blockIdx.x;
   const int vocab = static_cast<int>(p.vocab);
@@ -228,18 +268,17 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
     __syncthreads();
   }
 
-  // Pass 1: the first maximum, the largest number, and top-k's first digit.
+  // Pass 1, from the segments: the first maximum, the largest number. (The operations are
+  // exact and order-free: the same result as one pass over the row.)
   Best best{0.0f, INT_MAX};
   float max = -INFINITY;
   int any_number = 0;
-  for_each_logit(vocab, load, [&](int i, float x) {
-    best = BestOp()(best, Best{x, i});
-    if (x == x) {
-      max = fmaxf(max, x);
-      any_number = 1;
-    }
-    if (use_top_k) add_to_bin(sh, static_cast<int>(sampling::order_key(x) >> kTopShift), 1);
-  });
+  for (int s = threadIdx.x; s < num_segments; s += kThreads) {
+    const Segment& seg = segments[b * num_segments + s];
+    best = BestOp()(best, seg.best);
+    max = fmaxf(max, seg.max);
+    any_number |= seg.any_number;
+  }
   best = cub::BlockReduce<Best, kThreads>(sh.cub.best).Reduce(best, BestOp());
   __syncthreads();
   max = cub::BlockReduce<float, kThreads>(sh.cub.max).Reduce(max, MaxOp());
@@ -248,6 +287,12 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
     sh.max = max;
   }
   any_number = __syncthreads_or(any_number);
+  // Top-k's first digit: the row once more.
+  if (use_top_k && any_number) {
+    for_each_logit(vocab, load, [&](int, float x) {
+      add_to_bin(sh, static_cast<int>(sampling::order_key(x) >> kTopShift), 1);
+    });
+  }
   if (greedy || !any_number) {
     if (threadIdx.x == 0) p.ids[b] = sh.argmax;
     return;
@@ -347,8 +392,15 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(SampleTokensPar
 }
 
 template <typename T>
-void launch(const SampleTokensParams& p, cudaStream_t stream) {
-  sample_tokens_kernel<T><<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p);
+void launch(const SampleTokensParams& p, cudaStream_t stream, int device) {
+  const int segments = static_cast<int>((p.vocab + kSegment - 1) / kSegment);
+  const Scratch scratch(static_cast<size_t>(p.batch * segments) * sizeof(Segment), device);
+  Segment* partial = scratch.data_as<Segment>();
+  segment_pass_kernel<T><<<dim3(segments, static_cast<unsigned>(p.batch)), kThreads, 0, stream>>>(
+      p, partial);
+  DJL_ATTN_CUDA_CHECK_LAUNCH("sample_tokens segment_pass_kernel");
+  sample_tokens_kernel<T><<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p, partial,
+                                                                                  segments);
   DJL_ATTN_CUDA_CHECK_LAUNCH("sample_tokens_kernel");
 }
 
@@ -360,9 +412,9 @@ void run_sample_tokens_cuda(const SampleTokensParams& p) {
   DeviceGuard guard(device);
   const cudaStream_t stream = current_stream(device);
   switch (p.dtype) {
-    case ElementType::kFloat32: return launch<float>(p, stream);
-    case ElementType::kFloat16: return launch<__half>(p, stream);
-    case ElementType::kBFloat16: return launch<__nv_bfloat16>(p, stream);
+    case ElementType::kFloat32: return launch<float>(p, stream, device);
+    case ElementType::kFloat16: return launch<__half>(p, stream, device);
+    case ElementType::kBFloat16: return launch<__nv_bfloat16>(p, stream, device);
   }
 }
 
