@@ -143,12 +143,12 @@ def with_env(name, value, fn):
             switches[name] = saved
 
 
-def prefill_rows(device, log, quick=False, seqlens=None):
+def prefill_rows(device, log, quick=False, seqlens=None, dims=None):
     rows = []
     hopper = torch.cuda.get_device_capability(device) == (9, 0)
     backends = [(n, b) for n, b in BACKENDS if not quick or n in ("flash", "cudnn")]
     for dtype in (torch.float16, torch.bfloat16):
-        for dim in ((128, 64) if quick else (64, 128)):
+        for dim in dims or ((128, 64) if quick else (64, 128)):
             heads = HIDDEN // dim
             for seqlen in seqlens or ((2048, 8192) if quick else (512, 1024, 2048, 4096, 8192, 16384)):
                 batch = TOTAL_TOKENS // seqlen
@@ -398,6 +398,8 @@ def main():
                         help="prefill only, S 2k and 8k, SDPA flash and cuDNN only (a short GPU run)")
     parser.add_argument("--seqlens", default=None,
                         help="comma-separated prefill sequence lengths instead of the default set")
+    parser.add_argument("--dims", default=None,
+                        help="comma-separated prefill head dims instead of 64 and 128 (e.g. 256)")
     args = parser.parse_args()
     if args.device != "cuda" or not torch.cuda.is_available():
         print("bench_flash: needs a CUDA device; nothing to measure")
@@ -427,7 +429,8 @@ def main():
         print(configs_table, flush=True)
     decode = [] if args.quick else decode_rows(device, log, copy_gbs)
     seqlens = [int(x) for x in args.seqlens.split(",")] if args.seqlens else None
-    prefill = prefill_rows(device, log, args.quick, seqlens)
+    dims = [int(x) for x in args.dims.split(",")] if args.dims else None
+    prefill = prefill_rows(device, log, args.quick, seqlens, dims)
     table = markdown(name, copy_gbs, prefill, decode) + configs_table
     print()
     print(table)
