@@ -3,8 +3,10 @@
   python3 llama1b_shape.py write DIR   # real config, random weights (std 0.02), float16, written
                                        # by transformers' save_pretrained (safetensors)
   python3 llama1b_shape.py bench DIR   # transformers eager generate ms/step at batch 1, 16, 64
-                                       # (prompt 1024) and time to first token of a 2k prompt
-                                       # (sdpa), as Markdown; same GPU, same weights as Java loads
+                                       # (prompt 1024), generate_batch (continuous batching,
+                                       # CUDA graphs) where it runs, and time to first token of a
+                                       # 2k prompt (sdpa), as Markdown; same GPU, same weights as
+                                       # Java loads
 
 Per decode step = (time of generate with 1 + N new tokens - time with 1 new token) / N: the
 prefill and the first token are left out, as in CapturedStepBenchmark. Median of 3 after a warm-up.
@@ -70,15 +72,43 @@ def bench(path):
             per_step = statistics.median(
                 (timed(run(1 + NEW)) - timed(run(1))) / NEW for _ in range(3))
             print(f"| {batch} | {per_step * 1e3:.2f} | {batch / per_step:.1f} |")
+        del model
         sdpa = LlamaForCausalLM.from_pretrained(path, torch_dtype=torch.float16,
                                                 attn_implementation="sdpa").cuda().eval()
-        del model
+        generate_batch_anchor(sdpa, gen)
         ids = torch.randint(0, 128256, (1, 2048), generator=gen).cuda()
         ttft = lambda: sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1,
                                      min_new_tokens=1, do_sample=False, pad_token_id=0)
         timed(ttft)
         t = statistics.median(timed(ttft) for _ in range(3))
         print(f"\ntransformers sdpa time to first token, one 2048-token prompt: {t * 1e3:.1f} ms")
+
+
+def generate_batch_anchor(model, gen):
+    """transformers' own continuous batching (`generate_batch`: a paged cache and CUDA graphs),
+    the anchor a careful transformers user would pick over eager `generate`; reported as it ran,
+    or with the error that stopped it on this machine."""
+    from transformers import GenerationConfig
+
+    print("\n| batch | transformers generate_batch ms/step | tok/s |")
+    print("| --- | --- | --- |")
+    for batch in (1, 16, 64):
+        prompts = torch.randint(0, 128256, (batch, PROMPT), generator=gen).tolist()
+
+        def run(new):
+            config = GenerationConfig(max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                                      eos_token_id=-1, pad_token_id=0)
+            return lambda: model.generate_batch(prompts, generation_config=config,
+                                                progress_bar=False)
+
+        try:
+            timed(run(2))
+            per_step = statistics.median(
+                (timed(run(1 + NEW)) - timed(run(1))) / NEW for _ in range(3))
+            print(f"| {batch} | {per_step * 1e3:.2f} | {batch / per_step:.1f} |")
+        except Exception as e:  # reported, not hidden: the table says why there is no number
+            message = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+            print(f"| {batch} | failed: {type(e).__name__}: {message} | |")
 
 
 if __name__ == "__main__":
