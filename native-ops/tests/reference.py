@@ -177,13 +177,17 @@ def gather_paged(cache, block_table, length):
 
 
 def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q, context_lens,
-                            scale, alibi_slopes=None, window_left=-1, softcap=0.0):
+                            scale, alibi_slopes=None, window_left=-1, softcap=0.0, causal=True,
+                            window_right=-1):
     """Reference for djl_attn.paged_prefill_attention: [T, Hq, D] float64.
 
-    The n rows of sequence s are the last n positions p = ctx - n + t of its context and see
-    keys j <= p (and j >= p - window_left when window_left >= 0); scores scale * q.k are
-    soft-capped to softcap * tanh(s / softcap) when softcap > 0, then get the ALiBi bias
-    slope * (j - p). Rows that see no key get output 0.
+    The n rows of sequence s are the last n positions p = ctx - n + t of its context (negative
+    ones when n > ctx: FlashAttention's bottom-right alignment) and see keys j <= p when
+    `causal` (else every key, or j <= p + window_right when window_right >= 0), and
+    j >= p - window_left when window_left >= 0; scores scale * q.k are soft-capped to
+    softcap * tanh(s / softcap) when softcap > 0, then get the ALiBi bias -slope * |j - p|
+    (slope * (j - p) on the causal keys; slopes [Hq], or [num_seqs, Hq] with row s for sequence
+    s). Rows that see no key get output 0.
     """
     tables = block_tables.cpu()
     lens = context_lens.cpu().tolist()
@@ -204,8 +208,11 @@ def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seql
         pos = torch.arange(n, device=query.device)[:, None] + (ctx - n)
         j = torch.arange(ctx, device=query.device)[None, :]
         if alibi_slopes is not None:
-            scores = scores + alibi_slopes.double()[:, None, None] * (j - pos)[None]
-        visible = j <= pos
+            slopes = alibi_slopes[s] if alibi_slopes.dim() == 2 else alibi_slopes
+            scores = scores - slopes.double()[:, None, None] * (j - pos).abs()[None]
+        visible = (j <= pos) if causal else torch.ones_like(j - pos, dtype=torch.bool)
+        if not causal and window_right >= 0:
+            visible = visible & (j <= pos + window_right)
         if window_left >= 0:
             visible = visible & (j >= pos - window_left)
         scores = scores.masked_fill(~visible[None], -math.inf)

@@ -254,7 +254,7 @@ def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks
                 cu_seqlens_q=ints(cu, d), context_lens=ints(list(lens), d), scale=0.125,
                 max_seqlen_q=max(chunks, default=0), alibi_slopes=torch.rand(heads_q, device=d) if alibi else None,
                 check_indices=True, **_scales(d, heads_kv, fp8), window_left=window_left,
-                softcap=softcap)
+                softcap=softcap, causal=True, window_right=-1)
 
 
 def _stored(x, cache, scale):
@@ -506,7 +506,8 @@ OPS = {
         lambda a: reference.paged_prefill_attention(
             a["query"], dequantised(a, "key_cache"), dequantised(a, "value_cache"),
             a["block_tables"], a["cu_seqlens_q"],
-            a["context_lens"], a["scale"], a["alibi_slopes"], a["window_left"], a["softcap"]))),
+            a["context_lens"], a["scale"], a["alibi_slopes"], a["window_left"], a["softcap"],
+            a["causal"], a["window_right"]))),
     "decoder_layer": Operator(good_decoder_layer, check_decoder_layer),
     "embed_tokens": Operator(good_embed_tokens, check_embed_tokens),
     "decoder_head": Operator(good_decoder_head, check_decoder_head),
@@ -1192,10 +1193,19 @@ def _paged_rows(op, index_rows):
         device_row("alibi-device", "alibi_slopes", ref="query"),
         row("key-cache-not-contiguous", set_arg("key_cache", strided),
             "expected a contiguous tensor", arg="key_cache"),
-        row("alibi-rank", set_arg("alibi_slopes", add_dim), "expected 1 dims [Hq], got 2 dims",
-            arg="alibi_slopes"),
+        row("alibi-rank", set_arg("alibi_slopes", lambda t, d: randn(1, 3, 4, device=d)),
+            "expected 1 dim [Hq] or 2 dims [num_seqs, Hq], got 3", arg="alibi_slopes"),
         row("alibi-size", set_arg("alibi_slopes", resize(0, 2)),
             "expected size 4 for Hq (the heads of query), got 2", arg="alibi_slopes"),
+        row("alibi-sequences", set_arg("alibi_slopes", lambda t, d: randn(4, 4, device=d)),
+            "expected size 3 for num_seqs (the sequences), got 4", arg="alibi_slopes"),
+        row("alibi-one-row-for-three-sequences", set_arg("alibi_slopes", add_dim),
+            "expected size 3 for num_seqs (the sequences), got 1", arg="alibi_slopes"),
+        row("alibi-per-sequence-heads", set_arg("alibi_slopes", lambda t, d: randn(3, 5, device=d)),
+            "expected size 4 for Hq (the heads of query), got 5", arg="alibi_slopes"),
+        row("alibi-per-sequence-transposed",
+            set_arg("alibi_slopes", lambda t, d: randn(4, 3, device=d).t()),
+            "expected a contiguous tensor", arg="alibi_slopes"),
         row("alibi-float16", set_arg("alibi_slopes", to_dtype(torch.float16)),
             "expected dtype float32, got float16", arg="alibi_slopes"),
         row("alibi-strided", set_arg("alibi_slopes", strided_last_dim),
@@ -1270,9 +1280,8 @@ BAD_CALLS += _paged_rows(PREFILL, [
         "expected the last value to be T = 5 (the rows of query), got 4", arg="cu_seqlens_q"),
     row("cu-seqlens-decreasing", set_arg("cu_seqlens_q", set_item(1, 6)),
         "expected non-decreasing values, got 6 then 5 at index 1", arg="cu_seqlens_q"),
-    row("chunk-longer-than-its-context", set_arg("context_lens", set_item(1, 1)),
-        "expected each context to hold its chunk of new tokens (cache them first), got 1 < 2 for "
-        "sequence 1", arg="context_lens"),
+    row("window-right-below-minus-one", set_args(causal=value(False), window_right=value(-2)),
+        "expected -1 (unbounded) or a value >= 0, got -2", arg="window_right"),
 ])
 
 
@@ -1608,6 +1617,19 @@ ACCEPTED_CALLS = [
     _accepted(PREFILL, "unaligned-caches", set_args(key_cache=unaligned, value_cache=unaligned),
               dtype=torch.bfloat16),
     _accepted(PREFILL, "strided-query", set_arg("query", strided)),
+    # FlashAttention's flash_attn_with_kvcache through block tables (once refused): ALiBi slopes
+    # per sequence, non-causal rows with a right window, chunks longer than their context.
+    _accepted(PAGED, "alibi-per-sequence",
+              set_arg("alibi_slopes", lambda t, d: torch.rand(3, 4, device=d))),
+    _accepted(PREFILL, "alibi-per-sequence",
+              set_arg("alibi_slopes", lambda t, d: torch.rand(3, 4, device=d))),
+    _accepted(PREFILL, "non-causal-window-right",
+              set_args(causal=value(False), window_right=value(2))),
+    _accepted(PREFILL, "chunks-longer-than-contexts", lambda a, d: None, lens=(2, 9, 0),
+              chunks=(3, 2, 4)),
+    _accepted(PREFILL, "non-causal-chunks-longer-than-contexts",
+              set_args(causal=value(False), alibi_slopes=lambda t, d: torch.rand(3, 4, device=d)),
+              lens=(2, 9, 0), chunks=(3, 2, 4)),
     # More sequences or heads than a CUDA grid dimension holds: once CUDA-only refusals.
     _accepted(PAGED, "more-sequences-than-a-grid-holds",
               lambda a, d: one_token_cache(a, d, MANY, 2), every_row_is_the_one_value,

@@ -73,9 +73,11 @@ void check_block_tables(const char* op, const std::vector<int32_t>& context_lens
                         const std::vector<int32_t>& tables, int64_t max_blocks,
                         int64_t block_size, int64_t num_blocks);
 
-// cu_seqlens_q: 0 first, T last, non-decreasing; every chunk <= max_seqlen_q and held by its
-// context (the new tokens are counted in context_lens).
+// cu_seqlens_q: 0 first, T last, non-decreasing; every chunk <= max_seqlen_q and, when
+// `chunks_cached` (decoder_layer, which caches the chunk's own keys first), held by its context
+// (the new tokens are counted in context_lens).
 void check_chunks(const char* op, const std::vector<int32_t>& cu,
-                  const std::vector<int32_t>& lens, int64_t tokens, int64_t max_seqlen_q);
+                  const std::vector<int32_t>& lens, int64_t tokens, int64_t max_seqlen_q,
+                  bool chunks_cached = true);
 
 }  // namespace djl_attn::paged

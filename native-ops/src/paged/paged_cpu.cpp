@@ -52,9 +52,18 @@ template <typename T>
 struct Row {
   const T* q;        // [D]
   T* out;            // [D]
-  int64_t first;     // sees keys first <= j < limit (first > 0: the sliding window's left edge)
-  int64_t limit;     // its position p is limit - 1
-  float slope;       // ALiBi slope of its head (0 without ALiBi)
+  int64_t first;     // sees keys first <= j < limit (visible_span; limit <= first: none)
+  int64_t limit;
+  int64_t position;  // its position p, for the ALiBi term (limit - 1 when causal)
+  float slope;       // ALiBi slope of its sequence and head (0 without ALiBi)
+
+  void set_span(int64_t pos, int64_t context, int64_t window_left, int64_t window_right,
+                bool causal) {
+    const KeySpan span = visible_span(pos, context, window_left, window_right, causal);
+    first = span.first;
+    limit = span.end;
+    position = pos;
+  }
 };
 
 // Where one (sequence, kv head) reads its keys and values, elements of type C (the query's
@@ -98,8 +107,8 @@ void to_float_row(const C* src, float* dst, int64_t n, float scale) {
 
 // Attention of `rows` over the sequence's cached tokens: the cache is walked block by block from
 // the first block any row sees (the window's left edge), each block converted to float32 once for
-// all rows, with an online softmax per row. Row r's query position is limit - 1, so its ALiBi
-// bias for key j is slope * (j - (limit - 1)); softcap > 0 caps scale * q . k first.
+// all rows, with an online softmax per row. Row r's ALiBi bias for key j is
+// alibi_bias(slope, j, position); softcap > 0 caps scale * q . k first.
 template <typename T, typename C>
 void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, float scale,
                  float softcap, Workspace& ws) {
@@ -112,6 +121,8 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
     float* qf = ws.q.data() + r * dim;
     // The scale is folded into the query once instead of into every score.
     for (int64_t d = 0; d < dim; ++d) qf[d] = to_float(q[d]) * scale;
+    // Rows that see nothing neither extend the walk nor move its start.
+    if (rows[r].limit <= rows[r].first) continue;
     max_limit = std::max(max_limit, rows[r].limit);
     min_first = std::min(min_first, rows[r].first);
   }
@@ -121,7 +132,7 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
 
   const int64_t token_stride = c.heads_kv * dim;
   // Blocks wholly left of every row's window are never read.
-  const int64_t first_block = n_rows > 0 ? min_first / bs : 0;
+  const int64_t first_block = max_limit > 0 ? min_first / bs : 0;
   for (int64_t start = first_block * bs; start < max_limit; start += bs) {
     const int64_t block = c.table[start / bs];
     const int64_t tokens = std::min(bs, max_limit - start);
@@ -140,11 +151,11 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
       float* s = ws.s.data();
       float block_max = kNegInf;
       const float slope = rows[r].slope;
-      const int64_t position = rows[r].limit - 1;
+      const int64_t position = rows[r].position;
       for (int64_t t = skipped; t < visible; ++t) {
         s[t] = dot(qf, ws.k.data() + t * dim, dim);
         if (softcap > 0.f) s[t] = softcap * std::tanh(s[t] / softcap);
-        if (slope != 0.f) s[t] += slope * static_cast<float>(start + t - position);
+        if (slope != 0.f) s[t] += alibi_bias(slope, start + t, position);
         block_max = std::max(block_max, s[t]);
       }
       const float new_max = std::max(ws.row_max[r], block_max);
@@ -163,7 +174,7 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
   }
 
   for (int64_t r = 0; r < n_rows; ++r) {
-    // A row that sees no key (context 0) gets output 0.
+    // A row that sees no key (context 0, a causal row before the first key) gets output 0.
     const float inv = ws.row_sum[r] > 0.f ? 1.f / ws.row_sum[r] : 0.f;
     const float* acc = ws.acc.data() + r * dim;
     T* out = rows[r].out;
@@ -224,9 +235,9 @@ void paged_attention_typed(const PagedAttentionParams& p) {
         const int64_t h = kv_head * group + g;
         rows[g].q = static_cast<const T*>(p.query) + s * p.q_seq_stride + h * p.q_head_stride;
         rows[g].out = static_cast<T*>(p.out) + (s * p.heads_q + h) * p.kv.head_dim;
-        rows[g].limit = p.kv.context_lens[s];
-        rows[g].first = first_visible_key(rows[g].limit - 1, p.window_left);
-        rows[g].slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
+        const int64_t context = p.kv.context_lens[s];
+        rows[g].set_span(context - 1, context, p.window_left, -1, true);
+        rows[g].slope = alibi_slope(p, s, h);
       }
       attend_rows<T, C>(cache, rows, p.scale, p.softcap, ws);
     }
@@ -274,10 +285,10 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
           Row<T> row;
           row.q = static_cast<const T*>(p.query) + r * p.q_token_stride + h * p.q_head_stride;
           row.out = static_cast<T*>(p.out) + (r * p.heads_q + h) * p.kv.head_dim;
-          // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
-          row.limit = context - chunk + (r - chunk_begin) + 1;
-          row.first = first_visible_key(row.limit - 1, p.window_left);
-          row.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
+          // Row t of the chunk sits at position context - chunk + t (bottom-right aligned).
+          row.set_span(context - chunk + (r - chunk_begin), context, p.window_left,
+                       p.window_right, p.causal);
+          row.slope = alibi_slope(p, s, h);
           rows.push_back(row);
         }
       }

@@ -44,13 +44,25 @@ void check_query_heads(const char* op, const Tensor& query, const Tensor& key_ca
   }
 }
 
-void check_alibi(const char* op, const Tensor& slopes, const Tensor& query) {
+// alibi_slopes: float32 [Hq] (every sequence) or [num_seqs, Hq] (row s for sequence s, as
+// flash_attention's [B, Hq]), contiguous, on the query's device. Returns the stride between the
+// sequences' rows: 0 or Hq.
+int64_t check_alibi(const char* op, const Tensor& slopes, const Tensor& query, int64_t num_seqs) {
   const ArgName name{op, "alibi_slopes"};
-  check_dim(slopes, name, 1, "[Hq]");
-  check_size(slopes, name, 0, "Hq", query.size(1), "the heads of query");
+  const int64_t heads_q = query.size(1);
+  if (slopes.dim() == 1) {
+    check_size(slopes, name, 0, "Hq", heads_q, "the heads of query");
+  } else if (slopes.dim() == 2) {
+    check_size(slopes, name, 0, "num_seqs", num_seqs, "the sequences");
+    check_size(slopes, name, 1, "Hq", heads_q, "the heads of query");
+  } else {
+    fail_invalid(name.prefix(), ": expected 1 dim [Hq] or 2 dims [num_seqs, Hq], got ",
+                 slopes.dim());
+  }
   check_dtype(slopes, name, DType::kFloat32);
   check_same_device(slopes, name, query, {op, "query"});
   check_contiguous(slopes, name);
+  return slopes.dim() == 2 ? heads_q : 0;
 }
 
 // window_left >= -1 (-1: unbounded), softcap 0 (none) or a normal float32, as flash_attention
@@ -151,8 +163,8 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   const CacheScale ks = check_scale(kDecodeOp, "k_scale", k_scale, key_cache, cache_type);
   const CacheScale vs = check_scale(kDecodeOp, "v_scale", v_scale, key_cache, cache_type);
   check_query_heads(kDecodeOp, query, key_cache);
-  if (alibi) check_alibi(kDecodeOp, *alibi, query);
   const int64_t num_seqs = query.size(0), heads_q = query.size(1), dim = query.size(2);
+  const int64_t alibi_seq_stride = alibi ? check_alibi(kDecodeOp, *alibi, query, num_seqs) : 0;
   check_index_tensor(kDecodeOp, block_tables, "block_tables", 2, "[num_seqs, max_blocks]",
                      DType::kInt32, query);
   check_size(block_tables, {kDecodeOp, "block_tables"}, 0, "num_seqs", num_seqs,
@@ -198,6 +210,7 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
     p.query = query.data();
     p.kv = paged_kv(key_cache, value_cache, &block_tables, &context_lens, cache_type, ks, vs);
     p.alibi_slopes = alibi ? alibi->data_as<float>() : nullptr;
+    p.alibi_seq_stride = alibi_seq_stride;
     p.out = out.data();
     p.q_seq_stride = query.stride(0), p.q_head_stride = query.stride(1);
     p.num_seqs = num_seqs;
@@ -227,6 +240,8 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   std::optional<Tensor> v_scale = take_optional_tensor(stack, 11);
   const int64_t window_left = read_int(stack, 12);
   const double softcap = read_float(stack, 13);
+  const bool causal = read_bool(stack, 14);
+  const int64_t window_right = read_int(stack, 15);
 
   check_query(kPrefillOp, query, "[T, Hq, D]");
   const CacheType cache_type =
@@ -234,11 +249,11 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   const CacheScale ks = check_scale(kPrefillOp, "k_scale", k_scale, key_cache, cache_type);
   const CacheScale vs = check_scale(kPrefillOp, "v_scale", v_scale, key_cache, cache_type);
   check_query_heads(kPrefillOp, query, key_cache);
-  if (alibi) check_alibi(kPrefillOp, *alibi, query);
   const int64_t tokens = query.size(0), heads_q = query.size(1), dim = query.size(2);
   check_index_tensor(kPrefillOp, context_lens, "context_lens", 1, "[num_seqs]", DType::kInt32,
                      query);
   const int64_t num_seqs = context_lens.size(0);
+  const int64_t alibi_seq_stride = alibi ? check_alibi(kPrefillOp, *alibi, query, num_seqs) : 0;
   check_index_tensor(kPrefillOp, block_tables, "block_tables", 2, "[num_seqs, max_blocks]",
                      DType::kInt32, query);
   check_size(block_tables, {kPrefillOp, "block_tables"}, 0, "num_seqs", num_seqs,
@@ -249,6 +264,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
              "the sequences of context_lens plus one");
   check_qk_scale(kPrefillOp, scale);
   check_features(kPrefillOp, window_left, softcap);
+  check_window_size({kPrefillOp, "window_right"}, window_right);
   if (max_seqlen_q < 0 || max_seqlen_q > tokens) {
     fail_invalid(kPrefillOp, ": max_seqlen_q: expected a value in [0, T = ", tokens, "], got ",
                  max_seqlen_q);
@@ -268,7 +284,9 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     check_scale_values(kPrefillOp, "k_scale", k_scales);
     check_scale_values(kPrefillOp, "v_scale", v_scales);
     check_block_tables(kPrefillOp, lens, tables, max_blocks, block_size, num_blocks);
-    check_chunks(kPrefillOp, cu, lens, tokens, max_seqlen_q);
+    // A chunk may be longer than its context (FlashAttention's Sq > Sk): its first rows sit
+    // before the context's first key.
+    check_chunks(kPrefillOp, cu, lens, tokens, max_seqlen_q, /*chunks_cached=*/false);
   }
   if (validation_only()) return;
 
@@ -279,6 +297,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     p.kv = paged_kv(key_cache, value_cache, &block_tables, &context_lens, cache_type, ks, vs);
     p.cu_seqlens_q = cu_seqlens_q.data_as<int32_t>();
     p.alibi_slopes = alibi ? alibi->data_as<float>() : nullptr;
+    p.alibi_seq_stride = alibi_seq_stride;
     p.out = out.data();
     p.q_token_stride = query.stride(0), p.q_head_stride = query.stride(1);
     p.num_seqs = num_seqs;
@@ -287,6 +306,9 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     p.max_seqlen_q = max_seqlen_q;
     p.scale = static_cast<float>(scale);
     p.window_left = window_left;
+    // Causal calls see no key after their own: a right window has nothing to cut there.
+    p.window_right = causal ? -1 : window_right;
+    p.causal = causal;
     p.softcap = static_cast<float>(softcap);
     p.dtype = element_type(query.dtype());
     backend.paged_prefill(p);

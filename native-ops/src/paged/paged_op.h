@@ -36,14 +36,22 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
 
 // paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,
 //                 Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes,
-//                 bool check_indices=True, Tensor? k_scale=None, Tensor? v_scale=None) -> Tensor
+//                 bool check_indices=True, Tensor? k_scale=None, Tensor? v_scale=None,
+//                 int window_left=-1, float softcap=0.) -> Tensor
+//
+// alibi_slopes: float32 [Hq], or [num_seqs, Hq] (row s for sequence s) for both operators.
 void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 // paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,
 //                         Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens,
 //                         float scale, int max_seqlen_q, Tensor? alibi_slopes,
 //                         bool check_indices=True, Tensor? k_scale=None,
-//                         Tensor? v_scale=None) -> Tensor
+//                         Tensor? v_scale=None, int window_left=-1, float softcap=0.,
+//                         bool causal=True, int window_right=-1) -> Tensor
+//
+// causal=False: FlashAttention's non-causal rows (every key of the sequence, or with
+// window_right >= 0 the keys up to position + window_right); a chunk may be longer than its
+// context (Sq > Sk, bottom-right aligned: causal rows before the first key give 0).
 void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 }  // namespace djl_attn::paged

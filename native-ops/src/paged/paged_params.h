@@ -28,6 +28,32 @@ DJL_PAGED_HOST_DEVICE inline int64_t first_visible_key(int64_t position, int64_t
   return window_left >= 0 && position > window_left ? position - window_left : 0;
 }
 
+// The keys [first, end) a query at `position` sees among its sequence's `context` keys, as
+// FlashAttention has them (bottom-right aligned: a chunk's rows are the context's last
+// positions, and a position may be negative when the chunk is longer than the context):
+// causal, keys j <= position; otherwise every key, or with window_right >= 0 the keys
+// j <= position + window_right; with window_left >= 0 only j >= position - window_left.
+// end <= first: none (its output is 0).
+struct KeySpan {
+  int64_t first, end;
+};
+DJL_PAGED_HOST_DEVICE inline KeySpan visible_span(int64_t position, int64_t context,
+                                                  int64_t window_left, int64_t window_right,
+                                                  bool causal) {
+  KeySpan span{first_visible_key(position, window_left), context};
+  const int64_t last = causal ? position : (window_right >= 0 ? position + window_right : context);
+  if (last + 1 < span.end) span.end = last + 1;
+  if (span.end < span.first) span.end = span.first;
+  return span;
+}
+
+// The ALiBi term of key j for a query at `position`: FlashAttention's -slope * |position - j|,
+// which on the causal keys (j <= position) is vLLM's slope * (j - position).
+DJL_PAGED_HOST_DEVICE inline float alibi_bias(float slope, int64_t key, int64_t position) {
+  const int64_t d = key - position;
+  return slope * static_cast<float>(d <= 0 ? d : -d);
+}
+
 using ::djl_attn::ElementType;
 
 // Sizes of the attention operators: the one list. The bindings accept every head dim in
@@ -128,16 +154,19 @@ struct ReshapeAndCacheParams {
 
 // The sliding window and logit soft-cap of both attention operators, as flash_attention has
 // them. A query at position p sees key j iff j <= p and, when window_left >= 0,
-// j >= p - window_left (window_left 0: only itself). Its score of key j is s = scale * q . k_j,
+// j >= p - window_left (window_left 0: only itself); paged_prefill_attention's non-causal calls
+// see the keys after p too (visible_span). Its score of key j is s = scale * q . k_j,
 // soft-capped to softcap * tanh(s / softcap) when softcap > 0, then given the ALiBi term
-// alibi_slopes[h] * (j - p) when slopes are given (on an fp8 cache: with k_j dequantised).
+// -slope * |j - p| (alibi_bias) when slopes are given (on an fp8 cache: with k_j dequantised),
+// slope = alibi_slopes[s * alibi_seq_stride + h] for sequence s and query head h.
 //
 // paged_attention (decode): one query token per sequence at p = context_len - 1, attending to
 // the first kv.context_lens[s] tokens of its cache.
 struct PagedAttentionParams {
   const void* query;          // [num_seqs, Hq, D], last dim contiguous
   PagedKv kv;                 // the caches and the batch's block tables and context lengths
-  const float* alibi_slopes;  // [Hq] float32, or null
+  const float* alibi_slopes;  // [Hq] or [num_seqs, Hq] float32, contiguous, or null
+  int64_t alibi_seq_stride = 0;  // 0 for [Hq] (one row for every sequence), Hq for [num_seqs, Hq]
   void* out;                  // [num_seqs, Hq, D], contiguous, dtype of query
 
   // Strides of query in elements.
@@ -154,15 +183,18 @@ struct PagedAttentionParams {
 
 // paged_prefill_attention: the query tokens of sequence s are the packed rows
 // [cu_seqlens_q[s], cu_seqlens_q[s + 1]) of query: the last n = cu_seqlens_q[s+1] -
-// cu_seqlens_q[s] of its kv.context_lens[s] cached tokens (written before with
-// reshape_and_cache). Query row t of the chunk sits at position p = context_len - n + t and sees
-// keys j <= p (and j >= p - window_left), scored as paged_attention scores them.
+// cu_seqlens_q[s] positions of its kv.context_lens[s] cached tokens (written before with
+// reshape_and_cache), FlashAttention's bottom-right alignment. Query row t of the chunk sits at
+// position p = context_len - n + t (negative for the first rows of a chunk longer than its
+// context: FlashAttention's Sq > Sk) and sees the keys visible_span gives it (causal: j <= p;
+// and j >= p - window_left), scored as paged_attention scores them.
 struct PagedPrefillParams {
   const void* query;          // [T, Hq, D], last dim contiguous
   PagedKv kv;                 // the caches and the batch's block tables and context lengths
   const int32_t* cu_seqlens_q;  // [num_seqs + 1], contiguous; null (CUDA's paged_attention on
                                 // unaligned caches only): one query row per sequence, row s
-  const float* alibi_slopes;  // [Hq] float32, or null
+  const float* alibi_slopes;  // [Hq] or [num_seqs, Hq] float32, contiguous, or null
+  int64_t alibi_seq_stride = 0;  // 0 for [Hq] (one row for every sequence), Hq for [num_seqs, Hq]
   void* out;                  // [T, Hq, D], contiguous, dtype of query
 
   // Strides of query in elements.
@@ -174,8 +206,16 @@ struct PagedPrefillParams {
   int64_t max_seqlen_q;  // >= every chunk length n; sizes the CUDA grid
   float scale;
   int64_t window_left = -1;  // -1: unbounded; >= 0: keys j >= p - window_left only
+  int64_t window_right = -1; // not causal: -1 unbounded; >= 0 keys j <= p + window_right only
+  bool causal = true;        // keys j <= p only (false: FlashAttention's non-causal rows)
   float softcap = 0.f;       // 0: none; > 0: scores softcap * tanh(s / softcap)
   ElementType dtype;        // of query and output (and of the caches when kv.cache_type is kQuery)
 };
+
+// The ALiBi slope of sequence s and query head h (0 without ALiBi).
+template <typename Params>
+DJL_PAGED_HOST_DEVICE inline float alibi_slope(const Params& p, int64_t seq, int64_t head) {
+  return p.alibi_slopes != nullptr ? p.alibi_slopes[seq * p.alibi_seq_stride + head] : 0.f;
+}
 
 }  // namespace djl_attn::paged

@@ -50,7 +50,8 @@ constexpr const char* kSchemas[] = {
     "paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,"
     " Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens, float scale,"
     " int max_seqlen_q, Tensor? alibi_slopes, bool check_indices=True, Tensor? k_scale=None,"
-    " Tensor? v_scale=None, int window_left=-1, float softcap=0.) -> Tensor",
+    " Tensor? v_scale=None, int window_left=-1, float softcap=0., bool causal=True,"
+    " int window_right=-1) -> Tensor",
     "add_bias_residual_affine(Tensor x, Tensor? bias, Tensor residual, Tensor scale,"
     " Tensor shift) -> Tensor",
     "remove_padding(Tensor x, Tensor lens) -> (Tensor, Tensor)",
