@@ -187,18 +187,20 @@ def poison_before_window(k, v, firsts):
     return k, v
 
 
-def check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap, poison):
+def check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap, poison,
+                   alibi_slopes=None):
     scale = 1.0 / math.sqrt(q.shape[-1])
     batch, seqlen_q, heads_q, _ = q.shape
     ref_out, ref_lse = reference.flash_attention(q, k, v, kv_lens, scale, causal, window_left,
-                                                 window_right, softcap)
+                                                 window_right, softcap, alibi_slopes)
     kp, vp = poison_past_lens(k, v, kv_lens)
     if poison:
         kp, vp = poison_before_window(
             kp, vp, first_visible_keys(kv_lens, batch, seqlen_q, k.shape[1], window_left))
     reference.poison_allocator(q.device, (q.shape, q.dtype),
                                ((batch, heads_q, seqlen_q), torch.float32))
-    out, lse = flash(q, kp, vp, kv_lens, scale, causal, window_left, window_right, softcap, None)
+    out, lse = flash(q, kp, vp, kv_lens, scale, causal, window_left, window_right, softcap,
+                     alibi_slopes)
     assert out.dtype == q.dtype and lse.shape == (batch, heads_q, seqlen_q)
     assert_close(out.cpu(), ref_out.cpu(), q.dtype, "out")
     assert_close(lse.cpu(), ref_lse.cpu(), q.dtype, "lse")
@@ -287,3 +289,75 @@ def test_decode_features_change_the_result(device):
     for window_left, softcap in ((10, 0.0), (-1, 1.0)):
         out, _ = flash(q, k, v, None, 0.125, False, window_left, -1, softcap, None)
         assert (out.float() - plain.float()).abs().max().item() > 1e-2, (window_left, softcap)
+
+
+# --- ALiBi (the decode kernel's ALiBi instantiation) --------------------------------------------
+# Slopes [Hq] and [B, Hq] (rows far apart, so that a row read for another batch row or another
+# head fails); one query row folded with GQA (each folded row is a query head and reads its own
+# slope) and a few unfolded rows (one head, rows at different positions, causal or not), alone
+# and with the window and soft-cap; keys past the lengths and before the window poisoned.
+
+
+def alibi_slopes(kind, batch, heads_q, device):
+    if kind == "heads":
+        return (torch.rand(heads_q) * 0.5 + 0.05).to(device)
+    rows = torch.rand(batch, heads_q) * 0.25 + torch.arange(batch)[:, None] * 0.3 + 0.05
+    return rows.to(device)
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("dim", DECODE_HEAD_DIMS)
+@pytest.mark.parametrize("heads_q,heads_kv", GROUPS)
+@pytest.mark.parametrize("slopes", ["heads", "batch"])
+@pytest.mark.parametrize("window_left,softcap", [(-1, 0.0), (7, 0.0), (100, 5.0), (-1, 5.0)])
+def test_decode_alibi(device, decode_mode, dtype, dim, heads_q, heads_kv, slopes, window_left,
+                      softcap):
+    if device == "cpu" and (dtype != torch.float16 or dim != 64 or heads_q == 16):
+        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
+    q, k, v = make_inputs(5, 1, 300, heads_q, heads_kv, dim, dtype, device)
+    kv_lens = torch.tensor([300, 1, 0, 131, 77], dtype=torch.int32, device=device)
+    check_features(q, k, v, kv_lens, False, window_left, -1, softcap,
+                   poisons(device, decode_mode), alibi_slopes(slopes, 5, heads_q, device))
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@pytest.mark.parametrize("seqlen_q", [2, 5, 16])
+@pytest.mark.parametrize("heads_q,heads_kv", [(2, 2), (4, 2)])
+@pytest.mark.parametrize("causal,window_right", [(True, -1), (False, -1), (False, 2)])
+@pytest.mark.parametrize("window_left,softcap", [(-1, 0.0), (7, 0.0), (130, 5.0)])
+def test_few_rows_alibi(device, decode_mode, dtype, seqlen_q, heads_q, heads_kv, causal,
+                        window_right, window_left, softcap):
+    # Rows at different positions: each row's distance to a key is its own (-slope * |i + o - j|,
+    # on both sides of the diagonal when not causal).
+    if device == "cpu" and (dtype != torch.float16 or heads_q != heads_kv):
+        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
+    q, k, v = make_inputs(4, seqlen_q, 300, heads_q, heads_kv, 64, dtype, device)
+    kv_lens = torch.tensor([300, 5, 0, 131], dtype=torch.int32, device=device)
+    check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap,
+                   poisons(device, decode_mode), alibi_slopes("batch", 4, heads_q, device))
+
+
+@pytest.mark.skipif(not CUDA, reason="long contexts run on the GPU only")
+@pytest.mark.parametrize("window_left", [-1, 4095])
+def test_decode_alibi_long_context(device, decode_mode, window_left):
+    if device != "cuda":
+        pytest.skip("32k keys: the float64 reference and the CPU kernel would take minutes in CI")
+    # Many key ranges merged by the combine pass, each scored with the rows' own slopes.
+    q, k, v = make_inputs(3, 1, 32768, 32, 8, 128, torch.float16, device)
+    kv_lens = torch.tensor([32768, 30001, 1], dtype=torch.int32, device=device)
+    check_features(q, k, v, kv_lens, False, window_left, -1, 0.0, poisons(device, decode_mode),
+                   alibi_slopes("batch", 3, 32, device))
+
+
+def test_decode_alibi_changes_the_result(device):
+    # Guards the cases above against a kernel and a reference that both ignore the slopes or
+    # their batch rows.
+    q, k, v = make_inputs(2, 1, 500, 8, 2, 64, torch.float16, device)
+    heads = alibi_slopes("heads", 2, 8, device)
+    plain, _ = flash(q, k, v, None, 0.125, False)
+    with_heads, _ = flash(q, k, v, None, 0.125, False, -1, -1, 0.0, heads)
+    per_batch, _ = flash(q, k, v, None, 0.125, False, -1, -1, 0.0,
+                         torch.stack([heads, heads * 3]))
+    assert (with_heads.float() - plain.float()).abs().max().item() > 1e-2
+    assert torch.equal(per_batch[0], with_heads[0])
+    assert (per_batch[1].float() - with_heads[1].float()).abs().max().item() > 1e-2

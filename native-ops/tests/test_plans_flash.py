@@ -334,7 +334,8 @@ def test_window_and_softcap_take_the_decode_kernels_features(dtype, dim):
     # The decode kernel's features instantiation runs the sliding window and the soft-cap, for
     # one row (Sq = 1; window_right is moot there and normalised away) and for a few rows
     # (Sq = 5, causal or with window_right 3: rows at different positions); on and auto alike.
-    # ALiBi stays with the tile kernel's base tiles; on refuses it by name.
+    # ALiBi (with or without the others) runs the ALiBi instantiation; off the tile kernel's base
+    # tiles.
     gpu = A100  # D = 256 fits its shared memory
     for shape in ((4, 1, 4096, 8, 8, dim), (4, 5, 4096, 8, 8, dim)):
         assert flash_plan(*shape, dtype=dtype, gpu=gpu).startswith("decode/D%d/splits" % dim)
@@ -346,10 +347,12 @@ def test_window_and_softcap_take_the_decode_kernels_features(dtype, dim):
                 assert plan.startswith("decode/D%d/features/splits" % dim), (shape, flags, plan)
             assert flash_plan(*shape, dtype=dtype, gpu=gpu, decode="off", **flags).startswith(
                 "tiled/D%d/base/64x" % dim)
-        assert flash_plan(*shape, dtype=dtype, gpu=gpu, alibi=True).startswith(
-            "tiled/D%d/base/64x" % dim)
-        assert flash_plan(*shape, dtype=dtype, gpu=gpu, decode="on", alibi=True) == \
-            "refused: DJL_ATTN_FLASH_DECODE=on: the decode kernel does not take ALiBi"
+        for flags in (dict(), dict(window_left=True, softcap=True), dict(causal=True)):
+            for decode in ("auto", "on"):
+                plan = flash_plan(*shape, dtype=dtype, gpu=gpu, decode=decode, alibi=True, **flags)
+                assert plan.startswith("decode/D%d/alibi/splits" % dim), (shape, flags, plan)
+            assert flash_plan(*shape, dtype=dtype, gpu=gpu, decode="off", alibi=True,
+                              **flags).startswith("tiled/D%d/base/64x" % dim)
     # window_right with Sq = 1 cuts nothing: the binding drops it, and the plain kernel runs.
     assert flash_plan(4, 1, 4096, 8, 8, 128, window_right=True).startswith("decode/D128/splits")
 
@@ -357,15 +360,19 @@ def test_window_and_softcap_take_the_decode_kernels_features(dtype, dim):
 def test_the_fold_keeps_positions_and_slopes_apart():
     # Folded rows are different query heads at one position. The decode kernel reads them so
     # (one position for the group), so a window folds onto it; the tile kernel would read them as
-    # positions, so with the decode kernel off a window runs unfolded. ALiBi would take the
-    # key/value head's slope: never folded. Soft-capping depends on neither and folds everywhere.
+    # positions, so with the decode kernel off a window runs unfolded. ALiBi: the decode kernel
+    # gives each folded row its own query head's slope, the tile kernel would give them the
+    # key/value head's: folded onto the decode kernel only. Soft-capping depends on neither and
+    # folds everywhere.
     assert flash_plan(2, 1, 1024, 8, 2, 64, decode_per_sm=3).startswith("fold+decode/D64/")
     assert flash_plan(2, 1, 1024, 8, 2, 64, window_left=True).startswith(
         "fold+decode/D64/features/")
     assert flash_plan(2, 1, 1024, 8, 2, 64, window_left=True, decode="off").startswith(
         "tiled/D64/base/64x64/features/")
     assert flash_plan(2, 1, 1024, 8, 2, 64, window_right=True).startswith("fold+decode/D64/splits")
-    assert flash_plan(2, 1, 1024, 8, 2, 64, alibi=True).startswith("tiled/D64/base/64x64/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, alibi=True).startswith("fold+decode/D64/alibi/")
+    assert flash_plan(2, 1, 1024, 8, 2, 64, alibi=True, decode="off").startswith(
+        "tiled/D64/base/64x64/features/")
     assert flash_plan(2, 1, 1024, 8, 2, 64, softcap=True).startswith(
         "fold+decode/D64/features/")
     assert flash_plan(2, 1, 1024, 8, 2, 64, softcap=True, decode="off").startswith(
@@ -434,23 +441,30 @@ def test_features_on_the_other_paths(feature):
 
 
 def test_a_window_splits_only_the_keys_it_sees():
-    # One 64-row query tile (decode-like, Sq = 1, no fold: ALiBi) over 64k keys: without a
-    # window the split spreads all 1024 key tiles; a causal window of 256 keys leaves each
-    # query tile at most (256 + 64) / 64 + 1 = 6 tiles, and the splits share those.
-    wide = flash_plan(1, 1, 65536, 4, 4, 64, alibi=True)
-    narrow = flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True, causal=True)
+    # One 64-row query tile of the tile kernel (decode-like, Sq = 1, the decode kernel off) over
+    # 64k keys: without a window the split spreads all 1024 key tiles; a causal window of 256
+    # keys leaves each query tile at most (256 + 64) / 64 + 1 = 6 tiles, and the splits share
+    # those.
+    wide = flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, decode="off")
+    narrow = flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True, causal=True,
+                        decode="off")
     splits = lambda plan: int(plan.split("/splits")[1].split("/")[0])
     assert splits(wide) > 6
     assert 1 <= splits(narrow) <= 6
     # A window open to the right (not causal, no window_right) sees every later key: no cap.
-    assert splits(flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True)) == splits(wide)
+    assert splits(flash_plan(1, 1, 65536, 4, 4, 64, alibi=True, window_left=True,
+                             decode="off")) == splits(wide)
 
 
 def test_features_run_their_own_instantiation():
     # The base tiles' plain instantiation stays as it was; feature calls name the other one.
     assert "/features/" in flash_plan(4, 2048, 2048, 16, 16, 96, softcap=True)
     assert "/features/" not in flash_plan(4, 2048, 2048, 16, 16, 96)
-    assert "/features/" in flash_plan(4, 1, 4096, 8, 8, 128, alibi=True)
+    assert "/features/" in flash_plan(4, 1, 4096, 8, 8, 128, alibi=True, decode="off")
+    # The decode kernel's three: plain, features (window, soft-cap), ALiBi (with or without them).
+    assert flash_plan(4, 1, 4096, 8, 8, 128).startswith("decode/D128/splits")
+    assert flash_plan(4, 1, 4096, 8, 8, 128, softcap=True).startswith("decode/D128/features/")
+    assert flash_plan(4, 1, 4096, 8, 8, 128, alibi=True).startswith("decode/D128/alibi/")
     # Bias (bert_attention) and the features (the flash schemas) never meet: refused by the plan
     # (which decides and never throws; the launcher reports it), not one of them dropped.
     assert flash_plan(2, 300, 300, 4, 4, 64, bias=True, softcap=True).startswith(

@@ -143,7 +143,7 @@ def test_decode_stream_configs_exist_for_half_precision_d64_d128_only():
 
 def test_decode_flash_rules():
     # Each of these keeps the flash kernel off; auto (and a forced flash) then run v1/v2.
-    off = [dict(element_size=4), dict(alibi=True),
+    off = [dict(element_size=4),
            dict(dim=96),  # no flash kernel for D = 96 (64, 128, 256 only)
            dict(gpu=TURING),  # sm_75: the flash kernel needs sm_80
            dict(heads_q=136, heads_kv=8),  # a group of 17 query heads: more than one m16 tile
@@ -153,6 +153,11 @@ def test_decode_flash_rules():
         for kernel in ("auto", "flash"):
             assert decode_plan(32, 4096, kernel, **case)["kernel"] == "v2", (case, kernel)
     assert decode_plan(32, 4096, heads_q=128, heads_kv=8) == flash(32)  # a group of 16
+    # ALiBi ([Hq] or [num_seqs, Hq]: the plan sees only that there are slopes) runs its ALiBi
+    # instantiation, forced or not.
+    for kernel in ("auto", "flash"):
+        assert decode_plan(32, 4096, kernel, alibi=True) == flash(32)
+        assert decode_plan(32, 4096, kernel, alibi=True, heads_q=128) == flash(32)
     # The flash kernel's shared memory (flash_shapes.h): D = 64 takes 66 KiB, D = 128 100 KiB
     # and D = 256 136 KiB, so an sm_89 part (99 KiB) runs it at D = 64 only, an A100 at all three.
     assert decode_plan(32, 4096, dim=64, heads_q=8, heads_kv=2, gpu=ADA) == flash(32)
@@ -323,9 +328,9 @@ def test_head_dims_between_the_compiled_ones():
 # float16/bfloat16 cache with a window or a soft-cap stays on it (auto and a forced flash alike),
 # which starts each sequence at its window's first tile and splits only the window's span (the
 # split is flash_attention's, plan_decode_split over decode_walked_keys: test_plans_flash.py's
-# test_a_decode_window_splits_only_its_span). ALiBi still sends it to v1/v2, with or without the
-# features, and forced v1/v2 run them too. The fp8 tensor-core kernel has both and keeps running
-# them (ALiBi sends it to v1/v2 as well).
+# test_a_decode_window_splits_only_its_span), ALiBi too (its ALiBi instantiation), and forced
+# v1/v2 run them too. The fp8 tensor-core kernel has the window and soft-cap and keeps running
+# them; ALiBi sends an fp8 cache to v1/v2.
 
 FEATURES = [(0, 0.0), (4094, 0.0), (1000, 0.0), (-1, 30.0), (4096, 50.0)]
 
@@ -341,7 +346,7 @@ def test_decode_features_stay_on_the_flash_kernel(kernel):
         assert decode_plan(8, 4096, kernel, window_left=window_left, softcap=softcap,
                            heads_q=128)["kernel"] == "flash"
         plan = decode_plan(8, 4096, kernel, window_left=window_left, softcap=softcap, alibi=True)
-        assert plan["kernel"] in ("v1", "v2"), (window_left, softcap, plan)
+        assert plan == flash(8), (window_left, softcap, plan)
     # What keeps the flash kernel off without features keeps it off with them.
     for off in (dict(dim=96), dict(element_size=4), dict(heads_q=136)):
         plan = decode_plan(8, 4096, kernel, window_left=100, softcap=30.0, **off)
@@ -370,14 +375,16 @@ def test_decode_window_sizes_v2_by_its_span():
     # context takes 128 partitions of 256. No block is launched for keys before the window.
     assert decode_plan(1, 32768, "v2") == v2(256, 128, 1)
     assert decode_plan(1, 32768, "v2", window_left=4096) == v2(64, 65, 1)
-    # Where the flash kernel does not run (ALiBi here), auto's v1/v2 choice sizes by the span:
-    # a window narrower than v1's automatic limit on a full grid is one pass of v1.
-    assert decode_plan(1, 32768, window_left=4096, alibi=True) == v2(64, 65, 1)
-    assert decode_plan(128, 32768, window_left=1000, alibi=True) == v1(128)
-    assert decode_plan(128, 32768, window_left=-1, softcap=30.0, alibi=True) == v2(512, 64, 128)
+    # Where the flash kernel does not run (query rows that are not 16-byte aligned here), auto's
+    # v1/v2 choice sizes by the span: a window narrower than v1's automatic limit on a full grid
+    # is one pass of v1.
+    unaligned = dict(query_address=ALIGNED + 2)
+    assert decode_plan(1, 32768, window_left=4096, **unaligned) == v2(64, 65, 1)
+    assert decode_plan(128, 32768, window_left=1000, **unaligned) == v1(128)
+    assert decode_plan(128, 32768, window_left=-1, softcap=30.0, **unaligned) == v2(512, 64, 128)
     # A window of 0 (the query's own key): one pass, whatever the context.
     assert decode_plan(1, 32768, "v1", window_left=0) == v1(1)
-    assert decode_plan(1, 32768, window_left=0, alibi=True) == v1(1)
+    assert decode_plan(1, 32768, window_left=0, **unaligned) == v1(1)
 
 
 def test_fp8_decode_window_sizes_the_split_by_its_span():

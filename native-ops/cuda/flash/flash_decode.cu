@@ -14,23 +14,27 @@
 #include "cuda/flash/flash_decode.h"
 #include "cuda/flash/flash_decode_kernel.cuh"
 
-// The instantiations live in flash_decode_{fp16,bf16}.cu and flash_decode_{fp16,bf16}_features.cu.
-#define DJL_FLASH_DECODE_EXTERN_ONE_(T, HEAD_DIM, PAGED, FEATURES)                               \
-  extern template int                                                                            \
-  djl_attn::flash::decode::decode_blocks_per_sm<T, HEAD_DIM, PAGED, FEATURES>(int);              \
-  extern template void djl_attn::flash::decode::launch_decode<T, HEAD_DIM, PAGED, FEATURES>(     \
+// The instantiations live in flash_decode_{fp16,bf16}.cu, flash_decode_{fp16,bf16}_features.cu
+// and flash_decode_{fp16,bf16}_alibi.cu.
+#define DJL_FLASH_DECODE_EXTERN_ONE_(T, HEAD_DIM, PAGED, FEATURES, ALIBI)                        \
+  extern template int                                                                           \
+  djl_attn::flash::decode::decode_blocks_per_sm<T, HEAD_DIM, PAGED, FEATURES, ALIBI>(int);      \
+  extern template void                                                                          \
+  djl_attn::flash::decode::launch_decode<T, HEAD_DIM, PAGED, FEATURES, ALIBI>(                  \
       const djl_attn::flash::decode::DecodeArgs&, cudaStream_t);
-#define DJL_FLASH_DECODE_EXTERN_FOR_(T, FEATURES)          \
-  DJL_FLASH_DECODE_EXTERN_ONE_(T, 64, false, FEATURES)     \
-  DJL_FLASH_DECODE_EXTERN_ONE_(T, 64, true, FEATURES)      \
-  DJL_FLASH_DECODE_EXTERN_ONE_(T, 128, false, FEATURES)    \
-  DJL_FLASH_DECODE_EXTERN_ONE_(T, 128, true, FEATURES)     \
-  DJL_FLASH_DECODE_EXTERN_ONE_(T, 256, false, FEATURES)    \
-  DJL_FLASH_DECODE_EXTERN_ONE_(T, 256, true, FEATURES)
-DJL_FLASH_DECODE_EXTERN_FOR_(__half, false)
-DJL_FLASH_DECODE_EXTERN_FOR_(__half, true)
-DJL_FLASH_DECODE_EXTERN_FOR_(__nv_bfloat16, false)
-DJL_FLASH_DECODE_EXTERN_FOR_(__nv_bfloat16, true)
+#define DJL_FLASH_DECODE_EXTERN_FOR_(T, FEATURES, ALIBI)          \
+  DJL_FLASH_DECODE_EXTERN_ONE_(T, 64, false, FEATURES, ALIBI)     \
+  DJL_FLASH_DECODE_EXTERN_ONE_(T, 64, true, FEATURES, ALIBI)      \
+  DJL_FLASH_DECODE_EXTERN_ONE_(T, 128, false, FEATURES, ALIBI)    \
+  DJL_FLASH_DECODE_EXTERN_ONE_(T, 128, true, FEATURES, ALIBI)     \
+  DJL_FLASH_DECODE_EXTERN_ONE_(T, 256, false, FEATURES, ALIBI)    \
+  DJL_FLASH_DECODE_EXTERN_ONE_(T, 256, true, FEATURES, ALIBI)
+DJL_FLASH_DECODE_EXTERN_FOR_(__half, false, false)
+DJL_FLASH_DECODE_EXTERN_FOR_(__half, true, false)
+DJL_FLASH_DECODE_EXTERN_FOR_(__half, true, true)
+DJL_FLASH_DECODE_EXTERN_FOR_(__nv_bfloat16, false, false)
+DJL_FLASH_DECODE_EXTERN_FOR_(__nv_bfloat16, true, false)
+DJL_FLASH_DECODE_EXTERN_FOR_(__nv_bfloat16, true, true)
 
 namespace djl_attn::flash::decode {
 namespace {
@@ -42,7 +46,7 @@ static_assert(DecodeTile<64>::kSmemBytes == smem_bytes(64) &&
                   DecodeTile<256>::kBlockN == kBlockN,
               "the plan's tile facts (flash_shapes.h) are the kernel's");
 
-template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures, bool kAlibi>
 void run_typed(const FlashParams& params, bool folded, const paged::PagedKv* paged,
                const KeySplit& split, cudaStream_t stream, int device) {
   DecodeArgs args{};
@@ -57,7 +61,7 @@ void run_typed(const FlashParams& params, bool folded, const paged::PagedKv* pag
     args.block_shift = shift;
   }
   // The shared-memory opt-in, once per device.
-  decode_blocks_per_sm<T, kHeadDim, kPaged, kFeatures>(device);
+  decode_blocks_per_sm<T, kHeadDim, kPaged, kFeatures, kAlibi>(device);
   args.n_blocks_per_split = split.n_blocks_per_split;
   args.num_splits = split.num_splits;
   cuda::Scratch o_accum, lse_accum;  // freed on return (cuda/common/scratch.h)
@@ -72,7 +76,7 @@ void run_typed(const FlashParams& params, bool folded, const paged::PagedKv* pag
     args.o_accum = o_accum.data_as<float>();
     args.lse_accum = lse_accum.data_as<float>();
   }
-  launch_decode<T, kHeadDim, kPaged, kFeatures>(args, stream);
+  launch_decode<T, kHeadDim, kPaged, kFeatures, kAlibi>(args, stream);
   if (split.num_splits > 1) {
     fwd::FwdArgs combine{};
     combine.params = p;
@@ -86,25 +90,27 @@ void run_typed(const FlashParams& params, bool folded, const paged::PagedKv* pag
   }
 }
 
-// Calls visit.template operator()<T, kHeadDim, kPaged, kFeatures>() for the instantiation
-// `kernel` names.
+// Calls visit.template operator()<T, kHeadDim, kPaged, kFeatures, kAlibi>() for the
+// instantiation `kernel` names (ALiBi: the features instantiation with kAlibi).
 template <typename Visit>
 auto visit_kernel(const DecodeKernel& kernel, Visit&& visit) {
   auto with_type = [&](auto type_tag) {
     using T = decltype(type_tag);
-    auto with_flags = [&](auto paged_tag, auto features_tag) {
+    auto with_flags = [&](auto paged_tag, auto features_tag, auto alibi_tag) {
       constexpr bool kPaged = decltype(paged_tag)::value;
       constexpr bool kFeatures = decltype(features_tag)::value;
+      constexpr bool kAlibi = decltype(alibi_tag)::value;
       switch (kernel.head_dim) {
-        case 64: return visit.template operator()<T, 64, kPaged, kFeatures>();
-        case 128: return visit.template operator()<T, 128, kPaged, kFeatures>();
-        case 256: return visit.template operator()<T, 256, kPaged, kFeatures>();
+        case 64: return visit.template operator()<T, 64, kPaged, kFeatures, kAlibi>();
+        case 128: return visit.template operator()<T, 128, kPaged, kFeatures, kAlibi>();
+        case 256: return visit.template operator()<T, 256, kPaged, kFeatures, kAlibi>();
         default: fail_native("flash decode: no kernel for head dim ", kernel.head_dim);
       }
     };
     auto with_paged = [&](auto paged_tag) {
-      return kernel.features ? with_flags(paged_tag, std::true_type{})
-                             : with_flags(paged_tag, std::false_type{});
+      if (kernel.alibi) return with_flags(paged_tag, std::true_type{}, std::true_type{});
+      return kernel.features ? with_flags(paged_tag, std::true_type{}, std::false_type{})
+                             : with_flags(paged_tag, std::false_type{}, std::false_type{});
     };
     return kernel.paged ? with_paged(std::true_type{}) : with_paged(std::false_type{});
   };
@@ -118,9 +124,9 @@ auto visit_kernel(const DecodeKernel& kernel, Visit&& visit) {
 // The occupancy query of one instantiation, for visit_kernel.
 struct Occupancy {
   int device;
-  template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
+  template <typename T, int kHeadDim, bool kPaged, bool kFeatures, bool kAlibi>
   int operator()() const {
-    return decode_blocks_per_sm<T, kHeadDim, kPaged, kFeatures>(device);
+    return decode_blocks_per_sm<T, kHeadDim, kPaged, kFeatures, kAlibi>(device);
   }
 };
 
@@ -132,9 +138,9 @@ struct Launch {
   const KeySplit& split;
   cudaStream_t stream;
   int device;
-  template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
+  template <typename T, int kHeadDim, bool kPaged, bool kFeatures, bool kAlibi>
   int operator()() const {
-    run_typed<T, kHeadDim, kPaged, kFeatures>(p, folded, paged, split, stream, device);
+    run_typed<T, kHeadDim, kPaged, kFeatures, kAlibi>(p, folded, paged, split, stream, device);
     return 0;
   }
 };
@@ -158,7 +164,8 @@ void run(const FlashParams& p, bool folded, const paged::PagedKv* paged,
   assert(p.cu_seqlens_q == nullptr && p.q_bias == nullptr && p.k_bias == nullptr &&
          p.v_bias == nullptr);
   assert((paged != nullptr) == kernel.paged);
-  assert(p.alibi_slopes == nullptr && has_flash_features(p) == kernel.features);
+  assert(has_flash_features(p) == kernel.features &&
+         (p.alibi_slopes != nullptr) == kernel.alibi);
   assert(paged == nullptr ||
          (paged->block_size >= 8 && (paged->block_size & (paged->block_size - 1)) == 0));
   if (p.batch == 0 || p.heads_q == 0) return;  // an empty grid launches nothing

@@ -26,12 +26,13 @@ int blocks_per_sm(const DecodeKernel& kernel, int device);
 // Runs `kernel` for `p` split as `split` says (plan_decode_split), as a plan decided it
 // (flash_attention's plan_flash, paged_attention's plan_paged_attention), which guarantees what
 // the kernel needs: p.seqlen_q <= kMaxRows rows per (batch row, head), batched (not varlen), no
-// q/k/v bias, no ALiBi, float16/bfloat16, 16-byte aligned rows and strides; a sliding window or
-// soft-cap in the features instantiation (kernel.features, decode_kernel). Row i of (b, h) is
-// query p.q + b*q_batch_stride + i*q_seq_stride + h*q_head_stride (the same for the output);
-// head h reads key/value head h / (heads_q / heads_kv). `folded`: p is fold_query_groups of a
-// one-row call, whose rows share that row's position (the window reads positions). Writes p.lse
-// (lse_offset(p, b, h) + i) unless it is null.
+// q/k/v bias, float16/bfloat16, 16-byte aligned rows and strides; a sliding window or soft-cap
+// in the features instantiation and ALiBi in the ALiBi one (kernel.features, kernel.alibi,
+// decode_kernel). Row i of (b, h) is query p.q + b*q_batch_stride + i*q_seq_stride +
+// h*q_head_stride (the same for the output); head h reads key/value head h / (heads_q /
+// heads_kv). `folded`: p is fold_query_groups of a one-row call, whose rows share that row's
+// position (the window and ALiBi read positions) and are query heads h * Sq + i (ALiBi reads
+// their slopes). Writes p.lse (lse_offset(p, b, h) + i) unless it is null.
 //
 // `paged` null: dense keys/values (kernel.paged is false). Otherwise the paged cache as
 // paged_attention carries it: key row r of batch row (sequence) b lives in physical block

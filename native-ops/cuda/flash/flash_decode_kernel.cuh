@@ -14,15 +14,19 @@
 // table (kPaged). Rows past the valid length are zero-filled on load and their scores masked to
 // -inf, so stale cache contents (NaN included) never reach the output.
 //
-// kFeatures: the sliding window and soft-capping (FlashParams; not ALiBi, which the plans keep
-// on other kernels). The key range starts at the first key its earliest row sees, aligned down
-// to a tile, and the splits count their tiles from there; keys before the window inside that
-// tile are zero-filled like those past the end and masked per row, every score of the window
-// is soft-capped. A template flag, as the tile kernel's kFeatures is: the plain instantiations
-// keep their code and registers (ptxas figures in the commit that added it).
+// kFeatures: the sliding window and soft-capping (FlashParams). The key range starts at the
+// first key its earliest row sees, aligned down to a tile, and the splits count their tiles from
+// there; keys before the window inside that tile are zero-filled like those past the end and
+// masked per row, every score of the window is soft-capped. kAlibi (with kFeatures): ALiBi too,
+// FlashAttention's -slope * |position - key| on every visible score, each row's slope read once
+// before the key loop (the GQA fold's rows are the group's query heads: each has its own).
+// Template flags, as the tile kernel's kFeatures is: the plain instantiations keep their code and
+// registers (ptxas figures in the commit that added kFeatures), and the kFeatures ones theirs
+// (kAlibi false passes the same constant zeros to modify_score as before it existed).
 //
-// Included by the instantiation files flash_decode_{fp16,bf16}.cu (plain) and
-// flash_decode_{fp16,bf16}_features.cu (kFeatures).
+// Included by the instantiation files flash_decode_{fp16,bf16}.cu (plain),
+// flash_decode_{fp16,bf16}_features.cu (kFeatures) and flash_decode_{fp16,bf16}_alibi.cu
+// (kFeatures and kAlibi).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -93,9 +97,10 @@ __device__ __forceinline__ int row_position(const DecodeArgs& args, int kv_len, 
                                    : i + kv_len - static_cast<int>(args.params.seqlen_q);
 }
 
-template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures, bool kAlibi>
 __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHeadDim>::kMinBlocks)
     flash_decode_kernel(const DecodeArgs args) {
+  static_assert(kFeatures || !kAlibi, "ALiBi runs in the features instantiations");
   using Tl = DecodeTile<kHeadDim>;
   using Sw = fwd::Swizzle<kHeadDim>;
   constexpr int kStages = Tl::kStages, kBlockN = Tl::kBlockN, kWarps = Tl::kWarps;
@@ -255,6 +260,19 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
   float row_sum[2] = {0.f, 0.f};
   const float scale_log2 = p.scale * kLog2e;
   const int g = lane / 4, t = lane % 4;
+  // kAlibi: the slopes of this thread's rows g and g + 8, read once. A folded row i of
+  // key/value head h is query head h * Sq + i (fold_query_groups); unfolded rows are all head h.
+  float slope[2] = {0.f, 0.f};
+  if constexpr (kAlibi) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = g + hf * 8;
+      if (r < seqlen_q) {
+        const int64_t head = args.rows_share_position ? h * seqlen_q + r : h;
+        slope[hf] = p.alibi_slopes[b * p.alibi_batch_stride + head];
+      }
+    }
+  }
   const uint32_t k_lane = Sw::lane_offset(lane % 8 + (lane / 16) * 8, (lane / 8) % 2);
   const uint32_t v_lane = Sw::lane_offset(lane % 8 + ((lane / 8) % 2) * 8, lane / 16);
 
@@ -292,19 +310,22 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
     // Scale into the log2 domain; mask keys past the context (and above the diagonal).
     const int key0 = n * kBlockN + warp * 16;
     if constexpr (kFeatures) {
-      // Every score: the row's window (and causal limit), then the soft-cap in the natural-log
-      // domain, then into the log2 domain.
+      // Every score: the row's window (and causal limit), then the soft-cap and (kAlibi) the
+      // ALiBi term in the natural-log domain, then into the log2 domain.
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const RowKeys<int> keys = row_keys(p, row_position(args, kv_len, g + hf * 8), kv_len);
+        const int position = row_position(args, kv_len, g + hf * 8);
+        const RowKeys<int> keys = row_keys(p, position, kv_len);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
           for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
             const int col = key0 + nt * 8 + 2 * t + (e & 1);
+            const float distance = kAlibi ? static_cast<float>(abs(position - col)) : 0.f;
             acc_s[nt][e] = col < keys.lo || col > keys.hi
                                ? -INFINITY
-                               : modify_score(acc_s[nt][e] * p.scale, p.softcap, 0.f, 0.f) *
+                               : modify_score(acc_s[nt][e] * p.scale, p.softcap,
+                                              kAlibi ? slope[hf] : 0.f, distance) *
                                      kLog2e;
           }
       }
@@ -443,13 +464,13 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads, DecodeTile<kHe
 
 // Opts the kernel into its shared memory on `device` once and returns its resident blocks per
 // SM there.
-template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures, bool kAlibi>
 int decode_blocks_per_sm(int device) {
   using Tl = DecodeTile<kHeadDim>;
   constexpr int kMaxDevices = 64;
   // 0 = not yet prepared. Racing threads do the same idempotent work and store the same value.
   static std::atomic<int> cached[kMaxDevices];
-  auto kernel = flash_decode_kernel<T, kHeadDim, kPaged, kFeatures>;
+  auto kernel = flash_decode_kernel<T, kHeadDim, kPaged, kFeatures, kAlibi>;
   int blocks = device >= 0 && device < kMaxDevices ? cached[device].load() : 0;
   if (blocks == 0) {
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -466,30 +487,33 @@ int decode_blocks_per_sm(int device) {
 }
 
 // Launches one instantiation; decode_blocks_per_sm(device) has run before.
-template <typename T, int kHeadDim, bool kPaged, bool kFeatures>
+template <typename T, int kHeadDim, bool kPaged, bool kFeatures, bool kAlibi>
 void launch_decode(const DecodeArgs& args, cudaStream_t stream) {
   using Tl = DecodeTile<kHeadDim>;
   const dim3 grid(static_cast<unsigned>(args.params.batch * args.params.heads_q),
                   static_cast<unsigned>(args.num_splits));
-  flash_decode_kernel<T, kHeadDim, kPaged, kFeatures>
+  flash_decode_kernel<T, kHeadDim, kPaged, kFeatures, kAlibi>
       <<<grid, Tl::kThreads, Tl::kSmemBytes, stream>>>(args);
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_decode_kernel");
 }
 
 }  // namespace djl_attn::flash::decode
 
-#define DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, HEAD_DIM, PAGED, FEATURES)                         \
-  template int djl_attn::flash::decode::decode_blocks_per_sm<T, HEAD_DIM, PAGED, FEATURES>(int); \
-  template void djl_attn::flash::decode::launch_decode<T, HEAD_DIM, PAGED, FEATURES>(            \
+#define DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, HEAD_DIM, PAGED, FEATURES, ALIBI)                 \
+  template int                                                                                 \
+  djl_attn::flash::decode::decode_blocks_per_sm<T, HEAD_DIM, PAGED, FEATURES, ALIBI>(int);     \
+  template void djl_attn::flash::decode::launch_decode<T, HEAD_DIM, PAGED, FEATURES, ALIBI>(   \
       const djl_attn::flash::decode::DecodeArgs&, cudaStream_t);
 // Every (head dim, row policy) of one dtype, without (plain) or with (features) the sliding
-// window and soft-cap: one file each, so that nvcc compiles them in parallel.
-#define DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, FEATURES)        \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, false, FEATURES)   \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, true, FEATURES)    \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, false, FEATURES)  \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, true, FEATURES)   \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, false, FEATURES)  \
-  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, true, FEATURES)
-#define DJL_FLASH_DECODE_INSTANTIATE(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, false)
-#define DJL_FLASH_DECODE_INSTANTIATE_FEATURES(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, true)
+// window and soft-cap, or with them and ALiBi (alibi): one file each, so that nvcc compiles them
+// in parallel.
+#define DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, FEATURES, ALIBI)        \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, false, FEATURES, ALIBI)   \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 64, true, FEATURES, ALIBI)    \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, false, FEATURES, ALIBI)  \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 128, true, FEATURES, ALIBI)   \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, false, FEATURES, ALIBI)  \
+  DJL_FLASH_DECODE_INSTANTIATE_ONE_(T, 256, true, FEATURES, ALIBI)
+#define DJL_FLASH_DECODE_INSTANTIATE(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, false, false)
+#define DJL_FLASH_DECODE_INSTANTIATE_FEATURES(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, true, false)
+#define DJL_FLASH_DECODE_INSTANTIATE_ALIBI(T) DJL_FLASH_DECODE_INSTANTIATE_FOR_(T, true, true)

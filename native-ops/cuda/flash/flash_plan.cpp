@@ -104,7 +104,6 @@ const char* decode_refusal(const FlashParams& p, bool tensor_cores,
     return "float32, a head dim that is not a multiple of 8, unaligned rows or a GPU before sm_80";
   }
   if (any_bias(p)) return "q/k/v bias";
-  if (p.alibi_slopes != nullptr) return "ALiBi";
   if (p.cu_seqlens_q != nullptr) return "a varlen batch";
   if (!decode_runs_on(p.head_dim, device)) {
     return "a head dim other than 64, 128 or 256, or too little shared memory";
@@ -174,12 +173,12 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   FlashPlan plan;
   // Few query rows (decode, with the group folded): one m16 tile per block instead of a 64-row
   // tile, split over the keys to fill the GPU. It runs the sliding window (folded too: its rows
-  // share the one query row's position) and the soft-cap; ALiBi takes the tile kernel's base
-  // tiles.
+  // share the one query row's position), the soft-cap and ALiBi (folded too: each row reads its
+  // own query head's slope).
   {
-    const bool fold = folds_query_groups(params, /*one_position=*/true);
+    const bool fold = folds_query_groups(params, /*decode_kernel=*/true);
     const FlashParams p = fold ? fold_query_groups(params) : params;
-    if (sw.decode != DecodeMode::kOff && !any_bias(p) && p.alibi_slopes == nullptr &&
+    if (sw.decode != DecodeMode::kOff && !any_bias(p) &&
         p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 && p.seqlen_q <= decode::kMaxRows &&
         decode_runs_on(p.head_dim, device)) {
       plan.fold = fold;
@@ -272,13 +271,14 @@ bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device) {
          device.smem_optin >= decode::smem_bytes(head_dim);
 }
 
-bool folds_query_groups(const FlashParams& p, bool one_position) {
+bool folds_query_groups(const FlashParams& p, bool decode_kernel) {
   // The tile, fp32 and simple kernels would see the folded rows of a sliding window as different
-  // positions, and every kernel would give them the key/value head's ALiBi slope: such calls run
-  // unfolded there. Soft-capping folds everywhere.
+  // positions and give them the key/value head's ALiBi slope: such calls run unfolded there.
+  // The decode kernel reads them as one position and each row's own slope. Soft-capping folds
+  // everywhere.
   return p.cu_seqlens_q == nullptr && p.seqlen_q == 1 && p.heads_q > p.heads_kv &&
-         p.q_bias == nullptr && p.lse_head_stride == 0 && (one_position || !has_window(p)) &&
-         p.alibi_slopes == nullptr;
+         p.q_bias == nullptr && p.lse_head_stride == 0 &&
+         (decode_kernel || (!has_window(p) && p.alibi_slopes == nullptr));
 }
 
 FlashParams fold_query_groups(const FlashParams& p) {
@@ -327,7 +327,8 @@ int64_t decode_walked_keys(const FlashParams& p, bool folded) {
 }
 
 DecodeKernel decode_kernel(const FlashParams& p, bool paged) {
-  return DecodeKernel{p.dtype, static_cast<int>(p.head_dim), paged, has_flash_features(p)};
+  return DecodeKernel{p.dtype, static_cast<int>(p.head_dim), paged, has_flash_features(p),
+                      p.alibi_slopes != nullptr};
 }
 
 KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t walked_keys,
@@ -386,7 +387,7 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
   const bool staged = !tensor_cores && capable && staging_applies(p);
   if (switches.decode == DecodeMode::kOn && !staged) {  // a staged call is checked on its copies
     // The rows the decode kernel would see: the GQA fold applies to single-row batches.
-    const int64_t rows = folds_query_groups(p, /*one_position=*/true) ? p.heads_q / p.heads_kv
+    const int64_t rows = folds_query_groups(p, /*decode_kernel=*/true) ? p.heads_q / p.heads_kv
                                                                        : p.seqlen_q;
     const char* refusal = rows <= decode::kMaxRows ? decode_refusal(p, tensor_cores, device)
                                                    : nullptr;
@@ -440,7 +441,8 @@ std::string describe(const FlashPlan& plan) {
              "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
     case FlashPath::kDecode:
       return out + "decode/D" + std::to_string(plan.decode.head_dim) +
-             (plan.decode.features ? "/features" : "") + "/splits" +
+             (plan.decode.alibi ? "/alibi" : (plan.decode.features ? "/features" : "")) +
+             "/splits" +
              std::to_string(plan.split.num_splits);
     case FlashPath::kTiled: {
       const TiledKernel& t = plan.tiled;

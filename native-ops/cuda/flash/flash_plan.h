@@ -15,9 +15,9 @@
 //            sm_80+, split over the keys (then merged by the combine pass) when its grid would
 //            not fill the GPU.
 //   decode   the split-KV decode kernel (flash_decode_kernel.cuh): at most 16 query rows per
-//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias, no ALiBi; the
-//            sliding window and soft-cap in an instantiation of their own, with the key range
-//            and its split counted from the window's first tile.
+//            (batch, head) after the fold, D = 64, 128 or 256, batched, no bias; the sliding
+//            window and soft-cap in an instantiation of their own, with the key range and its
+//            split counted from the window's first tile, and ALiBi in a third one.
 //   fp32     float32 on tensor cores (flash_fp32_kernel.cuh): tf32 mma.sync with operands
 //            split into hi + lo parts (3xTF32, float32 accuracy; 1xTF32 only where
 //            DJL_ATTN_FLASH_FP32=tf32 opts in, in DJL_ATTN_TUNING builds), sm_80+, every head dim up to 256 (padded), bias,
@@ -25,15 +25,16 @@
 //   simple   one warp per query row (flash_simple.cu): float32 where the fp32 kernel does not
 //            run (DJL_ATTN_FLASH_FP32=simple, GPUs before sm_80 or with too little shared
 //            memory), and float16/bfloat16 on such GPUs.
-// features (sliding window, soft-capping, ALiBi; flash_params.h): the decode path (window and
-// soft-cap), the tiled path's base tiles and the fp32 path's 4-warp 3xTF32 tiles in
-// instantiations of their own, and the simple kernel.
+// features (sliding window, soft-capping, ALiBi; flash_params.h): the decode path, the tiled
+// path's base tiles and the fp32 path's 4-warp 3xTF32 tiles in instantiations of their own, and
+// the simple kernel.
 // staged: float16/bfloat16 inputs the tensor-core kernels cannot read in place (a head dim that
 // is not a multiple of 8, rows not 16-byte aligned) run one of the paths above on padded,
 // aligned copies (flash_staged.h); the plan of those copies is this plan.
 // fold: decoding with grouped heads (Sq = 1, Hq = g * Hkv) runs as Sq = g rows of Hkv heads
 // (fold_query_groups), so that one block reads each key/value tile once for all g query heads;
-// with a sliding window only onto the decode kernel, which gives the folded rows one position.
+// with a sliding window or ALiBi only onto the decode kernel, which gives the folded rows one
+// position and each its own head's slope.
 #pragma once
 
 #include <cstdint>
@@ -92,7 +93,8 @@ struct DecodeKernel {
   ElementType dtype;
   int head_dim;
   bool paged;
-  bool features;  // the sliding window and soft-cap (kFeatures; has_flash_features, no ALiBi)
+  bool features;  // the sliding window, soft-cap or ALiBi (kFeatures; has_flash_features)
+  bool alibi;     // ALiBi (kAlibi, with features): the instantiation that reads the slopes
 };
 
 // One instantiation of the Hopper kernel (hopper/flash_hopper.cu).
@@ -173,8 +175,8 @@ KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t w
 // ranges cover them all.
 int64_t decode_walked_keys(const FlashParams& p, bool folded);
 
-// The decode instantiation for `p` (float16/bfloat16, D 64/128/256, no ALiBi): with the
-// features when it has a sliding window or soft-cap.
+// The decode instantiation for `p` (float16/bfloat16, D 64/128/256): with the features when it
+// has a sliding window, soft-cap or ALiBi, and the ALiBi one when it has ALiBi.
 DecodeKernel decode_kernel(const FlashParams& p, bool paged);
 
 // Whether the decode kernel for `head_dim` is compiled and fits the device (sm_80+, its shared
@@ -182,11 +184,11 @@ DecodeKernel decode_kernel(const FlashParams& p, bool paged);
 bool decode_runs_on(int64_t head_dim, const cuda::DeviceFacts& device);
 
 // Whether the GQA fold applies: one query row, grouped heads, batched, no q bias, the default
-// logsumexp layout, no ALiBi (the folded rows would take the key/value head's slope), and no
-// sliding window unless `one_position`: the kernel that runs the folded call reads its rows as
-// one query row's position (the decode kernel), where the others read row i as position i + o.
-// Computed once, here, for the plan and the paths it leads to.
-bool folds_query_groups(const FlashParams& p, bool one_position = false);
+// logsumexp layout, and no sliding window or ALiBi unless `decode_kernel`: the decode kernel
+// reads its folded rows as one query row's position and gives each row its own head's slope,
+// where the others would read row i as position i + o and give every row the key/value head's
+// slope. Computed once, here, for the plan and the paths it leads to.
+bool folds_query_groups(const FlashParams& p, bool decode_kernel = false);
 
 // Decoding with grouped heads (Sq = 1, Hq = g * Hkv): the g query heads that share one
 // key/value head become g query rows of one head. The query, output and logsumexp strides

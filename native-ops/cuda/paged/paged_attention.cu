@@ -64,6 +64,7 @@ PagedAttentionParams sequences(const PagedAttentionParams& p, int64_t first, int
   slice.query = static_cast<const char*>(p.query) + first * p.q_seq_stride * size;
   slice.kv.block_tables = p.kv.block_tables + first * p.kv.table_stride;
   slice.kv.context_lens = p.kv.context_lens + first;
+  if (p.alibi_slopes != nullptr) slice.alibi_slopes = p.alibi_slopes + first * p.alibi_seq_stride;
   slice.out = static_cast<char*>(p.out) + first * p.heads_q * p.kv.head_dim * size;
   slice.num_seqs = count;
   return slice;
@@ -77,6 +78,7 @@ void run_rows(const PagedAttentionParams& p) {
   r.kv = p.kv;
   r.cu_seqlens_q = nullptr;
   r.alibi_slopes = p.alibi_slopes;
+  r.alibi_seq_stride = p.alibi_seq_stride;
   r.out = p.out;
   r.q_token_stride = p.q_seq_stride;
   r.q_head_stride = p.q_head_stride;

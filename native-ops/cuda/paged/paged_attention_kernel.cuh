@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   for (int h = 0; h < kHeadTile; ++h) {
     const bool live = h < tile_heads;
     const int head = first_head + h;
-    slope[h] = live && p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
+    slope[h] = live ? alibi_slope(p, seq, head) : 0.f;
     // Element loads: a strided query view need not be 16-byte aligned.
     const T* q_row = static_cast<const T*>(p.query) + seq * p.q_seq_stride +
                      (live ? head : first_head) * p.q_head_stride;

@@ -68,14 +68,15 @@ flash::FlashParams folded_call(const DecodeProblem& p) {
 }
 
 // Whether the flash decode kernel runs this call: float16/bfloat16 caches of the query's dtype
-// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, no ALiBi, a
-// GQA group that fits its query rows, and 16-byte aligned query rows and output (its loads and
-// stores are 16-byte vectors). The sliding window and soft-cap run in its features
-// instantiation, which starts each sequence at its window's first tile and splits only the
-// window's span (flash::decode_walked_keys).
+// (it has no fp8 loads: an fp8 cache runs v1/v2), a head dim it has on this device, a GQA group
+// that fits its query rows, and 16-byte aligned query rows and output (its loads and stores are
+// 16-byte vectors). The sliding window and soft-cap run in its features instantiation, which
+// starts each sequence at its window's first tile and splits only the window's span
+// (flash::decode_walked_keys), ALiBi in its ALiBi instantiation (each folded row, a query head,
+// reads its own slope of its sequence's row).
 bool flash_runs(const DecodeProblem& p, const cuda::DeviceFacts& device) {
   return p.dtype != ElementType::kFloat32 && p.cache_type == CacheType::kQuery &&
-         flash::decode_runs_on(p.head_dim, device) && !p.alibi &&
+         flash::decode_runs_on(p.head_dim, device) &&
          p.heads_q / p.heads_kv <= flash::decode::kMaxRows && p.io_aligned16 &&
          p.q_seq_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
          is_power_of_two_at_least_8(p.block_size);
@@ -172,6 +173,9 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
     flash::FlashParams f = folded_call(p);
     f.batch = plan.seqs_per_launch;
     plan.flash = flash::decode_kernel(f, /*paged=*/true);
+    // The problem carries no addresses: ALiBi is its flag (flash_decode_params sets the slopes).
+    plan.flash.alibi = p.alibi;
+    plan.flash.features = plan.flash.features || p.alibi;
     plan.split = flash::plan_decode_split(f.batch, f.heads_q, f.seqlen_q,
                                           flash::decode_walked_keys(f, /*folded=*/true),
                                           f.head_dim, residency(plan.flash), device.sm_count);
@@ -243,6 +247,9 @@ flash::FlashParams flash_decode_params(const PagedAttentionParams& p) {
   f.v = p.kv.value_cache;
   f.out = p.out;
   f.kv_lens = p.kv.context_lens;
+  // Sequence s is batch row s: its slopes row (or the one [Hq] row), a query head per fold row.
+  f.alibi_slopes = p.alibi_slopes;
+  f.alibi_batch_stride = p.alibi_seq_stride;
   return f;
 }
 

@@ -8,7 +8,8 @@
 // Decode kernels (paged_attention):
 //   flash  the tensor-core split-KV decode kernel of the flash family (cuda/flash/flash_decode.h):
 //          the Hq / Hkv query heads of one kv head are the query rows of one m16 tile; the
-//          sliding window and soft-cap in its features instantiation. This plan picks its
+//          sliding window and soft-cap in its features instantiation, ALiBi (slopes [Hq] or
+//          [num_seqs, Hq]) in its ALiBi instantiation. This plan picks its
 //          instantiation and key split too (flash_decode_params is the call it runs), so a call
 //          is planned once.
 //   v1     one thread block per (sequence, kv head, tile of kHeadTile query heads) over the whole
@@ -173,8 +174,9 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
 // sequence folded into Hq / Hkv rows of Hkv heads (flash::fold_query_groups): the query
 // [num_seqs, Hq, D] with its strides, keys and values at (t * Hkv + h) * D within a cache block
 // (read through p.kv's block tables: no batch stride), out [num_seqs, Hq, D] contiguous, no
-// logsumexp, kv_lens = context_lens, and paged_attention's window (the query at position
-// context_len - 1 sees keys >= position - window_left) normalised as flash_attention's.
+// logsumexp, kv_lens = context_lens, paged_attention's window (the query at position
+// context_len - 1 sees keys >= position - window_left) normalised as flash_attention's, and its
+// ALiBi slopes with sequence s as batch row s.
 flash::FlashParams flash_decode_params(const PagedAttentionParams& p);
 
 // "kernel=v2 config=smem4 head_tiles=1 partition_size=64 partitions=16 seqs_per_launch=1

@@ -1,6 +1,7 @@
 // paged_prefill_attention on CUDA: a simple, correct kernel. One warp per (query row, head):
 // lane l holds head-dim elements l, l + 32, ...; keys are streamed one at a time through the
-// block table with an online softmax, from the row's sliding-window edge (0 without one). It
+// block table with an online softmax, over the keys the row sees (visible_span: from its
+// sliding-window edge, 0 without one, to its own position, or past it in non-causal calls). It
 // reads each key once per query row, so it is for chunked prefill of moderate chunks, not tuned. Its element loads need no alignment, so
 // paged_attention runs it too (one row per sequence) on caches its vector kernels cannot read.
 #include <cuda_bf16.h>
@@ -43,7 +44,8 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
                                            int64_t head, int64_t chunk_begin, int64_t chunk,
                                            int64_t row, int lane) {
   const int64_t context = p.kv.context_lens[seq];
-  // Row t of the chunk sits at position context - chunk + t and sees keys up to it.
+  // Row t of the chunk sits at position context - chunk + t (bottom-right aligned; negative for
+  // the first rows of a chunk longer than its context).
   const int64_t position = context - chunk + row;
   const int64_t dim = p.kv.head_dim, bs = p.kv.block_size;
   const int64_t kv_head = head / (p.heads_q / p.kv.heads_kv);
@@ -53,9 +55,9 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
   const C* v_cache = static_cast<const C*>(p.kv.value_cache) + kv_head * dim;
   const float q_scale = p.scale * kernels::scale_of(p.kv.k_scale, kv_head);
   const float out_scale = kernels::scale_of(p.kv.v_scale, kv_head);
-  const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[head] : 0.f;
-  // The sliding window's first key (0 without one): keys before it are not read.
-  const int64_t first = first_visible_key(position, p.window_left);
+  const float slope = alibi_slope(p, seq, head);
+  // The keys the row sees: the others are not read.
+  const KeySpan span = visible_span(position, context, p.window_left, p.window_right, p.causal);
 
   const T* q = static_cast<const T*>(p.query) + (chunk_begin + row) * p.q_token_stride +
                head * p.q_head_stride;
@@ -67,7 +69,7 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
     acc[i] = 0.f;
   }
   float row_max = -INFINITY, row_sum = 0.f;
-  for (int64_t j = first; j <= position; ++j) {
+  for (int64_t j = span.first; j < span.end; ++j) {
     const int64_t offset = (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * token_stride;
     const C* k = k_cache + offset;
     float partial = 0.f;
@@ -79,7 +81,7 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
     float score = warp_sum(partial);
     // Uniform over the launch: the soft-cap (scale * q . k capped) before the ALiBi term.
     if (p.softcap > 0.f) score = p.softcap * tanhf(score / p.softcap);
-    score += slope * static_cast<float>(j - position);
+    score += alibi_bias(slope, j, position);
     const float new_max = fmaxf(row_max, score);
     const float correction = __expf(row_max - new_max);
     const float weight = __expf(score - new_max);
