@@ -406,7 +406,8 @@ public final class AttentionOps {
      * @param contextLens int32 {@code [numSeqs]}, each in {@code [0, maxBlocks·blockSize]} and
      *     at most {@code maxContextLen}
      * @param maxContextLen an upper bound of {@code contextLens}
-     * @param options scale, window, soft-cap, ALiBi slopes, FP8 scales
+     * @param options scale, window, soft-cap, ALiBi slopes ({@code [Hq]} or {@code [numSeqs,
+     *     Hq]}), FP8 scales
      * @return the output {@code [numSeqs, Hq, D]}, dtype of {@code query}
      * @throws IllegalArgumentException if an argument breaks a rule of {@code paged_attention}
      */
@@ -455,7 +456,10 @@ public final class AttentionOps {
      * tokens; row {@code t} sits at position {@code p = contextLen - n + t} and sees keys {@code
      * j <= p} (and {@code j >= p - windowLeft} with a window). With one chunk per prompt this is
      * causal prefill; with several it is chunked prefill, and a prefix shared through the block
-     * table is read, not recomputed.
+     * table is read, not recomputed. FlashAttention's {@code flash_attn_with_kvcache} semantics
+     * are the same call: {@code optCausal(false)} (with {@code optWindowRight}) gives every row its
+     * sequence's keys, and a chunk may be longer than its context ({@code n > contextLens[s]}:
+     * causal rows before the first key give zeros).
      *
      * @param query packed new tokens {@code [T, Hq, D]}, float32 or float16, last dim contiguous
      * @param keyCache {@code [numBlocks, blockSize, Hkv, D]} in the query's dtype, or uint8 (FP8
@@ -465,7 +469,8 @@ public final class AttentionOps {
      * @param cuSeqlensQ int32 {@code [numSeqs + 1]}, non-decreasing from 0 to {@code T}
      * @param contextLens int32 {@code [numSeqs]}: cached tokens, new ones included
      * @param maxSeqlenQ an upper bound of the chunk lengths
-     * @param options scale, window, soft-cap, ALiBi slopes, FP8 scales
+     * @param options scale, causal mask, window, soft-cap, ALiBi slopes ({@code [Hq]} or {@code
+     *     [numSeqs, Hq]}), FP8 scales
      * @return the output {@code [T, Hq, D]}, dtype of {@code query}
      * @throws IllegalArgumentException if an argument breaks a rule of {@code
      *     paged_prefill_attention}

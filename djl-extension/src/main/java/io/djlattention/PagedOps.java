@@ -169,13 +169,18 @@ final class PagedOps {
             call.tensor(pytorchArray(cuSeqlensQ, "cuSeqlensQ"));
         }
         call.tensor(pytorchArray(contextLens, "contextLens"));
-        return withOptions(call, query, maxLen, options, checkIndices, kScale, vScale)
-                .invoke(ptQuery.getManager())[0];
+        withOptions(call, query, maxLen, options, checkIndices, kScale, vScale);
+        if (cuSeqlensQ != null) {
+            // paged_prefill_attention's last two: causal, window_right (a decode query is the
+            // last position of its sequence: it sees every key either way).
+            call.boolArg(options.isCausal()).intArg(options.getWindowRight());
+        }
+        return call.invoke(ptQuery.getManager())[0];
     }
 
     /**
-     * The arguments both paged attention schemas end with: {@code scale, max_len, alibi_slopes?,
-     * check_indices, k_scale?, v_scale?, window_left, softcap}.
+     * The arguments both paged attention schemas continue with: {@code scale, max_len,
+     * alibi_slopes?, check_indices, k_scale?, v_scale?, window_left, softcap}.
      */
     private static OperatorCall withOptions(
             OperatorCall call,

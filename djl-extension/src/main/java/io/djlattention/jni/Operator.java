@@ -67,12 +67,12 @@ public enum Operator {
     /**
      * {@code paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q,
      * context_lens, scale, max_seqlen_q, alibi_slopes?, check_indices, k_scale?, v_scale?,
-     * window_left, softcap) -> out}.
+     * window_left, softcap, causal, window_right) -> out}.
      */
     PAGED_PREFILL_ATTENTION(
             "paged_prefill_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_TENSOR, ARG_TENSOR, ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR, ARG_BOOL,
-            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT),
+            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INT),
     /** {@code add_bias_residual_affine(x, bias?, residual, scale, shift) -> out}. */
     ADD_BIAS_RESIDUAL_AFFINE(
             "add_bias_residual_affine", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR,
