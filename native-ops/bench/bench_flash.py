@@ -199,10 +199,15 @@ def decode_rows(device, log, copy_gbs):
                 scale = dim ** -0.5
                 # "ours": the launcher's choice (the split-KV decode kernel, flash_decode.h);
                 # "tile": the FA2 tile kernel it replaces, forced with DJL_ATTN_FLASH_DECODE=off.
+                # ALiBi with FlashAttention's [batch, heads] slopes: the decode kernel's ALiBi
+                # instantiation under auto (libraries before it: the tile kernel).
+                slopes = torch.rand(batch, heads_q, device=device) * 0.5
                 saved = switches.pop("DJL_ATTN_FLASH_DECODE", None)
                 try:
                     ms = bench(lambda: flash(q, k, v, None, scale, False))
                     out_decode = flash(q, k, v, None, scale, False)[0]
+                    alibi_ms = bench(lambda: flash(q, k, v, None, scale, False, -1, -1, 0.0,
+                                                   slopes))
                     switches["DJL_ATTN_FLASH_DECODE"] = "off"
                     tile_ms = bench(lambda: flash(q, k, v, None, scale, False))
                     out_tile = flash(q, k, v, None, scale, False)[0]
@@ -213,7 +218,8 @@ def decode_rows(device, log, copy_gbs):
                         switches["DJL_ATTN_FLASH_DECODE"] = saved
                 row = {"dtype": str(dtype).split(".")[1], "B": batch, "Sk": seqlen_k, "us": ms * 1e3,
                        "GB/s": kv_bytes / (ms * 1e-3) / 1e9, "tile_us": tile_ms * 1e3,
-                       "diff": (out_decode.float() - out_tile.float()).abs().max().item()}
+                       "diff": (out_decode.float() - out_tile.float()).abs().max().item(),
+                       "alibi_us": alibi_ms * 1e3}
                 row["of_copy"] = row["GB/s"] / copy_gbs
                 row["tile_of_copy"] = kv_bytes / (tile_ms * 1e-3) / 1e9 / copy_gbs
                 for name, backend in BACKENDS:
@@ -369,17 +375,19 @@ def markdown(device_name, copy_gbs, prefill, decode):
         "Decode (Sq = 1, Hq = 32, Hkv = 8, D = 128): microseconds, K/V bytes read per second, and that "
         "rate as a fraction of a 1 GiB device-to-device copy (%.0f GB/s, read + write). ours: the "
         "split-KV decode kernel (the default); tile: the tile kernel (DJL_ATTN_FLASH_DECODE=off); "
-        "diff: max |ours - tile|. SDPA with enable_gqa, microseconds." % copy_gbs,
+        "diff: max |ours - tile|; alibi: ours with ALiBi slopes [B, Hq] (the launcher's choice). "
+        "SDPA with enable_gqa, microseconds." % copy_gbs,
         "",
-        "| dtype | B | Sk | ours µs | GB/s | of copy | tile µs | tile of copy | diff | "
+        "| dtype | B | Sk | ours µs | GB/s | of copy | tile µs | tile of copy | diff | alibi µs | "
         + " | ".join(n + " µs" for n in sdpa_names) + " |",
-        "|" + "---|" * (9 + len(sdpa_names)),
+        "|" + "---|" * (10 + len(sdpa_names)),
     ]
     for r in decode:
         lines.append(
-            "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["dtype"], r["B"], r["Sk"], fmt(r["us"], "%.1f"), fmt(r["GB/s"]), fmt(r["of_copy"], "%.2f"),
                 fmt(r["tile_us"], "%.1f"), fmt(r["tile_of_copy"], "%.2f"), fmt(r["diff"], "%.1e"),
+                fmt(r["alibi_us"], "%.1f"),
                 " | ".join(fmt(r[n + "_us"], "%.1f") for n in sdpa_names),
             )
         )

@@ -26,8 +26,8 @@ MAX_HEAD_DIM = supported_ints("paged.max_head_dim")[0]
 # "auto" lets the launcher's plan choose; v1 (one pass per sequence), v2 (partitioned context
 # plus a reduce kernel) and flash (the tensor-core split-KV decode kernel,
 # cuda/flash/flash_decode.h) force one CUDA kernel. A forced flash runs what auto would choose
-# between v1 and v2 where the flash kernel does not apply (float32, ALiBi, head dims other than
-# 64/128/256, groups above 16: tests/test_plans_paged.py). The CPU has one kernel.
+# between v1 and v2 where the flash kernel does not apply (float32, fp8 caches with ALiBi, head
+# dims other than 64/128/256, groups above 16: tests/test_plans_paged.py). The CPU has one kernel.
 VARIANTS = ["auto", "v1", "v2", "flash"]
 # CUDA kernel configurations (DJL_ATTN_PAGED_CONFIG, cuda/paged/paged_attention_launch.cuh):
 # the default, 8 warps with 2 + 2 loads per lane, two cp.async shared-memory rings, and the
@@ -1090,9 +1090,10 @@ def planned_kernel(num_seqs, max_context_len, heads_q, heads_kv, dim, block_size
 
 
 # The flash decode kernel's features instantiation (float16/bfloat16 caches, D 64/128/256, groups
-# up to 16, no ALiBi) under auto and a forced flash: windows inside one 64-key tile, on a tile's
-# edge and across many tiles and split ranges of long contexts, keys before the window poisoned
-# (check_decode), soft-cap alone and with a window, every block size.
+# up to 16; ALiBi runs in its own, test_paged_kvcache.py) under auto and a forced flash: windows
+# inside one 64-key tile, on a tile's edge and across many tiles and split ranges of long
+# contexts, keys before the window poisoned (check_decode), soft-cap alone and with a window,
+# every block size.
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("dim", [64, 128, 256])
 @pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (32, 8), (16, 1)])
