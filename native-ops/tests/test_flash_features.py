@@ -194,29 +194,18 @@ def test_long_sequences(dtype, dim, feature, causal):
 
 
 @pytest.mark.skipif(not CUDA, reason="DJL_ATTN_FLASH_DECODE chooses between CUDA kernels")
-@pytest.mark.parametrize("feature", ["window-left", "softcap", "combined", "alibi-h"])
+@pytest.mark.parametrize("feature", ["window-left", "softcap", "combined", "alibi-h", "alibi-bh"])
 @pytest.mark.parametrize("heads_q,heads_kv", [(4, 4), (8, 2)])
-def test_decode_on_runs_window_and_softcap(options, feature, heads_q, heads_kv):
-    # The decode kernel runs the window and the soft-cap (folded GQA rows too): with
-    # DJL_ATTN_FLASH_DECODE=on they run there (a refusal would fail the call). It does not take
-    # ALiBi: on refuses naming it, and auto runs those calls on the tile kernel.
-    window_left, window_right, softcap, alibi = FEATURES[feature]
+def test_decode_on_runs_window_softcap_and_alibi(options, feature, heads_q, heads_kv):
+    # The decode kernel runs the window and the soft-cap (its features instantiation) and ALiBi
+    # (its ALiBi instantiation, slopes [Hq] or [B, Hq]), folded GQA rows too: with
+    # DJL_ATTN_FLASH_DECODE=on they run there (a refusal would fail the call).
     options.set("DJL_ATTN_FLASH_DECODE", "on")
-    if alibi is None:
-        for dtype in (torch.float16, torch.bfloat16):
-            run_batched("cuda", dtype, 2, 1, 300, heads_q, heads_kv, 64, False, feature,
-                        kv_lens=[300, 17])
-            run_batched("cuda", dtype, 2, 3, 300, heads_q, heads_kv, 128, True, feature,
-                        kv_lens=[300, 2])
-        return
-    q = torch.randn(2, 1, heads_q, 64, dtype=torch.float16, device="cuda")
-    k = torch.randn(2, 300, heads_kv, 64, dtype=torch.float16, device="cuda")
-    slopes = slopes_for(alibi, 2, heads_q, "cuda")
-    with pytest.raises(RuntimeError, match="DJL_ATTN_FLASH_DECODE=on: the decode kernel does not "
-                                           "take ALiBi"):
-        flash(q, k, k, None, 0.125, False, window_left, window_right, softcap, slopes)
-    options.set("DJL_ATTN_FLASH_DECODE", "auto")
-    run_batched("cuda", torch.float16, 2, 1, 300, heads_q, heads_kv, 64, False, feature)
+    for dtype in (torch.float16, torch.bfloat16):
+        run_batched("cuda", dtype, 2, 1, 300, heads_q, heads_kv, 64, False, feature,
+                    kv_lens=[300, 17])
+        run_batched("cuda", dtype, 2, 3, 300, heads_q, heads_kv, 128, True, feature,
+                    kv_lens=[300, 2])
 
 
 @pytest.mark.skipif(not CUDA, reason="DJL_ATTN_FLASH_FP32 chooses between CUDA kernels")

@@ -106,6 +106,9 @@ def test_decode_benchmark_plans(batch, seqlen_k):
     assert flash_plan(*shape) == ours
     assert flash_plan(*shape, decode="on") == ours
     assert flash_plan(*shape, decode="off") == tile
+    # bench_flash.py's ALiBi column: the same fold and split on the ALiBi instantiation (each
+    # folded row reads its own query head's slope).
+    assert flash_plan(*shape, alibi=True) == ours.replace("decode/D128/", "decode/D128/alibi/")
     # The Hopper switch changes nothing here: 4 folded rows are the decode kernel's, and at most
     # 64 rows keep the tile kernel's 64-row tiles.
     assert flash_plan(*shape, hopper="on") == ours
