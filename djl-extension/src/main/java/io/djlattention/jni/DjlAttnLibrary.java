@@ -65,6 +65,21 @@ final class DjlAttnLibrary {
             int numOutputs,
             @Cast("int64_t*") long[] outputs);
 
+    /**
+     * Calls operator {@code index} ({@code djl_attn_operator_*} numbering) with its schema's
+     * arguments, unchecked per call: {@link Operator} was checked against the schemas at load and
+     * {@link OperatorCall} checks each argument's kind as it is added. Returns the first {@code
+     * numOutputs} outputs; the others are freed natively.
+     *
+     * @return {@link #OK}, {@link #INVALID_ARGUMENT} or {@link #NATIVE_ERROR}
+     */
+    @Name("djl_attn_call_operator")
+    static native int callOperator(
+            int index,
+            @Cast("const int64_t*") long[] argValues,
+            int numOutputs,
+            @Cast("int64_t*") long[] outputs);
+
     @Name("djl_attn_operator_count")
     static native int operatorCount();
 

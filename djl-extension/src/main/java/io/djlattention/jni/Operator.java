@@ -154,6 +154,8 @@ public enum Operator {
     private final String schemaName;
     private final int numOutputs;
     private final int[] argKinds;
+    /** The operator's index in the native library's list; set by {@link #verifyAgainstNative}. */
+    private int nativeIndex = -1;
 
     Operator(String schemaName, int numOutputs, int... argKinds) {
         this.schemaName = schemaName;
@@ -192,13 +194,20 @@ public enum Operator {
         return argKinds[index];
     }
 
+    /** The index {@code djl_attn_call_operator} takes; valid once verified. */
+    int nativeIndex() {
+        return nativeIndex;
+    }
+
     int numArgs() {
         return argKinds.length;
     }
 
     /**
      * Checks every operator of this list against the schema the loaded native library registered
-     * under its name: same argument kinds in the same order, same number of outputs.
+     * under its name: same argument kinds in the same order, same number of outputs; and records
+     * each operator's native index, by which calls name it. Runs once, before any call
+     * (OperatorCall publishes the indices through a volatile flag).
      *
      * @throws IllegalStateException naming the first operator that differs, with its schema
      */
@@ -231,6 +240,7 @@ public enum Operator {
                                 + op.numOutputs
                                 + " outputs");
             }
+            op.nativeIndex = index;
         }
     }
 }

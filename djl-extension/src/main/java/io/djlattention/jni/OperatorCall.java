@@ -19,6 +19,8 @@ import ai.djl.pytorch.engine.PtNDManager;
  */
 public final class OperatorCall {
 
+    private static final long[] NO_HANDLES = new long[0];
+
     private static volatile boolean verified;
 
     private final Operator operator;
@@ -102,6 +104,21 @@ public final class OperatorCall {
      * @throws EngineException on any other native failure
      */
     public PtNDArray[] invoke(PtNDManager manager) {
+        return invoke(manager, operator.numOutputs());
+    }
+
+    /**
+     * Runs the operator and keeps only its first outputs: the others are freed natively, never
+     * wrapped as arrays (for example {@code flash_attention}'s logsumexp when only the output is
+     * wanted).
+     *
+     * @param manager the manager the kept outputs are attached to
+     * @param numOutputs how many of the outputs to keep, in {@code [0, numOutputs()]}
+     * @return the first {@code numOutputs} outputs, in schema order
+     * @throws IllegalArgumentException if the operator rejected its arguments
+     * @throws EngineException on any other native failure
+     */
+    public PtNDArray[] invoke(PtNDManager manager, int numOutputs) {
         if (count != values.length) {
             throw new IllegalStateException(
                     operator.schemaName()
@@ -111,16 +128,18 @@ public final class OperatorCall {
                             + count
                             + " were given");
         }
-        int numOutputs = operator.numOutputs();
-        long[] handles = new long[numOutputs];
+        if (numOutputs < 0 || numOutputs > operator.numOutputs()) {
+            throw new IllegalStateException(
+                    operator.schemaName()
+                            + " returns "
+                            + operator.numOutputs()
+                            + " tensors, "
+                            + numOutputs
+                            + " were asked for");
+        }
+        long[] handles = numOutputs == 0 ? NO_HANDLES : new long[numOutputs];
         int status =
-                DjlAttnLibrary.call(
-                        operator.schemaName(),
-                        count,
-                        operator.argKinds(),
-                        values,
-                        numOutputs,
-                        handles);
+                DjlAttnLibrary.callOperator(operator.nativeIndex(), values, numOutputs, handles);
         if (status == DjlAttnLibrary.INVALID_ARGUMENT) {
             throw new IllegalArgumentException(DjlAttnLibrary.lastErrorMessage());
         }
@@ -161,10 +180,10 @@ public final class OperatorCall {
 
     /** Loads the libraries, then checks {@link Operator} against their schemas once. */
     private static void ensureLoaded() {
-        LibraryLoader.load();
-        if (!verified) {
+        if (!verified) { // one volatile read per call once loaded
             synchronized (OperatorCall.class) {
                 if (!verified) {
+                    LibraryLoader.load();
                     Operator.verifyAgainstNative();
                     verified = true;
                 }
