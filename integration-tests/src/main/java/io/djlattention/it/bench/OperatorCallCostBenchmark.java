@@ -55,7 +55,8 @@ import java.util.Map;
  * <p>Each round times {@code --calls} calls of every case back to back, cases taking turns, so
  * that load from other processes falls on all alike; the table gives the median over {@code
  * --rounds} rounds (after 2 warm-up rounds) of wall µs per call and of the calling thread's CPU
- * µs per call, and the ratio to the DJL add of the same rounds.
+ * µs per call, and the median of each round's ratio to the DJL add of the same round (on a shared
+ * machine the CPU time and the ratios move less than the wall time).
  *
  * <p>Run: {@code OMP_WAIT_POLICY=PASSIVE mvn -B -Pcall-cost-bench -DskipTests verify} (CPU), or
  * {@code BENCH=callcost integration-tests/scripts/gpu-java-suite.sh RUN_DIR} on the GPU machine.
@@ -120,24 +121,19 @@ public final class OperatorCallCostBenchmark {
                     }
                 }
             }
-            List<Double> anchor = column(samples.get(ANCHOR), 0);
             System.out.println(
-                    "| call | wall µs / call | host CPU µs / call | wall / DJL add (per round,"
-                            + " median) |");
-            System.out.println("| --- | ---: | ---: | ---: |");
+                    "| call | wall µs / call | host CPU µs / call | wall / DJL add | host CPU /"
+                            + " DJL add |");
+            System.out.println("| --- | ---: | ---: | ---: | ---: |");
             for (Map.Entry<String, List<double[]>> e : samples.entrySet()) {
-                List<Double> wall = column(e.getValue(), 0);
-                List<Double> ratio = new ArrayList<>();
-                for (int r = 0; r < wall.size(); ++r) {
-                    ratio.add(wall.get(r) / anchor.get(r));
-                }
                 System.out.printf(
                         Locale.ROOT,
-                        "| %s | %.2f | %.2f | %.2fx |%n",
+                        "| %s | %.2f | %.2f | %.2fx | %.2fx |%n",
                         e.getKey(),
-                        BenchSupport.median(wall),
+                        BenchSupport.median(column(e.getValue(), 0)),
                         BenchSupport.median(column(e.getValue(), 1)),
-                        BenchSupport.median(ratio));
+                        medianRatio(e.getValue(), samples.get(ANCHOR), 0),
+                        medianRatio(e.getValue(), samples.get(ANCHOR), 1));
             }
         }
     }
@@ -152,6 +148,15 @@ public final class OperatorCallCostBenchmark {
         long wall = System.nanoTime() - start;
         cpu = THREADS.getCurrentThreadCpuTime() - cpu;
         return new double[] {wall / 1e3 / calls, cpu / 1e3 / calls};
+    }
+
+    /** The median over rounds of a call's time over the DJL add's in the same round. */
+    private static double medianRatio(List<double[]> rows, List<double[]> anchor, int index) {
+        List<Double> ratio = new ArrayList<>(rows.size());
+        for (int r = 0; r < rows.size(); ++r) {
+            ratio.add(rows.get(r)[index] / anchor.get(r)[index]);
+        }
+        return BenchSupport.median(ratio);
     }
 
     private static List<Double> column(List<double[]> rows, int index) {
