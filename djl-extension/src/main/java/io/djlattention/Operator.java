@@ -1,13 +1,13 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.jni;
+package io.djlattention;
 
-import static io.djlattention.jni.DjlAttnLibrary.ARG_BOOL;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_FLOAT;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_INT;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_OPTIONAL_TENSOR;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_TENSOR;
+import static io.djlattention.OperatorLibrary.ARG_BOOL;
+import static io.djlattention.OperatorLibrary.ARG_FLOAT;
+import static io.djlattention.OperatorLibrary.ARG_INT;
+import static io.djlattention.OperatorLibrary.ARG_OPTIONAL_TENSOR;
+import static io.djlattention.OperatorLibrary.ARG_TENSOR;
 
 import java.util.Arrays;
 
@@ -17,9 +17,10 @@ import java.util.Arrays;
  * states them. {@link #verifyAgainstNative()} holds this list against the schemas the native
  * library registered (the one list of {@code native-ops/src/registration/register_ops.cpp}), once
  * at first use, so a schema change that Java does not follow fails loudly at load, not as a crash
- * or a misread argument in some later call. Internal to djl-attention.
+ * or a misread argument in some later call. Package-private: users call {@link AttentionOps} and
+ * the other operator classes.
  */
-public enum Operator {
+enum Operator {
     /**
      * {@code flash_attention(q, k, v, kv_lens?, scale, causal, window_left, window_right,
      * softcap, alibi_slopes?) -> (out, lse)}.
@@ -168,7 +169,7 @@ public enum Operator {
      *
      * @return the name, for example {@code flash_attention}
      */
-    public String schemaName() {
+    String schemaName() {
         return schemaName;
     }
 
@@ -177,16 +178,16 @@ public enum Operator {
      *
      * @return 0, 1 or 2
      */
-    public int numOutputs() {
+    int numOutputs() {
         return numOutputs;
     }
 
     /**
-     * Returns the kind of each schema argument, in order ({@code DjlAttnLibrary.ARG_*}).
+     * Returns the kind of each schema argument, in order ({@code OperatorLibrary.ARG_*}).
      *
      * @return a copy of the kinds
      */
-    public int[] argKinds() {
+    int[] argKinds() {
         return argKinds.clone();
     }
 
@@ -212,11 +213,11 @@ public enum Operator {
      * @throws IllegalStateException naming the first operator that differs, with its schema
      */
     static void verifyAgainstNative() {
-        int count = DjlAttnLibrary.operatorCount();
+        int count = OperatorLibrary.operatorCount();
         for (Operator op : values()) {
             int index = -1;
             for (int i = 0; i < count; ++i) {
-                if (op.schemaName.equals(DjlAttnLibrary.operatorName(i))) {
+                if (op.schemaName.equals(OperatorLibrary.operatorName(i))) {
                     index = i;
                     break;
                 }
@@ -225,15 +226,15 @@ public enum Operator {
                 throw new IllegalStateException(
                         "djl_attn: the native library defines no operator " + op.schemaName);
             }
-            int[] kinds = new int[DjlAttnLibrary.operatorArgKinds(index, null, 0)];
-            DjlAttnLibrary.operatorArgKinds(index, kinds, kinds.length);
+            int[] kinds = new int[OperatorLibrary.operatorArgKinds(index, null, 0)];
+            OperatorLibrary.operatorArgKinds(index, kinds, kinds.length);
             if (!Arrays.equals(kinds, op.argKinds)
-                    || DjlAttnLibrary.operatorNumOutputs(index) != op.numOutputs) {
+                    || OperatorLibrary.operatorNumOutputs(index) != op.numOutputs) {
                 throw new IllegalStateException(
                         "djl_attn: Operator."
                                 + op.name()
                                 + " does not match the native schema "
-                                + DjlAttnLibrary.operatorSchema(index)
+                                + OperatorLibrary.operatorSchema(index)
                                 + ": Java has argument kinds "
                                 + Arrays.toString(op.argKinds)
                                 + " and "
