@@ -11,8 +11,8 @@
 #   OUT     where logs, the JUnit XML report and benchmark tables go (default /tmp/gpu-java-suite)
 #   ARCHS   CMAKE_CUDA_ARCHITECTURES (default 90: this machine's; the shipped jar has 80-real;90)
 #   TESTS   "all" (default) or a JUnit console selector, e.g. "--select-class io.x.YTest"
-#   BENCH   "all" (default), "none", or a comma list of: flash, bert, decode, captured, llama1b,
-#           serve1b, minilm, hf
+#   BENCH   "all" (default), "none", or a comma list of: flash, callcost, bert, decode, captured,
+#           llama1b, serve1b, minilm, hf
 #   MINILM_DIR  where an earlier call left all-minilm-l6-v2.onnx (default /tmp/minilm); without it
 #           the MiniLM tests that read the ONNX file fail and the minilm check is skipped
 #   TEST_DEVICE  the parity tests' device (default gpu; cpu runs the same tests on the CPU)
@@ -153,6 +153,7 @@ bench_main() { # name, main class, args...
 bench_ran=()
 if [ "$status_build" = OK ] && [ "$BENCH" != none ]; then
   want flash && bench_main flash io.djlattention.it.bench.FlashBenchmark
+  want callcost && bench_main callcost io.djlattention.it.bench.OperatorCallCostBenchmark
   want bert && bench_main bert io.djlattention.it.bench.BertBenchmark \
     --layers 2,12 --batches 1,8,32 --seqs 128,512 --warmup 3 --runs 10
   want decode && bench_main decode io.djlattention.it.bench.PagedDecodeBenchmark \

@@ -1,8 +1,10 @@
 """The C interface the Java bridge calls (djl_attn/c_api.h), driven through ctypes.
 
-djl_attn_call runs an operator's checks before it dispatches, so a rejected call returns its
-status and message without PyTorch's C shim logging `Exception in aoti_torch: ...` to stderr;
-the tests capture the process's stderr (file descriptor 2, where libtorch writes) to prove it.
+djl_attn_call (and djl_attn_call_operator, by index) dispatch once, with the kernel reporting an
+invalid argument to the call instead of throwing it through the dispatcher, so a rejected call
+returns its status and message without PyTorch's C shim logging `Exception in aoti_torch: ...` to
+stderr; the tests capture the process's stderr (file descriptor 2, where libtorch writes) to
+prove it.
 """
 
 import ctypes
@@ -21,6 +23,13 @@ lib.djl_attn_call.argtypes = [
     ctypes.c_char_p,
     ctypes.c_int32,
     ctypes.POINTER(ctypes.c_int32),
+    ctypes.POINTER(ctypes.c_int64),
+    ctypes.c_int32,
+    ctypes.POINTER(ctypes.c_int64),
+]
+lib.djl_attn_call_operator.restype = ctypes.c_int32
+lib.djl_attn_call_operator.argtypes = [
+    ctypes.c_int32,
     ctypes.POINTER(ctypes.c_int64),
     ctypes.c_int32,
     ctypes.POINTER(ctypes.c_int64),
@@ -52,8 +61,9 @@ def take_tensor(handle):
     return torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(_new_capsule(handle, None, None))
 
 
-def call(name, args, num_outputs):
-    """Calls djl_attn_call with (kind, value) pairs; returns (status, message, output tensors)."""
+def call(name, args, num_outputs, by_index=False):
+    """Calls djl_attn_call (or djl_attn_call_operator) with (kind, value) pairs; returns (status,
+    message, output tensors)."""
     handles = []
     kinds, values = [], []
     try:
@@ -69,14 +79,19 @@ def call(name, args, num_outputs):
             kinds.append(kind)
             values.append(int(value))
         outputs = (ctypes.c_int64 * max(num_outputs, 1))()
-        status = lib.djl_attn_call(
-            name.encode(),
-            len(args),
-            (ctypes.c_int32 * len(kinds))(*kinds),
-            (ctypes.c_int64 * len(values))(*values),
-            num_outputs,
-            outputs,
-        )
+        if by_index:
+            status = lib.djl_attn_call_operator(
+                operator_index(name), (ctypes.c_int64 * len(values))(*values), num_outputs,
+                outputs)
+        else:
+            status = lib.djl_attn_call(
+                name.encode(),
+                len(args),
+                (ctypes.c_int32 * len(kinds))(*kinds),
+                (ctypes.c_int64 * len(values))(*values),
+                num_outputs,
+                outputs,
+            )
         message = lib.djl_attn_last_error_message().decode()
         tensors = []
         if status == OK:
@@ -85,6 +100,13 @@ def call(name, args, num_outputs):
     finally:
         for handle in handles:
             lib.djl_attn_delete_tensor(handle)
+
+
+def operator_index(name):
+    for i in range(lib.djl_attn_operator_count()):
+        if lib.djl_attn_operator_name(i).decode() == name:
+            return i
+    raise KeyError(name)
 
 
 def flash_args(q, k, v, kv_lens=None, scale=0.5, causal=False, window_left=-1, window_right=-1,
@@ -104,6 +126,38 @@ def test_a_call_runs_the_operator(device):
     expected, expected_lse = torch.ops.djl_attn.flash_attention(q, k, v, kv_lens, 0.3, True)
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
     torch.testing.assert_close(lse, expected_lse, rtol=0, atol=0)
+
+
+def test_a_call_by_index_returns_the_outputs_asked_for(device, capfd):
+    q = torch.randn(1, 9, 4, 16, device=device)
+    k = torch.randn(1, 13, 2, 16, device=device)
+    v = torch.randn(1, 13, 2, 16, device=device)
+    expected, expected_lse = torch.ops.djl_attn.flash_attention(q, k, v, None, 0.25, True)
+    status, message, (out, lse) = call("flash_attention", flash_args(q, k, v, None, 0.25, True), 2,
+                                       by_index=True)
+    assert status == OK, message
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(lse, expected_lse, rtol=0, atol=0)
+    # The output alone: the logsumexp is freed inside the call.
+    status, message, (out,) = call("flash_attention", flash_args(q, k, v, None, 0.25, True), 1,
+                                   by_index=True)
+    assert status == OK, message
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    # More outputs than the schema returns: refused before anything runs.
+    status, message, _ = call("flash_attention", flash_args(q, k, v), 3, by_index=True)
+    assert status == NATIVE_ERROR and "3 outputs asked, the schema returns 2" in message, message
+    # A rejected call by index: the status, the operator's message, nothing on stderr.
+    capfd.readouterr()
+    status, message, _ = call("flash_attention", flash_args(q[0], k, v), 1, by_index=True)
+    assert status == INVALID_ARGUMENT and "flash_attention: q: expected 4 dims" in message, message
+    assert capfd.readouterr().err == ""
+
+
+def test_an_index_out_of_range_is_refused():
+    outputs = (ctypes.c_int64 * 1)()
+    count = lib.djl_attn_operator_count()
+    assert lib.djl_attn_call_operator(count, None, 0, outputs) == NATIVE_ERROR
+    assert "no operator at index" in lib.djl_attn_last_error_message().decode()
 
 
 # (what is wrong, the arguments, a part of the operator's message)

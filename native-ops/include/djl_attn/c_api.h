@@ -41,14 +41,25 @@ int32_t djl_attn_get_num_threads(void);
 
 /*
  * Calls `djl_attn::<op_name>` through the dispatcher. `arg_kinds` and `num_outputs` must match
- * the operator's schema (a mismatch is a DJL_ATTN_NATIVE_ERROR and nothing runs). The operator's
- * argument checks run first, outside the dispatcher, so an invalid argument returns
- * DJL_ATTN_INVALID_ARGUMENT without PyTorch logging anything. Writes `num_outputs` new tensor
+ * the operator's schema (a mismatch is a DJL_ATTN_NATIVE_ERROR and nothing runs). The kernel
+ * reports an invalid argument to this call instead of throwing it through the dispatcher, so it
+ * returns DJL_ATTN_INVALID_ARGUMENT without PyTorch logging anything. Writes `num_outputs` new tensor
  * handles to `outputs` on success. On failure returns DJL_ATTN_INVALID_ARGUMENT or
  * DJL_ATTN_NATIVE_ERROR and leaves the message in this thread's last error.
  */
 int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_kinds,
                       const int64_t* arg_values, int32_t num_outputs, int64_t* outputs);
+
+/*
+ * djl_attn_call for a bridge that holds its operator list checked against
+ * djl_attn_operator_arg_kinds once (the Java bridge does at load): operator `index` of
+ * [0, djl_attn_operator_count()), `arg_values` in the kinds and number of its schema, unchecked
+ * per call. Returns the first `num_outputs` of the schema's outputs (fewer than it returns is
+ * allowed: the others are freed here, e.g. flash_attention's logsumexp for a caller that does not
+ * want it).
+ */
+int32_t djl_attn_call_operator(int32_t index, const int64_t* arg_values, int32_t num_outputs,
+                               int64_t* outputs);
 
 /*
  * The operators this library defines, for bridges that check their own list against it:

@@ -8,7 +8,6 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -133,7 +132,6 @@ void add_bias_residual_layernorm_boxed(shim::StableIValue* stack, const BertBack
   if (!std::isfinite(eps) || eps < 0) {
     fail_invalid(kOp, ": eps: expected a finite value >= 0, got ", eps);
   }
-  if (validation_only()) return;
 
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (shape.rows > 0) {
@@ -163,7 +161,6 @@ void add_bias_gelu_boxed(shim::StableIValue* stack, const BertBackend& backend) 
   const ArgName x_name{kOp, "x"}, bias_name{kOp, "bias"};
   const RowShape shape = check_activation(x, x_name, /*need_channels=*/false);
   if (bias) check_param(*bias, bias_name, x, x_name, shape.channels, nullptr, bias_name);
-  if (validation_only()) return;
 
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (shape.rows > 0 && shape.channels > 0) {
@@ -195,7 +192,6 @@ void add_bias_residual_affine_boxed(shim::StableIValue* stack, const BertBackend
   check_param(scale, scale_name, x, x_name, shape.channels, nullptr, scale_name);
   check_param(shift, {kOp, "shift"}, x, x_name, shape.channels, &scale, scale_name);
   if (bias) check_param(*bias, {kOp, "bias"}, x, x_name, shape.channels, &scale, scale_name);
-  if (validation_only()) return;
 
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (shape.rows > 0 && shape.channels > 0) {
@@ -248,7 +244,6 @@ void remove_padding_boxed(shim::StableIValue* stack, const BertBackend& backend)
     }
     cu[b + 1] = static_cast<int32_t>(total);
   }
-  if (validation_only()) return;
 
   Tensor packed = Tensor::empty({total, channels}, x.dtype(), x.device());
   Tensor cu_seqlens = Tensor::empty({batch + 1}, DType::kInt32, x.device());
@@ -286,8 +281,7 @@ void restore_padding_boxed(shim::StableIValue* stack, const BertBackend& backend
   check_contiguous(cu_seqlens, cu_name);
   if (seqlen < 0) fail_invalid(kOp, ": seqlen: expected a value >= 0, got ", seqlen);
   const int64_t batch = cu_seqlens.size(0) - 1;
-  if (check_values()) check_restore_offsets(cu_seqlens, batch, seqlen, total, backend);
-  if (validation_only()) return;
+  check_restore_offsets(cu_seqlens, batch, seqlen, total, backend);
 
   Tensor out = Tensor::empty({batch, seqlen, channels}, packed.dtype(), packed.device());
   if (batch > 0 && seqlen > 0 && channels > 0) {

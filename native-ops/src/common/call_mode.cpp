@@ -3,17 +3,33 @@
 namespace djl_attn {
 namespace {
 
-CallMode& thread_mode() {
-  thread_local CallMode mode = CallMode::kFull;
-  return mode;
+struct ThreadCall {
+  CallMode mode = CallMode::kThrow;
+  bool rejected = false;
+};
+
+ThreadCall& thread_call() {
+  thread_local ThreadCall call;
+  return call;
 }
 
 }  // namespace
 
-CallMode call_mode() { return thread_mode(); }
+CallModeScope::CallModeScope(CallMode mode)
+    : previous_mode_(thread_call().mode), previous_rejected_(thread_call().rejected) {
+  thread_call().mode = mode;
+  thread_call().rejected = false;
+}
 
-CallModeScope::CallModeScope(CallMode mode) : previous_(thread_mode()) { thread_mode() = mode; }
+CallModeScope::~CallModeScope() {
+  thread_call().mode = previous_mode_;
+  thread_call().rejected = previous_rejected_;
+}
 
-CallModeScope::~CallModeScope() { thread_mode() = previous_; }
+bool CallModeScope::rejected() const { return thread_call().rejected; }
+
+bool reports_status() { return thread_call().mode == CallMode::kReportStatus; }
+
+void mark_rejected() { thread_call().rejected = true; }
 
 }  // namespace djl_attn

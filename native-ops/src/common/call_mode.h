@@ -1,14 +1,17 @@
-// How the binding of the current call treats its checks: the C interface of the library
-// (`djl_attn_call`) runs an operator's checks itself before it dispatches, so that an invalid
-// argument is reported as a status code and never travels through PyTorch's dispatcher (whose C
-// shim logs every exception it catches to stderr as `Exception in aoti_torch: ...`).
+// How an operator's boxed kernel reports an invalid argument in the current call.
 //
-//   kFull          every caller except the C interface (Python, TorchScript): check, then run.
-//   kValidateOnly  the C interface's first pass: run the checks, then return before allocating
-//                  anything or launching.
-//   kChecked       the C interface's dispatcher call after that pass: the checks that read
-//                  index values back to the host (a device-to-host copy and a synchronisation
-//                  on CUDA) are not repeated; the cheap shape checks still run.
+//   kThrow         every caller except the C interface (Python, TorchScript): the binding's
+//                  InvalidArgument propagates (Python sees a ValueError with its message).
+//   kReportStatus  the C interface's dispatcher call (`djl_attn_call*`): the boxed kernel
+//                  catches the InvalidArgument, marks the call rejected and returns undefined
+//                  tensors as its outputs. The message is already in this thread's error record
+//                  (common/error.h), and the exception never travels through PyTorch's C shim,
+//                  which logs every exception it catches to stderr (`Exception in aoti_torch:
+//                  ...`). The C interface then frees those outputs and returns a status code.
+//
+// One pass through the dispatcher, the binding run once: an earlier design ran each call's
+// binding twice (a validation-only pass outside the dispatcher, then the dispatcher call), which
+// cost ~1 us per call on the CPU (docs/design/op-call-cost.md).
 //
 // The mode is per thread and set only around one call: the dispatcher runs a kernel on the
 // calling thread, and no binding calls another djl_attn operator.
@@ -16,11 +19,10 @@
 
 namespace djl_attn {
 
-enum class CallMode { kFull, kValidateOnly, kChecked };
+enum class CallMode { kThrow, kReportStatus };
 
-CallMode call_mode();
-
-// Sets the calling thread's mode for its lifetime, restoring the previous one after.
+// Sets the calling thread's mode for its lifetime, restoring the previous one (and its rejected
+// mark) after.
 class CallModeScope {
  public:
   explicit CallModeScope(CallMode mode);
@@ -28,16 +30,18 @@ class CallModeScope {
   CallModeScope(const CallModeScope&) = delete;
   CallModeScope& operator=(const CallModeScope&) = delete;
 
+  // True when a kernel rejected its arguments during this scope (kReportStatus only).
+  bool rejected() const;
+
  private:
-  CallMode previous_;
+  CallMode previous_mode_;
+  bool previous_rejected_;
 };
 
-// True when the binding should return right after its checks.
-inline bool validation_only() { return call_mode() == CallMode::kValidateOnly; }
+// True when the current call reports invalid arguments as a status (kReportStatus).
+bool reports_status();
 
-// True when the binding should run the checks that read index values (kv_lens, cu_seqlens,
-// block tables, slot mappings): always, except on the dispatcher call that follows a validation
-// pass of the same arguments.
-inline bool check_values() { return call_mode() != CallMode::kChecked; }
+// Marks the current call rejected (the boxed kernel, in kReportStatus mode).
+void mark_rejected();
 
 }  // namespace djl_attn

@@ -12,15 +12,15 @@ void check_shim(shim::AOTITorchError code, const char* what) {
 }  // namespace
 
 int32_t torch_dtype_code(DType dtype) {
-  const auto& api = shim::torch();
+  const shim::TorchCodes& codes = shim::torch().codes;
   switch (dtype) {
-    case DType::kFloat32: return api.dtype_float32();
-    case DType::kFloat16: return api.dtype_float16();
-    case DType::kBFloat16: return api.dtype_bfloat16();
-    case DType::kInt32: return api.dtype_int32();
-    case DType::kInt64: return api.dtype_int64();
-    case DType::kUInt8: return api.dtype_uint8();
-    case DType::kFloat8E4M3FN: return api.dtype_float8_e4m3fn();
+    case DType::kFloat32: return codes.float32;
+    case DType::kFloat16: return codes.float16;
+    case DType::kBFloat16: return codes.bfloat16;
+    case DType::kInt32: return codes.int32;
+    case DType::kInt64: return codes.int64;
+    case DType::kUInt8: return codes.uint8;
+    case DType::kFloat8E4M3FN: return codes.float8_e4m3fn;
     case DType::kOther: break;
   }
   fail_native("no PyTorch dtype for ", dtype_name(dtype));
@@ -64,6 +64,12 @@ std::string Device::str() const {
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this != &other) {
     if (handle_ != nullptr) shim::torch().delete_tensor_object(handle_);
+    dim_ = other.dim_;
+    sizes_ = other.sizes_;
+    strides_ = other.strides_;
+    dtype_code_ = other.dtype_code_;
+    device_ = other.device_;
+    device_known_ = other.device_known_;
     handle_ = other.release();
   }
   return *this;
@@ -77,71 +83,101 @@ Tensor::~Tensor() {
 shim::AtenTensorHandle Tensor::release() {
   shim::AtenTensorHandle handle = handle_;
   handle_ = nullptr;
+  dim_ = -1;
+  sizes_ = nullptr;
+  strides_ = nullptr;
+  dtype_code_ = kUnknownDtype;
+  device_known_ = false;
   return handle;
 }
 
-int64_t Tensor::dim() const {
+void Tensor::read_shape() const {
+  const auto& api = shim::torch();
   int64_t dim = 0;
-  check_shim(shim::torch().get_dim(handle_, &dim), "get_dim");
-  return dim;
+  int64_t* sizes = nullptr;
+  int64_t* strides = nullptr;
+  check_shim(api.get_dim(handle_, &dim), "get_dim");
+  check_shim(api.get_sizes(handle_, &sizes), "get_sizes");
+  check_shim(api.get_strides(handle_, &strides), "get_strides");
+  sizes_ = sizes;
+  strides_ = strides;
+  dim_ = dim;
+}
+
+int64_t Tensor::dim() const {
+  if (dim_ < 0) read_shape();
+  return dim_;
 }
 
 int64_t Tensor::size(int64_t d) const {
-  int64_t* sizes = nullptr;
-  check_shim(shim::torch().get_sizes(handle_, &sizes), "get_sizes");
-  return sizes[d < 0 ? d + dim() : d];
+  if (dim_ < 0) read_shape();
+  return sizes_[d < 0 ? d + dim_ : d];
 }
 
 int64_t Tensor::stride(int64_t d) const {
-  int64_t* strides = nullptr;
-  check_shim(shim::torch().get_strides(handle_, &strides), "get_strides");
-  return strides[d < 0 ? d + dim() : d];
+  if (dim_ < 0) read_shape();
+  return strides_[d < 0 ? d + dim_ : d];
 }
 
 std::vector<int64_t> Tensor::sizes() const {
-  int64_t* sizes = nullptr;
-  check_shim(shim::torch().get_sizes(handle_, &sizes), "get_sizes");
-  return std::vector<int64_t>(sizes, sizes + dim());
+  if (dim_ < 0) read_shape();
+  return std::vector<int64_t>(sizes_, sizes_ + dim_);
 }
 
 int64_t Tensor::numel() const {
+  if (dim_ < 0) read_shape();
   int64_t n = 1;
-  for (int64_t s : sizes()) n *= s;
+  for (int64_t d = 0; d < dim_; ++d) n *= sizes_[d];
   return n;
 }
 
+int32_t Tensor::dtype_code() const {
+  if (dtype_code_ == kUnknownDtype) {
+    int32_t code = 0;
+    check_shim(shim::torch().get_dtype(handle_, &code), "get_dtype");
+    dtype_code_ = code;
+  }
+  return dtype_code_;
+}
+
 DType Tensor::dtype() const {
-  const auto& api = shim::torch();
-  int32_t code = 0;
-  check_shim(api.get_dtype(handle_, &code), "get_dtype");
-  if (code == api.dtype_float32()) return DType::kFloat32;
-  if (code == api.dtype_float16()) return DType::kFloat16;
-  if (code == api.dtype_bfloat16()) return DType::kBFloat16;
-  if (code == api.dtype_int32()) return DType::kInt32;
-  if (code == api.dtype_int64()) return DType::kInt64;
-  if (code == api.dtype_uint8()) return DType::kUInt8;
-  if (code == api.dtype_float8_e4m3fn()) return DType::kFloat8E4M3FN;
+  const shim::TorchCodes& codes = shim::torch().codes;
+  const int32_t code = dtype_code();
+  if (code == codes.float32) return DType::kFloat32;
+  if (code == codes.float16) return DType::kFloat16;
+  if (code == codes.bfloat16) return DType::kBFloat16;
+  if (code == codes.int32) return DType::kInt32;
+  if (code == codes.int64) return DType::kInt64;
+  if (code == codes.uint8) return DType::kUInt8;
+  if (code == codes.float8_e4m3fn) return DType::kFloat8E4M3FN;
   return DType::kOther;
 }
 
 std::string Tensor::dtype_str() const {
   const DType known = dtype();
   if (known != DType::kOther) return dtype_name(known);
-  int32_t code = 0;
-  check_shim(shim::torch().get_dtype(handle_, &code), "get_dtype");
+  const int32_t code = dtype_code();
   const char* name = shim::dtype_code_name(code);
   return name != nullptr ? name : "dtype code " + std::to_string(code);
 }
 
 Device Tensor::device() const {
-  const auto& api = shim::torch();
-  int32_t type = 0;
-  int32_t index = 0;
-  check_shim(api.get_device_type(handle_, &type), "get_device_type");
-  check_shim(api.get_device_index(handle_, &index), "get_device_index");
-  if (type == api.device_type_cpu()) return {DeviceType::kCpu, -1};
-  if (type == api.device_type_cuda()) return {DeviceType::kCuda, index};
-  return {DeviceType::kOther, index};
+  if (!device_known_) {
+    const auto& api = shim::torch();
+    int32_t type = 0;
+    int32_t index = 0;
+    check_shim(api.get_device_type(handle_, &type), "get_device_type");
+    check_shim(api.get_device_index(handle_, &index), "get_device_index");
+    if (type == api.codes.cpu) {
+      device_ = {DeviceType::kCpu, -1};
+    } else if (type == api.codes.cuda) {
+      device_ = {DeviceType::kCuda, index};
+    } else {
+      device_ = {DeviceType::kOther, index};
+    }
+    device_known_ = true;
+  }
+  return device_;
 }
 
 void* Tensor::data() const {
@@ -158,8 +194,7 @@ Tensor Tensor::empty(const std::vector<int64_t>& sizes, DType dtype, Device devi
     strides[i] = stride;
     stride *= sizes[i] > 0 ? sizes[i] : 1;
   }
-  int32_t device_type =
-      device.type == DeviceType::kCuda ? api.device_type_cuda() : api.device_type_cpu();
+  int32_t device_type = device.type == DeviceType::kCuda ? api.codes.cuda : api.codes.cpu;
   shim::AtenTensorHandle handle = nullptr;
   shim::AOTITorchError code =
       api.empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(),
@@ -176,7 +211,7 @@ Tensor Tensor::from_blob(void* data, const std::vector<int64_t>& sizes,
                          const std::vector<int64_t>& strides, DType dtype, Device device) {
   const auto& api = shim::torch();
   const int32_t device_type =
-      device.type == DeviceType::kCuda ? api.device_type_cuda() : api.device_type_cpu();
+      device.type == DeviceType::kCuda ? api.codes.cuda : api.codes.cpu;
   shim::AtenTensorHandle handle = nullptr;
   check_shim(shim::torch_matmul().create_tensor_from_blob(
                  data, static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(), 0,

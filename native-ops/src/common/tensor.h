@@ -2,6 +2,7 @@
 // it that kernels need (sizes, strides in elements, dtype, device, data pointer).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,11 +33,24 @@ struct Device {
 
 // Owns one AtenTensorHandle: deletes it on destruction, moves but never copies. Accessors throw
 // NativeError when a shim call fails.
+//
+// The metadata is read through the shim once per Tensor and kept: the rank, sizes and strides on
+// first use of any of them (libtorch's own arrays, borrowed: no binding resizes a tensor while it
+// holds it), the dtype and the device on first use of each. A binding's checks ask the same
+// questions of each argument many times; each shim call is a call into libtorch.
 class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(shim::AtenTensorHandle handle) : handle_(handle) {}
-  Tensor(Tensor&& other) noexcept : handle_(other.release()) {}
+  Tensor(Tensor&& other) noexcept
+      : dim_(other.dim_),
+        sizes_(other.sizes_),
+        strides_(other.strides_),
+        dtype_code_(other.dtype_code_),
+        device_(other.device_),
+        device_known_(other.device_known_) {
+    handle_ = other.release();
+  }
   Tensor& operator=(Tensor&& other) noexcept;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
@@ -69,7 +83,17 @@ class Tensor {
                           const std::vector<int64_t>& strides, DType dtype, Device device);
 
  private:
+  static constexpr int32_t kUnknownDtype = INT32_MIN;
+  void read_shape() const;  // dim_, sizes_, strides_
+  int32_t dtype_code() const;
+
   shim::AtenTensorHandle handle_ = nullptr;
+  mutable int64_t dim_ = -1;  // -1: not read yet
+  mutable const int64_t* sizes_ = nullptr;
+  mutable const int64_t* strides_ = nullptr;
+  mutable int32_t dtype_code_ = kUnknownDtype;
+  mutable Device device_{DeviceType::kOther, -1};
+  mutable bool device_known_ = false;
 };
 
 // "[2, 3, 4]"

@@ -7,7 +7,6 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -223,7 +222,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   // (check_indices false) reads nothing back: a captured step cannot, and a per-layer wait is
   // what the fused layer exists to remove; its caller vouches for the positions too.
   const bool on_cpu = hidden.device().type == DeviceType::kCpu;
-  if (check_values() && (check_indices || on_cpu)) {
+  if (check_indices || on_cpu) {
     const bool batch = check_indices;
     std::vector<int64_t> pos = paged::host_buffer<int64_t>(positions);
     std::vector<int32_t> lens, tables, cu;
@@ -278,7 +277,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
       }
     }
   }
-  if (validation_only() || tokens == 0) return;
+  if (tokens == 0) return;
 
   DecoderLayerParams p{};
   p.hidden = hidden.data();

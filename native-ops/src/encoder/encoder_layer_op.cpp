@@ -6,7 +6,6 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 #include "flash/flash_params.h"
@@ -169,8 +168,8 @@ void encoder_layer_boxed(shim::StableIValue* stack, const EncoderBackend& backen
   p.ffn_norm_weight = check_vector(ffn_norm_weight, "ffn_norm_weight", c, kC, hidden);
   p.ffn_norm_bias = check_vector(ffn_norm_bias, "ffn_norm_bias", c, kC, hidden);
   // The values: host memory (the only device with a kernel), so reading them costs no sync.
-  if (check_values()) check_cu_seqlens(cu_seqlens, tokens, max_seqlen);
-  if (validation_only() || tokens == 0) return;
+  check_cu_seqlens(cu_seqlens, tokens, max_seqlen);
+  if (tokens == 0) return;
 
   p.hidden = hidden.data();
   p.cu_seqlens = cu_seqlens.data_as<int32_t>();
@@ -210,7 +209,6 @@ void gemm_pack_weight_boxed(shim::StableIValue* stack, const EncoderBackend& bac
     fail_invalid(wn.prefix(), ": expected out >= 1 and in >= 1, got shape ",
                  shape_str(weight.sizes()));
   }
-  if (validation_only()) return;
   const gemm::WeightFormat format =
       bfloat16 ? gemm::WeightFormat::kBFloat16 : gemm::float32_pack_format();
   Tensor blob = Tensor::empty({gemm::packed_bytes(format, n, k)}, DType::kUInt8, weight.device());

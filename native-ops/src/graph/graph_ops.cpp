@@ -1,7 +1,6 @@
 #include "graph/graph_ops.h"
 
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -47,28 +46,24 @@ void check_graph(const char* op, const Tensor& arena, int64_t id, const GraphBac
 void measure_begin_boxed(shim::StableIValue* stack, const GraphBackend& backend) {
   Tensor anchor = take_tensor(stack, 0);
   const int device = check_cuda(anchor, {"cuda_graph_measure_begin", "anchor"}, backend);
-  if (validation_only()) return;
   backend.measure_begin(device);
 }
 
 void measure_end_boxed(shim::StableIValue* stack, const GraphBackend& backend) {
   Tensor anchor = take_tensor(stack, 0);
   const int device = check_cuda(anchor, {"cuda_graph_measure_end", "anchor"}, backend);
-  if (validation_only()) return;
   put_tensor(stack, 0, int64_values({backend.measure_end(device)}));
 }
 
 void capture_begin_boxed(shim::StableIValue* stack, const GraphBackend& backend) {
   Tensor arena = take_tensor(stack, 0);
   const int device = check_arena(arena, "cuda_graph_capture_begin", backend);
-  if (validation_only()) return;
   backend.capture_begin(arena.data(), arena.numel(), device);
 }
 
 void capture_end_boxed(shim::StableIValue* stack, const GraphBackend& backend) {
   Tensor arena = take_tensor(stack, 0);
   const int device = check_arena(arena, "cuda_graph_capture_end", backend);
-  if (validation_only()) return;
   const CapturedGraph graph = backend.capture_end(arena.data(), device);
   put_tensor(stack, 0, int64_values({graph.id, graph.nodes}));
 }
@@ -78,7 +73,6 @@ void replay_boxed(shim::StableIValue* stack, const GraphBackend& backend) {
   const int64_t id = read_int(stack, 1);
   const int device = check_arena(arena, "cuda_graph_replay", backend);
   check_graph("cuda_graph_replay", arena, id, backend);
-  if (validation_only()) return;
   backend.replay(arena.data(), id, device);
 }
 
@@ -87,7 +81,6 @@ void release_boxed(shim::StableIValue* stack, const GraphBackend& backend) {
   const int64_t id = read_int(stack, 1);
   const int device = check_arena(arena, "cuda_graph_release", backend);
   check_graph("cuda_graph_release", arena, id, backend);
-  if (validation_only()) return;
   backend.release(arena.data(), id, device);
 }
 

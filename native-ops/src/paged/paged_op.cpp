@@ -8,7 +8,6 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 #include "paged/paged_checks.h"
@@ -111,7 +110,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t slots = num_blocks * block_size;
   // Every slot is checked before anything is written: a bad call leaves the caches untouched.
-  if (check_slots && check_values()) {
+  if (check_slots) {
     std::vector<int64_t> slot_values = host_buffer<int64_t>(slot_mapping);
     std::vector<float> k_scales = scale_buffer(k_scale), v_scales = scale_buffer(v_scale);
     copy_to_host(backend.copy_to_host,
@@ -126,7 +125,6 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
       }
     }
   }
-  if (validation_only()) return;
   // The kernels skip negative slots.
   if (tokens == 0 || heads_kv == 0 || dim == 0) return;
 
@@ -184,7 +182,7 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   const int64_t max_blocks = block_tables.size(1);
   // The values of the index tensors, unless the caller vouches for them (check_indices=False:
   // the Java PagedBatch checked them once for the whole step) or already checked them.
-  if (check_indices && check_values()) {
+  if (check_indices) {
     // One wait for both copies (the binding's only synchronisation).
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
@@ -202,7 +200,6 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
       }
     }
   }
-  if (validation_only()) return;
 
   Tensor out = Tensor::empty({num_seqs, heads_q, dim}, query.dtype(), query.device());
   if (num_seqs > 0 && heads_q > 0) {
@@ -272,7 +269,7 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
 
   const int64_t num_blocks = key_cache.size(0), block_size = key_cache.size(1);
   const int64_t max_blocks = block_tables.size(1);
-  if (check_indices && check_values()) {
+  if (check_indices) {
     std::vector<int32_t> lens = host_buffer<int32_t>(context_lens);
     std::vector<int32_t> tables = host_buffer<int32_t>(block_tables);
     std::vector<int32_t> cu = host_buffer<int32_t>(cu_seqlens_q);
@@ -288,7 +285,6 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     // before the context's first key.
     check_chunks(kPrefillOp, cu, lens, tokens, max_seqlen_q, /*chunks_cached=*/false);
   }
-  if (validation_only()) return;
 
   Tensor out = Tensor::empty({tokens, heads_q, dim}, query.dtype(), query.device());
   if (tokens > 0 && heads_q > 0) {

@@ -28,25 +28,64 @@ namespace shim = djl_attn::shim;
 
 namespace {
 
-// Releases the input handles we created if the stack never reaches a kernel.
-struct PendingInputs {
-  std::vector<shim::AtenTensorHandle> handles;
-  std::vector<shim::StableIValue*> boxes;
-  bool consumed = false;
-  ~PendingInputs() {
-    if (consumed) return;
-    for (auto h : handles) shim::torch().delete_tensor_object(h);
-    for (auto b : boxes) delete b;
+// A dispatcher stack for one call, in a fixed array (no allocation but the `Tensor?` boxes):
+// new handle copies of the tensors (the receiver consumes what it is given; never the caller's
+// own handles), `Tensor?` boxed, scalars as they are. Until the dispatcher takes the stack, the
+// copies and boxes are this object's and freed with it.
+class CallStack {
+ public:
+  CallStack() = default;
+  ~CallStack() {
+    if (handed_over_) return;
+    for (int32_t i = 0; i < num_handles_; ++i) shim::torch().delete_tensor_object(handles_[i]);
+    for (int32_t i = 0; i < num_boxes_; ++i) delete boxes_[i];
   }
-};
+  CallStack(const CallStack&) = delete;
+  CallStack& operator=(const CallStack&) = delete;
 
-shim::AtenTensorHandle copy_handle(int64_t value) {
-  shim::AtenTensorHandle copy = nullptr;
-  if (shim::torch().new_tensor_handle(reinterpret_cast<shim::AtenTensorHandle>(value), &copy) != 0) {
-    djl_attn::fail_native("new_tensor_handle failed");
+  void fill(const djl_attn::OperatorSignature& op, const int64_t* arg_values) {
+    for (size_t i = 0; i < op.arg_kinds.size(); ++i) {
+      switch (op.arg_kinds[i]) {
+        case DJL_ATTN_ARG_TENSOR:
+          slots_[i] = reinterpret_cast<shim::StableIValue>(copy_handle(arg_values[i]));
+          break;
+        case DJL_ATTN_ARG_OPTIONAL_TENSOR: {
+          if (arg_values[i] == 0) break;  // None
+          shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
+          boxes_[num_boxes_] = new shim::StableIValue(reinterpret_cast<shim::StableIValue>(copy));
+          slots_[i] = reinterpret_cast<shim::StableIValue>(boxes_[num_boxes_++]);
+          break;
+        }
+        default:  // int, float (a double's bits), bool
+          slots_[i] = static_cast<shim::StableIValue>(arg_values[i]);
+          break;
+      }
+    }
   }
-  return copy;
-}
+  // The stack, handed to the dispatcher: from here on it owns the arguments.
+  shim::StableIValue* hand_over() {
+    handed_over_ = true;
+    return slots_;
+  }
+
+ private:
+  shim::AtenTensorHandle copy_handle(int64_t value) {
+    shim::AtenTensorHandle copy = nullptr;
+    if (shim::torch().new_tensor_handle(reinterpret_cast<shim::AtenTensorHandle>(value), &copy) !=
+        0) {
+      djl_attn::fail_native("new_tensor_handle failed");
+    }
+    handles_[num_handles_++] = copy;
+    return copy;
+  }
+
+  shim::StableIValue slots_[djl_attn::kMaxStackSlots] = {};
+  shim::AtenTensorHandle handles_[djl_attn::kMaxStackSlots];
+  shim::StableIValue* boxes_[djl_attn::kMaxStackSlots];
+  int32_t num_handles_ = 0;
+  int32_t num_boxes_ = 0;
+  bool handed_over_ = false;
+};
 
 // The bridge's arguments must be the schema's: a handle read as an integer (or the reverse)
 // would crash the kernel, so a mismatch is refused before anything runs.
@@ -66,61 +105,75 @@ void check_signature(const djl_attn::OperatorSignature& op, int32_t num_args,
   }
 }
 
-// A dispatcher stack for one call: new handle copies (the receiver consumes what it is given;
-// never the caller's own handles), `Tensor?` boxed, scalars as they are.
-std::vector<shim::StableIValue> make_stack(const djl_attn::OperatorSignature& op,
-                                           const int32_t* arg_kinds, const int64_t* arg_values,
-                                           size_t size) {
-  std::vector<shim::StableIValue> stack(size, 0);
-  PendingInputs pending;
-  for (size_t i = 0; i < op.arg_kinds.size(); ++i) {
-    switch (arg_kinds[i]) {
-      case DJL_ATTN_ARG_TENSOR: {
-        shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
-        pending.handles.push_back(copy);
-        stack[i] = reinterpret_cast<shim::StableIValue>(copy);
-        break;
-      }
-      case DJL_ATTN_ARG_OPTIONAL_TENSOR: {
-        if (arg_values[i] == 0) break;  // None
-        shim::AtenTensorHandle copy = copy_handle(arg_values[i]);
-        pending.handles.push_back(copy);
-        auto* box = new shim::StableIValue(reinterpret_cast<shim::StableIValue>(copy));
-        pending.boxes.push_back(box);
-        stack[i] = reinterpret_cast<shim::StableIValue>(box);
-        break;
-      }
-      default:  // int, float (a double's bits), bool
-        stack[i] = static_cast<shim::StableIValue>(arg_values[i]);
-        break;
-    }
-  }
-  pending.consumed = true;
-  return stack;
-}
+int32_t status_of_last_error();
+const djl_attn::OperatorSignature* operator_at(int32_t index);
 
-// The kernel this library registered for the device of the first tensor argument on the CPU or
-// CUDA (the one the dispatcher will pick when all arguments share a device, which the checks
-// require), or null.
-shim::BoxedKernel kernel_for(const djl_attn::OperatorSignature& op, const int32_t* arg_kinds,
-                             const int64_t* arg_values) {
+// The kernel for a call whose tensors mix cpu or cuda with a device no djl_attn kernel serves
+// (meta): the kernel of the first cpu or cuda tensor, whose binding names the argument on the
+// wrong device, as it does for any other mismatch. The dispatcher would pick the other device's
+// missing kernel and fail without naming it. Null for the common call, which is dispatched.
+shim::BoxedKernel kernel_for_mixed_devices(const djl_attn::OperatorSignature& op,
+                                           const int64_t* arg_values) {
   const auto& api = shim::torch();
+  int32_t served = -1;
+  bool unserved = false;
   for (size_t i = 0; i < op.arg_kinds.size(); ++i) {
-    const bool tensor = arg_kinds[i] == DJL_ATTN_ARG_TENSOR ||
-                        (arg_kinds[i] == DJL_ATTN_ARG_OPTIONAL_TENSOR && arg_values[i] != 0);
-    if (!tensor) continue;
+    const int32_t kind = op.arg_kinds[i];
+    if (kind != DJL_ATTN_ARG_TENSOR && (kind != DJL_ATTN_ARG_OPTIONAL_TENSOR || arg_values[i] == 0)) {
+      continue;
+    }
     int32_t type = 0;
     if (api.get_device_type(reinterpret_cast<shim::AtenTensorHandle>(arg_values[i]), &type) != 0) {
-      return nullptr;
+      djl_attn::fail_native("get_device_type failed for argument ", i, " of ", op.name);
     }
-    if (type == api.device_type_cpu()) return djl_attn::registered_kernel("CPU", op.name.c_str());
-    if (type == api.device_type_cuda()) {
-      return djl_attn::registered_kernel("CUDA", op.name.c_str());
+    if (type == api.codes.cpu || type == api.codes.cuda) {
+      if (served < 0) served = type;
+    } else {
+      unserved = true;
     }
-    // Another device (meta): the next tensor decides, so that an argument on the wrong device
-    // is named by the binding even when it comes first (sample_tokens' output ids).
   }
-  return nullptr;
+  if (!unserved || served < 0) return nullptr;
+  return djl_attn::registered_kernel(served == api.codes.cpu ? "CPU" : "CUDA", op.name.c_str());
+}
+
+// One call through the dispatcher, its kernel in kReportStatus mode (common/call_mode.h): an
+// invalid argument comes back as DJL_ATTN_INVALID_ARGUMENT without passing through PyTorch's C
+// shim as an exception (which would log it to stderr). The first `num_outputs` outputs go to
+// `outputs`; the rest are freed.
+int32_t call_operator(const djl_attn::OperatorSignature& op, const int64_t* arg_values,
+                      int32_t num_outputs, int64_t* outputs) {
+  CallStack arguments;
+  arguments.fill(op, arg_values);
+  djl_attn::CallModeScope mode(djl_attn::CallMode::kReportStatus);
+  const shim::BoxedKernel mixed = kernel_for_mixed_devices(op, arg_values);
+  shim::StableIValue* stack = arguments.hand_over();
+  if (mixed != nullptr) {
+    mixed(stack, op.arg_kinds.size(), op.num_outputs);  // owns and frees the arguments
+  } else if (shim::torch().call_dispatcher(op.qualified_name.c_str(), "", stack) != 0) {
+    if (djl_attn::last_error_kind() == ErrorKind::kNone) {
+      // LibraryLoader (Java) recognises "no kernel for these tensors' device" in this text.
+      djl_attn::record_error(ErrorKind::kNative,
+                             op.qualified_name +
+                                 " failed in PyTorch's dispatcher (no kernel for these tensors' "
+                                 "device); PyTorch logged the reason to stderr");
+    }
+    return status_of_last_error();
+  }
+  if (mode.rejected()) {
+    // The kernel returned undefined tensors in place of its outputs.
+    for (int32_t i = 0; i < op.num_outputs; ++i) {
+      shim::torch().delete_tensor_object(reinterpret_cast<shim::AtenTensorHandle>(stack[i]));
+    }
+    return DJL_ATTN_INVALID_ARGUMENT;
+  }
+  for (int32_t i = 0; i < op.num_outputs; ++i) {
+    if (i < num_outputs) {
+      outputs[i] = static_cast<int64_t>(stack[i]);
+    } else {
+      shim::torch().delete_tensor_object(reinterpret_cast<shim::AtenTensorHandle>(stack[i]));
+    }
+  }
+  return DJL_ATTN_OK;
 }
 
 const djl_attn::OperatorSignature* operator_at(int32_t index) {
@@ -160,33 +213,28 @@ int32_t djl_attn_call(const char* op_name, int32_t num_args, const int32_t* arg_
     const djl_attn::OperatorSignature* op = djl_attn::find_operator(op_name);
     if (op == nullptr) djl_attn::fail_native("djl_attn_call: no operator named '", op_name, "'");
     check_signature(*op, num_args, arg_kinds, num_outputs);
-    const std::string qualified = "djl_attn::" + op->name;
-    // First the operator's own checks, by its kernel for the arguments' device in
-    // validation-only mode: an invalid argument stops here, as a status code. Thrown through
-    // the dispatcher it would also be logged to stderr by PyTorch's C shim.
-    const shim::BoxedKernel kernel = kernel_for(*op, arg_kinds, arg_values);
-    if (kernel != nullptr) {
-      std::vector<shim::StableIValue> stack =
-          make_stack(*op, arg_kinds, arg_values, std::max(num_args, num_outputs));
-      djl_attn::CallModeScope mode(djl_attn::CallMode::kValidateOnly);
-      kernel(stack.data(), num_args, num_outputs);  // owns and frees the handles
+    return call_operator(*op, arg_values, num_outputs, outputs);
+  } catch (const std::exception& e) {
+    if (djl_attn::last_error_kind() == ErrorKind::kNone) {
+      djl_attn::record_error(ErrorKind::kNative, e.what());
     }
-    std::vector<shim::StableIValue> stack =
-        make_stack(*op, arg_kinds, arg_values, std::max(num_args, num_outputs));
-    // Validated above: the kernel need not read index values back to the host a second time.
-    djl_attn::CallModeScope mode(kernel != nullptr ? djl_attn::CallMode::kChecked
-                                                   : djl_attn::CallMode::kFull);
-    if (shim::torch().call_dispatcher(qualified.c_str(), "", stack.data()) != 0) {
-      if (djl_attn::last_error_kind() == ErrorKind::kNone) {
-        // LibraryLoader (Java) recognises "no kernel for these tensors' device" in this text.
-        djl_attn::record_error(ErrorKind::kNative,
-                               qualified + " failed in PyTorch's dispatcher (no kernel for these "
-                                           "tensors' device); PyTorch logged the reason to stderr");
-      }
-      return status_of_last_error();
+    return status_of_last_error();
+  }
+}
+
+int32_t djl_attn_call_operator(int32_t index, const int64_t* arg_values, int32_t num_outputs,
+                               int64_t* outputs) {
+  djl_attn::clear_last_error();
+  try {
+    const djl_attn::OperatorSignature* op = operator_at(index);
+    if (op == nullptr) {
+      djl_attn::fail_native("djl_attn_call_operator: no operator at index ", index);
     }
-    for (int32_t i = 0; i < num_outputs; ++i) outputs[i] = static_cast<int64_t>(stack[i]);
-    return DJL_ATTN_OK;
+    if (num_outputs < 0 || num_outputs > op->num_outputs) {
+      djl_attn::fail_native("djl_attn_call_operator(", op->name, "): ", num_outputs,
+                            " outputs asked, the schema returns ", op->num_outputs);
+    }
+    return call_operator(*op, arg_values, num_outputs, outputs);
   } catch (const std::exception& e) {
     if (djl_attn::last_error_kind() == ErrorKind::kNone) {
       djl_attn::record_error(ErrorKind::kNative, e.what());

@@ -6,6 +6,8 @@
 #include <cstdint>
 
 #include "bert/bert_attention_op.h"
+#include "common/call_mode.h"
+#include "common/error.h"
 #include "bert/bert_ops.h"
 #include "decoder/decoder_layer_op.h"
 #include "encoder/encoder_layer_op.h"
@@ -32,10 +34,25 @@ struct OperatorBackends {
   encoder::EncoderBackend encoder;  // encoder_layer, gemm_pack_weight
 };
 
-// The boxed kernel that runs `binding` with the family backend `member` of `backends`.
+// Writes undefined tensors to a rejected call's outputs, so that the dispatcher, which reads
+// every output back, finds valid handles (common/call_mode.h).
+void put_undefined_outputs(shim::StableIValue* stack, uint64_t num_outputs);
+
+// The boxed kernel that runs `binding` with the family backend `member` of `backends`. Called by
+// the C interface (kReportStatus), an invalid argument is reported, not thrown.
 template <const OperatorBackends& backends, auto member, auto binding>
-void boxed_kernel(shim::StableIValue* stack, uint64_t, uint64_t) {
-  binding(stack, backends.*member);
+void boxed_kernel(shim::StableIValue* stack, uint64_t, uint64_t num_outputs) {
+  if (!reports_status()) {
+    binding(stack, backends.*member);
+    return;
+  }
+  try {
+    binding(stack, backends.*member);
+  } catch (const InvalidArgument&) {
+    // The binding's Tensor objects freed its arguments; the message is in the error record.
+    mark_rejected();
+    put_undefined_outputs(stack, num_outputs);
+  }
 }
 
 // Every operator with its binding and the family backend it runs on: the one list of kernels.

@@ -179,6 +179,16 @@ bool operators_registered(std::string* message) {
   return state().defined;
 }
 
+void put_undefined_outputs(shim::StableIValue* stack, uint64_t num_outputs) {
+  for (uint64_t i = 0; i < num_outputs; ++i) {
+    shim::AtenTensorHandle undefined = nullptr;
+    if (shim::torch().new_uninitialized_tensor(&undefined) != 0) {
+      fail_native("new_uninitialized_tensor failed for a rejected call's output ", i);
+    }
+    stack[i] = reinterpret_cast<shim::StableIValue>(undefined);
+  }
+}
+
 void register_kernels(const char* dispatch_key, const KernelEntry* kernels, int count) {
   if (!state().ours) return;
   const auto& api = shim::torch();
@@ -232,6 +242,7 @@ OperatorSignature parse_schema(const char* schema) {
   const size_t arrow = s.find("->", close);
   OperatorSignature sig;
   sig.name = s.substr(0, open);
+  sig.qualified_name = "djl_attn::" + sig.name;
   sig.schema = s;
   const std::string args = s.substr(open + 1, close - open - 1);
   size_t start = 0;
@@ -249,6 +260,10 @@ OperatorSignature parse_schema(const char* schema) {
   } else {
     sig.num_outputs = 1;
     for (char c : returns) sig.num_outputs += c == ',' ? 1 : 0;
+  }
+  if (sig.arg_kinds.size() > kMaxStackSlots) {
+    fail_native("schema ", schema, ": ", sig.arg_kinds.size(), " arguments, the C interface's ",
+                "stack holds ", kMaxStackSlots);
   }
   return sig;
 }

@@ -5,7 +5,6 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 #include "sampling/sampling_rules.h"
@@ -55,7 +54,7 @@ void sample_tokens_boxed(shim::StableIValue* stack, const SamplingBackend& backe
   // then apply, sampling_rules.h) or the C interface has checked them already.
   const bool capturing =
       batch > 0 && backend.capturing != nullptr && backend.capturing(logits.data());
-  if (check_values() && !capturing && batch > 0) {
+  if (!capturing && batch > 0) {
     std::vector<float> t = paged::host_buffer<float>(temperature);
     std::vector<int32_t> k = paged::host_buffer<int32_t>(top_k);
     std::vector<float> p = paged::host_buffer<float>(top_p);
@@ -77,7 +76,7 @@ void sample_tokens_boxed(shim::StableIValue* stack, const SamplingBackend& backe
       }
     }
   }
-  if (validation_only() || batch == 0) return;
+  if (batch == 0) return;
 
   SampleTokensParams params{};
   params.ids = ids.data_as<int64_t>();

@@ -51,6 +51,7 @@ TorchApi resolve_all() {
   DJL_ATTN_RESOLVE(get_device_index);
   DJL_ATTN_RESOLVE(empty_strided);
   DJL_ATTN_RESOLVE(new_tensor_handle);
+  DJL_ATTN_RESOLVE(new_uninitialized_tensor);
   DJL_ATTN_RESOLVE(delete_tensor_object);
   DJL_ATTN_RESOLVE(library_init_def);
   DJL_ATTN_RESOLVE(library_init_impl);
@@ -58,6 +59,9 @@ TorchApi resolve_all() {
   DJL_ATTN_RESOLVE(library_impl);
   DJL_ATTN_RESOLVE(call_dispatcher);
 #undef DJL_ATTN_RESOLVE
+  api.codes = {api.dtype_float32(), api.dtype_float16(),   api.dtype_bfloat16(),
+               api.dtype_int32(),   api.dtype_int64(),     api.dtype_uint8(),
+               api.dtype_float8_e4m3fn(), api.device_type_cpu(), api.device_type_cuda()};
   // The handle stays open on purpose: the functions must outlive every caller.
   return api;
 }

@@ -22,6 +22,13 @@ using StableIValue = uint64_t;
 using AOTITorchError = int32_t;  // 0 = success
 using BoxedKernel = void (*)(StableIValue* stack, uint64_t num_args, uint64_t num_outputs);
 
+// The dtype and device-type codes of this libtorch, read once: comparing a tensor's code with
+// these costs no call (the getters are functions of the shim).
+struct TorchCodes {
+  int32_t float32, float16, bfloat16, int32, int64, uint8, float8_e4m3fn;
+  int32_t cpu, cuda;
+};
+
 // One pointer per shim function we use; filled by resolve().
 struct TorchApi {
   int32_t (*dtype_float32)();
@@ -45,6 +52,7 @@ struct TorchApi {
                                   int32_t dtype, int32_t device_type, int32_t device_index,
                                   AtenTensorHandle* ret);
   AOTITorchError (*new_tensor_handle)(AtenTensorHandle orig, AtenTensorHandle* ret);
+  AOTITorchError (*new_uninitialized_tensor)(AtenTensorHandle* ret);  // an undefined tensor
   AOTITorchError (*delete_tensor_object)(AtenTensorHandle);
 
   AOTITorchError (*library_init_def)(const char* ns, const char* file, uint32_t line,
@@ -55,6 +63,8 @@ struct TorchApi {
   AOTITorchError (*library_impl)(TorchLibraryHandle, const char* name, BoxedKernel fn);
   AOTITorchError (*call_dispatcher)(const char* op_name, const char* overload_name,
                                     StableIValue* stack);
+
+  TorchCodes codes;  // the results of the dtype_* and device_type_* getters above
 };
 
 // The resolved API. Throws NativeError naming the missing symbol when libtorch is not loaded

@@ -6,7 +6,6 @@
 
 #include "common/binding.h"
 #include "common/boxed.h"
-#include "common/call_mode.h"
 #include "common/check.h"
 #include "common/error.h"
 
@@ -82,7 +81,7 @@ void embed_tokens_boxed(shim::StableIValue* stack, const StepBackend& backend) {
   // Ids index a table: checked unless a caller vouches for them (a captured step, whose ids the
   // sampler chose); on the CPU the check reads no device memory and always runs.
   const bool on_cpu = hidden.device().type == DeviceType::kCpu;
-  if (check_values() && (check_indices || on_cpu) && tokens > 0) {
+  if ((check_indices || on_cpu) && tokens > 0) {
     std::vector<int64_t> ids = paged::host_buffer<int64_t>(token_ids);
     std::vector<int64_t> pos = positions ? paged::host_buffer<int64_t>(*positions)
                                          : std::vector<int64_t>{};
@@ -94,7 +93,7 @@ void embed_tokens_boxed(shim::StableIValue* stack, const StepBackend& backend) {
     if (positions) check_range(kOp, "positions", pos, num_positions, "P, the rows of "
                                "position_embedding");
   }
-  if (validation_only() || tokens == 0) return;
+  if (tokens == 0) return;
 
   EmbedParams p{};
   p.hidden = hidden.data();
@@ -161,12 +160,12 @@ void decoder_head_boxed(shim::StableIValue* stack, const StepBackend& backend) {
   }
   const float cap = checked_softcap(kOp, softcap);
   const bool on_cpu = hidden.device().type == DeviceType::kCpu;
-  if (rows && check_values() && (check_indices || on_cpu) && num_rows > 0) {
+  if (rows && (check_indices || on_cpu) && num_rows > 0) {
     std::vector<int64_t> values = paged::host_buffer<int64_t>(*rows);
     paged::copy_to_host(backend.copy_to_host, {paged::copy_into(values, *rows)});
     check_range(kOp, "rows", values, tokens, "T, the rows of hidden");
   }
-  if (validation_only() || num_rows == 0) return;
+  if (num_rows == 0) return;
 
   HeadParams p{};
   p.logits = logits.data_as<float>();
@@ -204,7 +203,7 @@ void copy_from_host_boxed(shim::StableIValue* stack, const StepBackend& backend)
     fail_invalid(sn.prefix(), ": expected ", dst.numel(), " elements (those of dst), got ",
                  src.numel());
   }
-  if (validation_only() || src.numel() == 0) return;
+  if (src.numel() == 0) return;
   const size_t bytes = static_cast<size_t>(src.numel()) * dtype_size(src.dtype());
   backend.copy_from_host(dst.data(), src.data(), bytes);
 }

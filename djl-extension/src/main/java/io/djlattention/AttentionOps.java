@@ -46,10 +46,8 @@ public final class AttentionOps {
      */
     public static NDArray flashAttention(
             NDArray q, NDArray k, NDArray v, AttentionOptions options) {
-        NDList outputs = FlashOps.flashAttentionWithLogSumExp(q, k, v, options);
-        // The kernel always writes the logsumexp; free it now rather than with the manager.
-        outputs.get(1).close();
-        return outputs.get(0);
+        // The kernel always writes the logsumexp; it is freed natively, not wrapped.
+        return FlashOps.flashAttention(q, k, v, options);
     }
 
     /**

@@ -10,8 +10,6 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 
 /**
  * A sequence of djl-attention operator calls captured once into a CUDA graph and replayed as one

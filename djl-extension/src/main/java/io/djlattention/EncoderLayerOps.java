@@ -6,8 +6,6 @@ package io.djlattention;
 import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
 
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 
 /**
  * The fused encoder-layer operator on DJL NDArrays: one {@code djl_attn::encoder_layer} call

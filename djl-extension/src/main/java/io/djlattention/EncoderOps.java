@@ -9,8 +9,6 @@ import static io.djlattention.NativeArrays.pytorchArray;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.pytorch.engine.PtNDArray;
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 
 /**
  * The encoder family behind {@link AttentionOps}, which documents it: BERT attention out of a

@@ -9,8 +9,6 @@ import static io.djlattention.NativeArrays.pytorchArray;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.pytorch.engine.PtNDArray;
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 import java.util.Objects;
 
 /**
@@ -23,6 +21,16 @@ final class FlashOps {
 
     static NDList flashAttentionWithLogSumExp(
             NDArray q, NDArray k, NDArray v, AttentionOptions options) {
+        return new NDList(flashAttention(q, k, v, options, 2));
+    }
+
+    /** The output alone: the logsumexp is freed natively, never wrapped as an array. */
+    static NDArray flashAttention(NDArray q, NDArray k, NDArray v, AttentionOptions options) {
+        return flashAttention(q, k, v, options, 1)[0];
+    }
+
+    private static PtNDArray[] flashAttention(
+            NDArray q, NDArray k, NDArray v, AttentionOptions options, int numOutputs) {
         PtNDArray ptQ = pytorchArray(q, "q");
         PtNDArray ptK = pytorchArray(k, "k");
         PtNDArray ptV = pytorchArray(v, "v");
@@ -34,7 +42,7 @@ final class FlashOps {
                         .tensor(ptK)
                         .tensor(ptV)
                         .optionalTensor(optionalArray(options.getKvLens(), "kvLens"));
-        return new NDList(withOptions(call, options, headDim).invoke(ptQ.getManager()));
+        return withOptions(call, options, headDim).invoke(ptQ.getManager(), numOutputs);
     }
 
     static NDList flashAttentionVarlen(

@@ -12,8 +12,6 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 import java.util.Arrays;
 
 /**

@@ -6,7 +6,6 @@ package io.djlattention;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.pytorch.engine.PtNDArray;
-import java.util.Objects;
 
 /**
  * The checks Java owns before an array crosses to a native operator: nulls, bfloat16 (DJL 0.36.0's
@@ -25,7 +24,9 @@ final class NativeArrays {
      * @return the same array
      */
     static PtNDArray pytorchArray(NDArray array, String name) {
-        Objects.requireNonNull(array, name + " must not be null");
+        if (array == null) { // not requireNonNull(array, name + ...): no string built per call
+            throw new NullPointerException(name + " must not be null");
+        }
         if (array.getDataType() == DataType.BFLOAT16) {
             throw new IllegalArgumentException(
                     name

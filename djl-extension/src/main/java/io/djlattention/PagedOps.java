@@ -8,8 +8,6 @@ import static io.djlattention.NativeArrays.pytorchArray;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import java.util.Objects;

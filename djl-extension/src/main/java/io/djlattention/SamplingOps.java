@@ -8,8 +8,6 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 
 /**
  * Token sampling on the logits' device: one {@code djl_attn::sample_tokens} call chooses the next

@@ -6,8 +6,6 @@ package io.djlattention;
 import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
 
-import io.djlattention.jni.Operator;
-import io.djlattention.jni.OperatorCall;
 
 /**
  * The operators that open and close a decoder step around {@link DecoderLayerOps}: the token

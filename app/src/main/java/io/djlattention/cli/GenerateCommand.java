@@ -391,37 +391,31 @@ public final class GenerateCommand implements Callable<Integer> {
      */
     static int[] stockGreedy(
             Decoder decoder, NDManager manager, int[] prompt, int newTokens, ProgressBar bar) {
-        ContiguousAttention before = decoder.getContiguousAttention();
-        decoder.setContiguousAttention(ContiguousAttention.STOCK);
-        try {
-            int[] seq = Arrays.copyOf(prompt, prompt.length + newTokens);
-            for (int n = 0; n < newTokens; ++n) {
-                int len = prompt.length + n;
-                try (NDManager m = manager.newSubManager()) {
-                    long[] ids = new long[len];
-                    for (int i = 0; i < len; ++i) {
-                        ids[i] = seq[i];
-                    }
-                    NDList out =
-                            decoder.forward(
-                                    null,
-                                    new NDList(
-                                            m.create(ids, new Shape(1, len)),
-                                            m.arange(0, len, 1, DataType.INT64).reshape(1, len),
-                                            m.ones(new Shape(1, len), DataType.INT64)),
-                                    false);
-                    float[] logits =
-                            out.get(0).get("0, -1, :").toType(DataType.FLOAT32, false).toFloatArray();
-                    seq[len] = TokenSampler.argMax(logits);
+        Decoder stock = decoder.withContiguousAttention(ContiguousAttention.STOCK);
+        int[] seq = Arrays.copyOf(prompt, prompt.length + newTokens);
+        for (int n = 0; n < newTokens; ++n) {
+            int len = prompt.length + n;
+            try (NDManager m = manager.newSubManager()) {
+                long[] ids = new long[len];
+                for (int i = 0; i < len; ++i) {
+                    ids[i] = seq[i];
                 }
-                if (bar != null) {
-                    bar.step();
-                }
+                NDList out =
+                        stock.forward(
+                                null,
+                                new NDList(
+                                        m.create(ids, new Shape(1, len)),
+                                        m.arange(0, len, 1, DataType.INT64).reshape(1, len)),
+                                false);
+                float[] logits =
+                        out.get(0).get("0, -1, :").toType(DataType.FLOAT32, false).toFloatArray();
+                seq[len] = TokenSampler.argMax(logits);
             }
-            return Arrays.copyOfRange(seq, prompt.length, seq.length);
-        } finally {
-            decoder.setContiguousAttention(before);
+            if (bar != null) {
+                bar.step();
+            }
         }
+        return Arrays.copyOfRange(seq, prompt.length, seq.length);
     }
 
     private static String head(int[] ids) {

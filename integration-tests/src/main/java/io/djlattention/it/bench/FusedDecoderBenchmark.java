@@ -156,14 +156,11 @@ public final class FusedDecoderBenchmark {
                     opByOp.calls,
                     fused.calls,
                     opByOp.generated.equals(fused.generated) ? "yes" : "no");
-        } finally {
-            decoder.setLayerPath(LayerPath.FUSED);
         }
     }
 
-    private static void prefill(
-            Decoder decoder, NDManager manager, PathRun r, long[][] prompts) {
-        decoder.setLayerPath(r.path);
+    private static void prefill(Decoder model, NDManager manager, PathRun r, long[][] prompts) {
+        Decoder decoder = model.withLayerPath(r.path);
         int batch = prompts.length;
         int[] lens = new int[batch];
         long[] tokens = new long[batch * PROMPT];
@@ -188,9 +185,8 @@ public final class FusedDecoderBenchmark {
         }
     }
 
-    private static void decodeStep(
-            Decoder decoder, NDManager manager, PathRun r, boolean timed) {
-        decoder.setLayerPath(r.path);
+    private static void decodeStep(Decoder model, NDManager manager, PathRun r, boolean timed) {
+        Decoder decoder = model.withLayerPath(r.path);
         int batch = r.ids.length;
         int[] ones = new int[batch];
         Arrays.fill(ones, 1);

@@ -155,13 +155,12 @@ class FusedDecoderLayerTest {
      * after each position that ended a chunk (null elsewhere).
      */
     private static List<float[][]> run(
-            Decoder decoder,
+            Decoder model,
             NDManager manager,
             List<int[]> prompts,
             LayerPath path,
             KvCacheScales fp8Scales) {
-        LayerPath saved = decoder.getLayerPath();
-        decoder.setLayerPath(path);
+        Decoder decoder = model.withLayerPath(path);
         List<float[][]> out = new ArrayList<>();
         for (int[] p : prompts) {
             out.add(new float[p.length][]);
@@ -226,8 +225,6 @@ class FusedDecoderLayerTest {
                     }
                 }
             }
-        } finally {
-            decoder.setLayerPath(saved);
         }
         return out;
     }

@@ -127,9 +127,8 @@ class DecoderPathsTest {
     @MethodSource("architecturesAndPaths")
     void decodeStepCreatesTheLayersArraysOnly(
             DecoderConfig.Architecture architecture, LayerPath path) {
-        Decoder decoder = model(architecture);
+        Decoder decoder = model(architecture).withLayerPath(path);
         boolean gpt2Model = architecture == DecoderConfig.Architecture.GPT2;
-        decoder.setLayerPath(path);
         int layers = decoder.getConfig().getNumLayers();
         try (NDManager m = manager.newSubManager();
                 PagedKvCache cache = decoder.newCacheBuilder(m).optNumBlocks(8).build()) {
@@ -157,8 +156,6 @@ class DecoderPathsTest {
                 assertEquals(new Shape(2, decoder.getConfig().getVocabSize()), logits.getShape());
                 assertEquals(perLayer * layers + perStep, created, architecture + " arrays");
             }
-        } finally {
-            decoder.setLayerPath(LayerPath.FUSED);
         }
     }
 
@@ -236,21 +233,18 @@ class DecoderPathsTest {
                     textGenerator(decoder, ContiguousAttention.FLASH, prompt, maxNew),
                     "flash (contiguous) vs stock, prompt " + c);
             for (LayerPath path : LayerPath.values()) {
-                decoder.setLayerPath(path);
-                try {
-                    for (PrefillAttention prefill : PrefillAttention.values()) {
-                        GenerationResult alone =
-                                runAlone(
-                                        decoder, prompt, GenerationConfig.greedy(maxNew), prefill,
-                                        16);
-                        assertArrayEquals(
-                                stock,
-                                alone.generated(),
-                                "paged " + path + " with " + prefill + " prefill vs stock, prompt "
-                                        + c);
-                    }
-                } finally {
-                    decoder.setLayerPath(LayerPath.FUSED);
+                for (PrefillAttention prefill : PrefillAttention.values()) {
+                    GenerationResult alone =
+                            runAlone(
+                                    decoder.withLayerPath(path),
+                                    prompt,
+                                    GenerationConfig.greedy(maxNew),
+                                    prefill,
+                                    16);
+                    assertArrayEquals(
+                            stock,
+                            alone.generated(),
+                            "paged " + path + " with " + prefill + " prefill vs stock, prompt " + c);
                 }
             }
         }
@@ -273,10 +267,9 @@ class DecoderPathsTest {
             batch[1][i] = j < 0 ? 0 : shorter[j];
         }
         for (ContiguousAttention attention : ContiguousAttention.values()) {
-            decoder.setContiguousAttention(attention);
             try (Model model = Model.newInstance("decoder");
                     NDManager m = manager.newSubManager()) {
-                model.setBlock(decoder);
+                model.setBlock(decoder.withContiguousAttention(attention));
                 try (Predictor<NDList, CausalLMOutput> predictor =
                         model.newPredictor(new CausalLmTranslator())) {
                     SearchConfig config = new SearchConfig();
@@ -302,8 +295,6 @@ class DecoderPathsTest {
                             got1,
                             attention + ": left-padded prompt");
                 }
-            } finally {
-                decoder.setContiguousAttention(ContiguousAttention.STOCK);
             }
         }
     }
@@ -428,7 +419,10 @@ class DecoderPathsTest {
                 NDArray in = m.create(ids, new Shape(1, ids.length));
                 NDArray pos = m.arange(0, ids.length, 1, DataType.INT64).reshape(1, ids.length);
                 NDArray mask = m.ones(new Shape(1, ids.length), DataType.INT64);
-                NDList out = decoder.forward(null, new NDList(in, pos, mask), false);
+                // The stock path (a call with an attention mask runs the masked stock attention).
+                NDList out =
+                        decoder.withContiguousAttention(ContiguousAttention.STOCK)
+                                .forward(null, new NDList(in, pos, mask), false);
                 return out.get(0).get("0, -1, :").toFloatArray();
             }
             try (PagedKvCache cache = decoder.newCacheBuilder(m).optNumBlocks(8).build()) {
@@ -449,10 +443,9 @@ class DecoderPathsTest {
     private int[] textGenerator(
             Decoder decoder, ContiguousAttention attention, int[] prompt, int maxNew)
             throws Exception {
-        decoder.setContiguousAttention(attention);
         try (Model model = Model.newInstance("decoder");
                 NDManager m = manager.newSubManager()) {
-            model.setBlock(decoder);
+            model.setBlock(decoder.withContiguousAttention(attention));
             try (Predictor<NDList, CausalLMOutput> predictor =
                     model.newPredictor(new CausalLmTranslator())) {
                 SearchConfig config = new SearchConfig();
@@ -469,8 +462,6 @@ class DecoderPathsTest {
                 }
                 return out;
             }
-        } finally {
-            decoder.setContiguousAttention(ContiguousAttention.STOCK);
         }
     }
 

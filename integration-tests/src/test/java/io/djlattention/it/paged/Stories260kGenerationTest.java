@@ -124,7 +124,7 @@ class Stories260kGenerationTest {
         // 1e-4 absolute: the references come from float32 C and float64 NumPy forwards that
         // agree to ~1e-5 on logits of magnitude <= 7; a float32 forward through 5 layers differs
         // from them by a few float32 ulps of the logits (~1e-6 relative), far below 1e-4.
-        decoder.setContiguousAttention(ContiguousAttention.STOCK);
+        Decoder stock = decoder.withContiguousAttention(ContiguousAttention.STOCK);
         for (int c = 0; c < prompts.size(); ++c) {
             try (NDManager m = manager.newSubManager()) {
                 int[] p = prompts.get(c);
@@ -132,7 +132,7 @@ class Stories260kGenerationTest {
                         m.create(Arrays.stream(p).asLongStream().toArray(), new Shape(1, p.length));
                 NDArray pos = m.arange(0, p.length, 1, DataType.INT64).reshape(1, p.length);
                 NDArray mask = m.ones(new Shape(1, p.length), DataType.INT64);
-                NDList out = decoder.forward(null, new NDList(ids, pos, mask), false);
+                NDList out = stock.forward(null, new NDList(ids, pos, mask), false);
                 float[] row = out.get(0).get("0, -1, :8").toFloatArray();
                 float[] want = expectedLogits.get(c);
                 for (int i = 0; i < want.length; ++i) {
@@ -238,9 +238,8 @@ class Stories260kGenerationTest {
     @EnumSource(ContiguousAttention.class)
     void textGeneratorGreedyMatchesReference(ContiguousAttention attention) throws Exception {
         load();
-        decoder.setContiguousAttention(attention);
         try (Model model = Model.newInstance("stories260K")) {
-            model.setBlock(decoder);
+            model.setBlock(decoder.withContiguousAttention(attention));
             try (Predictor<NDList, CausalLMOutput> predictor =
                     model.newPredictor(new CausalLmTranslator())) {
                 for (int c = 0; c < prompts.size(); ++c) {
@@ -263,8 +262,6 @@ class Stories260kGenerationTest {
                     }
                 }
             }
-        } finally {
-            decoder.setContiguousAttention(ContiguousAttention.STOCK);
         }
     }
 

@@ -9,7 +9,6 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.index.NDIndex;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Parameter;
@@ -29,6 +28,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Random;
 
 /**
@@ -49,13 +49,20 @@ import java.util.Random;
  *
  * <p>As a DJL {@link ai.djl.nn.Block} ({@link #forward}) it follows the protocol of DJL's {@code
  * TextGenerator}: inputs {@code [inputIds (B, S) int64, positionIds (B, S) int64, attentionMask (B,
- * past + S) int64, k_0, v_0, ..., k_{L-1}, v_{L-1}]} with past keys/values {@code (B, Hkv, past,
- * D)} (absent on the first call); outputs {@code [logits (B, S, V) float32, k_0, v_0, ...]} with
- * the present keys/values {@code (B, Hkv, past + S, D)}. A zero in the attention mask hides that
- * key (left padding); the flash path then falls back to the stock ops for that call. Positions
+ * past + S) int64 (optional), k_0, v_0, ..., k_{L-1}, v_{L-1}]} with past keys/values {@code (B,
+ * Hkv, past, D)} (absent on the first call); outputs {@code [logits (B, S, V) float32, k_0, v_0,
+ * ...]} with the present keys/values {@code (B, Hkv, past + S, D)}. A zero in the attention mask
+ * hides that key (left padding). The mask is never read back to decide anything: a call without
+ * one sees every key and runs flash attention; a call with one runs the masked stock attention
+ * (a caller that knows its batch is unpadded leaves the mask out; {@link CausalLmTranslator}
+ * does so for DJL's {@code TextGenerator}). Positions
  * are below {@link DecoderConfig#getMaxPositions()} on every path: GPT-2's position embeddings and
  * LLaMA's rotary table (made once at load) have that many rows, and a step does not read
  * positions back to check them (libtorch's embedding lookup reports an index out of range).
+ *
+ * <p>The attention of each path is fixed when the decoder is made: {@link
+ * #withContiguousAttention} and {@link #withLayerPath} give views that run another over the same
+ * weights.
  *
  * <p>Every path applies the configuration's attention options the same way: the score scale, the
  * sliding window of the local layers ({@link DecoderConfig#getWindowLeft}) and the score
@@ -119,17 +126,19 @@ public final class Decoder extends AbstractBlock {
         PAGED
     }
 
-    private static final float MASKED = -1e30f;
-
     private final DecoderConfig config;
-    private final Map<String, Parameter> weights = new LinkedHashMap<>();
-    private ContiguousAttention contiguousAttention = ContiguousAttention.FLASH;
-    private volatile LayerPath layerPath = LayerPath.FUSED;
-    private StepWeights stepWeights;
+    /** The decoder whose weights this one reads: itself, or the source of a {@code with...} view. */
+    private final Decoder root;
+    /** The parameters by name: the root's map, shared by its views. */
+    private final Map<String, Parameter> weights;
+    private final ContiguousAttention contiguousAttention;
+    private final LayerPath layerPath;
+    private StepWeights stepWeights; // the root's only
     /** Per layer: causal flash attention with the layer's window, the scale and the soft-cap. */
     private final AttentionOptions[] flashOptions;
     /** The op-by-op layers of the contiguous path and of the paged reference path. */
     private final DecoderLayers opByOp;
+    private final ContiguousCachePath contiguous;
 
     /**
      * Creates a decoder with uninitialised parameters; give them values with {@link #setWeights} or
@@ -140,6 +149,10 @@ public final class Decoder extends AbstractBlock {
     public Decoder(DecoderConfig config) {
         super((byte) 1);
         this.config = config;
+        root = this;
+        weights = new LinkedHashMap<>();
+        contiguousAttention = ContiguousAttention.FLASH;
+        layerPath = LayerPath.FUSED;
         opByOp = new DecoderLayers(config);
         flashOptions = new AttentionOptions[config.getNumLayers()];
         for (int l = 0; l < flashOptions.length; ++l) {
@@ -152,6 +165,7 @@ public final class Decoder extends AbstractBlock {
                             .optSoftcap(config.getAttentionSoftcap())
                             .build();
         }
+        contiguous = new ContiguousCachePath(config, opByOp, flashOptions);
         for (String name : parameterShapes(config).keySet()) {
             weights.put(
                     name,
@@ -193,12 +207,16 @@ public final class Decoder extends AbstractBlock {
     }
 
     /**
-     * Chooses the attention of the contiguous-cache path ({@link #forward}).
+     * Returns a decoder that runs another attention on the contiguous-cache path ({@link
+     * #forward}) over this decoder's weights (shared, not copied: it reads whatever weights this
+     * decoder holds when it runs; setting weights through either sets them for both).
      *
      * @param attention FLASH (default: the fused kernel) or STOCK (the reference)
+     * @return this decoder if the attention is its own, else a view
      */
-    public void setContiguousAttention(ContiguousAttention attention) {
-        this.contiguousAttention = attention;
+    public Decoder withContiguousAttention(ContiguousAttention attention) {
+        Objects.requireNonNull(attention, "attention must not be null");
+        return attention == contiguousAttention ? this : new Decoder(this, attention, layerPath);
     }
 
     /**
@@ -211,13 +229,28 @@ public final class Decoder extends AbstractBlock {
     }
 
     /**
-     * Chooses how {@link #forwardPaged} runs the layers.
+     * Returns a decoder that runs the layers of {@link #forwardPaged} another way, over this
+     * decoder's weights (shared, as for {@link #withContiguousAttention}).
      *
      * @param path FUSED (default: one operator call per layer where the step can take it) or
      *     OP_BY_OP (the reference)
+     * @return this decoder if the path is its own, else a view
      */
-    public void setLayerPath(LayerPath path) {
-        this.layerPath = java.util.Objects.requireNonNull(path, "path");
+    public Decoder withLayerPath(LayerPath path) {
+        Objects.requireNonNull(path, "path must not be null");
+        return path == layerPath ? this : new Decoder(this, contiguousAttention, path);
+    }
+
+    private Decoder(Decoder source, ContiguousAttention attention, LayerPath path) {
+        super((byte) 1);
+        config = source.config;
+        root = source.root;
+        weights = source.root.weights;
+        contiguousAttention = attention;
+        layerPath = path;
+        flashOptions = source.flashOptions;
+        opByOp = source.opByOp;
+        contiguous = source.contiguous;
     }
 
     /**
@@ -241,6 +274,10 @@ public final class Decoder extends AbstractBlock {
      * @param tensors the tensors by name
      */
     public void setWeights(NDManager manager, Map<String, NDArray> tensors) {
+        if (root != this) {
+            root.setWeights(manager, tensors);
+            return;
+        }
         Map<String, Shape> shapes = parameterShapes(config);
         Map<String, NDArray> byName = new LinkedHashMap<>();
         for (Map.Entry<String, NDArray> e : tensors.entrySet()) {
@@ -294,6 +331,10 @@ public final class Decoder extends AbstractBlock {
      * @throws IllegalArgumentException if a tensor's shape is not the parameter's
      */
     public void setWeights(NDManager manager, TensorSource source) throws IOException {
+        if (root != this) {
+            root.setWeights(manager, source);
+            return;
+        }
         Map<String, NDArray> stacked = new LinkedHashMap<>();
         Map<String, NDArray> values = ParameterReader.read(config, manager, source, stacked);
         install(values, stacked);
@@ -399,142 +440,8 @@ public final class Decoder extends AbstractBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
-        int layers = config.getNumLayers();
-        if (inputs.size() != 3 && inputs.size() != 3 + 2 * layers) {
-            throw new IllegalArgumentException(
-                    "expected [inputIds, positionIds, attentionMask] plus 0 or "
-                            + 2 * layers
-                            + " past key/value arrays, got "
-                            + inputs.size()
-                            + " arrays");
-        }
-        NDArray inputIds = inputs.get(0);
-        NDArray positionIds = inputs.get(1);
-        NDArray mask = inputs.get(2);
-        long batch = inputIds.getShape().get(0);
-        long seq = inputIds.getShape().get(1);
-        long past = inputs.size() == 3 ? 0 : inputs.get(3).getShape().get(2);
-        if (mask.getShape().get(1) != past + seq) {
-            throw new IllegalArgumentException(
-                    "attentionMask: expected (B, past + S) = ("
-                            + batch
-                            + ", "
-                            + (past + seq)
-                            + "), got "
-                            + mask.getShape());
-        }
-        boolean padded = mask.eq(0).any().getBoolean();
-        boolean flash = contiguousAttention == ContiguousAttention.FLASH && !padded;
-        NDList presents = new NDList(2 * layers);
-        // The layers run on [B * S] rows, as the paged path does.
-        NDArray positions = positionIds.reshape(-1);
-        DecoderLayers.Step step = opByOp.step(stepWeights(), positions, true);
-        NDArray x = opByOp.embed(step, inputIds.reshape(-1), positions); // [B * S, C]
-        int heads = config.getNumHeads();
-        int kvHeads = config.getNumKvHeads();
-        int dim = config.getHeadDim();
-        for (int l = 0; l < layers; ++l) {
-            int layer = l;
-            x =
-                    opByOp.layer(
-                            step,
-                            l,
-                            x,
-                            qkv -> {
-                                NDArray q = qkv[0].reshape(batch, seq, heads, dim);
-                                // [B, Hkv, S, D]
-                                NDArray kNew =
-                                        qkv[1].reshape(batch, seq, kvHeads, dim)
-                                                .transpose(0, 2, 1, 3);
-                                NDArray vNew =
-                                        qkv[2].reshape(batch, seq, kvHeads, dim)
-                                                .transpose(0, 2, 1, 3);
-                                NDArray kAll =
-                                        past == 0
-                                                ? kNew
-                                                : inputs.get(3 + 2 * layer).concat(kNew, 2);
-                                NDArray vAll =
-                                        past == 0
-                                                ? vNew
-                                                : inputs.get(4 + 2 * layer).concat(vNew, 2);
-                                presents.add(kAll);
-                                presents.add(vAll);
-                                NDArray attn;
-                                if (flash) {
-                                    attn =
-                                            AttentionOps.flashAttention(
-                                                    q,
-                                                    kAll.transpose(0, 2, 1, 3),
-                                                    vAll.transpose(0, 2, 1, 3),
-                                                    flashOptions[layer]);
-                                } else {
-                                    attn = stockAttention(q, kAll, vAll, mask, past, layer);
-                                }
-                                return attn.reshape(batch * seq, config.getAttentionSize());
-                            });
-        }
-        NDArray logits =
-                opByOp.logits(step, x, null).reshape(batch, seq, config.getVocabSize());
-        NDList out = new NDList(1 + 2 * layers);
-        out.add(logits);
-        out.addAll(presents);
-        return out;
-    }
-
-    /**
-     * Stock DJL attention over a contiguous cache, as transformers' eager attention: scaled scores,
-     * the soft-cap's {@code tanh}, then the mask (causal, the layer's window counted in cache
-     * slots, and the attention mask).
-     *
-     * @param q {@code [B, S, Hq, D]}
-     * @param kAll {@code [B, Hkv, L, D]}
-     * @param vAll {@code [B, Hkv, L, D]}
-     * @param mask {@code [B, L]}, 1 = visible
-     * @param past {@code L - S}
-     * @param layer the layer (its window)
-     * @return {@code [B, S, Hq, D]}
-     */
-    private NDArray stockAttention(
-            NDArray q, NDArray kAll, NDArray vAll, NDArray mask, long past, int layer) {
-        long batch = q.getShape().get(0);
-        long seq = q.getShape().get(1);
-        long len = kAll.getShape().get(2);
-        NDArray k = repeatKv(kAll);
-        NDArray v = repeatKv(vAll);
-        NDArray qh = q.transpose(0, 2, 1, 3);
-        NDArray scores = qh.matMul(k.transpose(0, 1, 3, 2)).toType(DataType.FLOAT32, false);
-        scores = scores.mul((float) config.getAttentionScale());
-        float softcap = config.getAttentionSoftcap();
-        if (softcap > 0) {
-            scores = scores.div(softcap).tanh().mul(softcap);
-        }
-        NDManager m = q.getManager();
-        NDArray keyPos = m.arange(0, (int) len, 1, DataType.INT64).reshape(1, len);
-        NDArray queryPos = m.arange(past, past + seq, 1, DataType.INT64).reshape(seq, 1);
-        NDArray visible = keyPos.lte(queryPos);
-        int windowLeft = config.getWindowLeft(layer);
-        if (windowLeft >= 0) {
-            // Slots, not positions, as transformers counts: left padding shifts a row's keys
-            // and its query alike.
-            visible = visible.logicalAnd(keyPos.gte(queryPos.sub(windowLeft)));
-        }
-        visible = visible.reshape(1, 1, seq, len);
-        visible = visible.logicalAnd(mask.eq(1).reshape(batch, 1, 1, len));
-        NDArray bias = visible.toType(DataType.FLOAT32, false).sub(1f).mul(-MASKED);
-        NDArray probs = scores.add(bias).softmax(-1).toType(q.getDataType(), false);
-        return probs.matMul(v).transpose(0, 2, 1, 3);
-    }
-
-    /** {@code [B, Hkv, L, D]} to {@code [B, Hq, L, D]}: query head h reads KV head h / groups. */
-    private NDArray repeatKv(NDArray kv) {
-        int groups = config.getNumHeads() / config.getNumKvHeads();
-        if (groups == 1) {
-            return kv;
-        }
-        Shape s = kv.getShape();
-        return kv.expandDims(2)
-                .repeat(2, groups)
-                .reshape(s.get(0), s.get(1) * groups, s.get(2), s.get(3));
+        return contiguous.forward(
+                stepWeights(), inputs, contiguousAttention == ContiguousAttention.FLASH);
     }
 
     // ---- the paged path ---------------------------------------------------------------------
@@ -765,6 +672,9 @@ public final class Decoder extends AbstractBlock {
 
     /** The step arrays of the current parameters, made again if one was replaced. */
     synchronized StepWeights stepWeights() {
+        if (root != this) {
+            return root.stepWeights();
+        }
         if (stepWeights == null || !stepWeights.isCurrent()) {
             if (stepWeights != null) {
                 stepWeights.close();

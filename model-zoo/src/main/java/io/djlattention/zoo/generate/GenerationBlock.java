@@ -68,6 +68,8 @@ public final class GenerationBlock extends AbstractBlock {
     }
 
     private final Decoder decoder;
+    /** The decoder with this block's contiguous attention (FLASH or STOCK paths). */
+    private final Decoder contiguous;
     private final Attention attention;
     private final PrefillAttention prefill;
     private final GenerationConfig generationConfig;
@@ -91,13 +93,12 @@ public final class GenerationBlock extends AbstractBlock {
         kvCacheDtype = b.kvCacheDtype;
         kvCacheScales = b.kvCacheScales;
         addChildBlock("decoder", decoder);
-        if (attention != Attention.PAGED) {
-            // Set once here: the decoder's setting is shared by every call.
-            decoder.setContiguousAttention(
-                    attention == Attention.FLASH
-                            ? ContiguousAttention.FLASH
-                            : ContiguousAttention.STOCK);
-        }
+        // A view over the same weights: the decoder itself is left as it was given.
+        contiguous =
+                decoder.withContiguousAttention(
+                        attention == Attention.STOCK
+                                ? ContiguousAttention.STOCK
+                                : ContiguousAttention.FLASH);
     }
 
     /**
@@ -351,16 +352,17 @@ public final class GenerationBlock extends AbstractBlock {
                 float[] row;
                 try (NDManager step = request.newSubManager()) {
                     long[] ids = Arrays.stream(fresh).asLongStream().toArray();
+                    // One request, nothing padded: no attention mask (the decoder then needs
+                    // no mask to decide on, and attends with flash_attention on FLASH).
                     NDList in =
                             new NDList(
                                     step.create(ids, new Shape(1, ids.length)),
                                     step.arange(start, tokens.length, 1, DataType.INT64)
-                                            .reshape(1, ids.length),
-                                    step.ones(new Shape(1, tokens.length), DataType.INT64));
+                                            .reshape(1, ids.length));
                     if (past != null) {
                         in.addAll(past);
                     }
-                    NDList out = decoder.forward(null, in, false);
+                    NDList out = contiguous.forward(null, in, false);
                     row = out.get(0).get("0, -1, :").toFloatArray();
                     past = out.subNDList(1);
                     past.attach(next);

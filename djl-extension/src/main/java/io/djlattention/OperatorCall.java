@@ -1,15 +1,18 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.jni;
+package io.djlattention;
 
 import ai.djl.engine.EngineException;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
+import io.djlattention.jni.LibraryLoader;
+import org.bytedeco.javacpp.Loader;
 
 /**
  * One call of a {@code djl_attn} operator through PyTorch's dispatcher: the arguments in schema
- * order, then {@link #invoke}. Internal to djl-attention; users call {@code AttentionOps}.
+ * order, then {@link #invoke}. Package-private, the one entry from the operator classes of this
+ * package to the native library; users call {@link AttentionOps} and its siblings.
  *
  * <p>Inputs are borrowed for the duration of the call. Outputs are new arrays attached to the
  * given manager, so closing that manager frees them. Errors come back as the operator's own
@@ -17,7 +20,9 @@ import ai.djl.pytorch.engine.PtNDManager;
  * anything else. The native side runs the operator's checks before it dispatches, so a rejected
  * call leaves nothing on stderr.
  */
-public final class OperatorCall {
+final class OperatorCall {
+
+    private static final long[] NO_HANDLES = new long[0];
 
     private static volatile boolean verified;
 
@@ -38,7 +43,7 @@ public final class OperatorCall {
      * @return the call, to be given its arguments in schema order
      * @throws IllegalStateException if {@link Operator} disagrees with the native schemas
      */
-    public static OperatorCall of(Operator operator) {
+    static OperatorCall of(Operator operator) {
         ensureLoaded();
         return new OperatorCall(operator);
     }
@@ -49,8 +54,8 @@ public final class OperatorCall {
      * @param array the array
      * @return this call
      */
-    public OperatorCall tensor(PtNDArray array) {
-        return add(DjlAttnLibrary.ARG_TENSOR, array.getHandle());
+    OperatorCall tensor(PtNDArray array) {
+        return add(OperatorLibrary.ARG_TENSOR, array.getHandle());
     }
 
     /**
@@ -59,8 +64,8 @@ public final class OperatorCall {
      * @param array the array, or {@code null} for None
      * @return this call
      */
-    public OperatorCall optionalTensor(PtNDArray array) {
-        return add(DjlAttnLibrary.ARG_OPTIONAL_TENSOR, array == null ? 0L : array.getHandle());
+    OperatorCall optionalTensor(PtNDArray array) {
+        return add(OperatorLibrary.ARG_OPTIONAL_TENSOR, array == null ? 0L : array.getHandle());
     }
 
     /**
@@ -69,8 +74,8 @@ public final class OperatorCall {
      * @param value the value
      * @return this call
      */
-    public OperatorCall intArg(long value) {
-        return add(DjlAttnLibrary.ARG_INT, value);
+    OperatorCall intArg(long value) {
+        return add(OperatorLibrary.ARG_INT, value);
     }
 
     /**
@@ -79,8 +84,8 @@ public final class OperatorCall {
      * @param value the value
      * @return this call
      */
-    public OperatorCall floatArg(double value) {
-        return add(DjlAttnLibrary.ARG_FLOAT, Double.doubleToRawLongBits(value));
+    OperatorCall floatArg(double value) {
+        return add(OperatorLibrary.ARG_FLOAT, Double.doubleToRawLongBits(value));
     }
 
     /**
@@ -89,8 +94,8 @@ public final class OperatorCall {
      * @param value the value
      * @return this call
      */
-    public OperatorCall boolArg(boolean value) {
-        return add(DjlAttnLibrary.ARG_BOOL, value ? 1L : 0L);
+    OperatorCall boolArg(boolean value) {
+        return add(OperatorLibrary.ARG_BOOL, value ? 1L : 0L);
     }
 
     /**
@@ -101,7 +106,22 @@ public final class OperatorCall {
      * @throws IllegalArgumentException if the operator rejected its arguments
      * @throws EngineException on any other native failure
      */
-    public PtNDArray[] invoke(PtNDManager manager) {
+    PtNDArray[] invoke(PtNDManager manager) {
+        return invoke(manager, operator.numOutputs());
+    }
+
+    /**
+     * Runs the operator and keeps only its first outputs: the others are freed natively, never
+     * wrapped as arrays (for example {@code flash_attention}'s logsumexp when only the output is
+     * wanted).
+     *
+     * @param manager the manager the kept outputs are attached to
+     * @param numOutputs how many of the outputs to keep, in {@code [0, numOutputs()]}
+     * @return the first {@code numOutputs} outputs, in schema order
+     * @throws IllegalArgumentException if the operator rejected its arguments
+     * @throws EngineException on any other native failure
+     */
+    PtNDArray[] invoke(PtNDManager manager, int numOutputs) {
         if (count != values.length) {
             throw new IllegalStateException(
                     operator.schemaName()
@@ -111,23 +131,25 @@ public final class OperatorCall {
                             + count
                             + " were given");
         }
-        int numOutputs = operator.numOutputs();
-        long[] handles = new long[numOutputs];
-        int status =
-                DjlAttnLibrary.call(
-                        operator.schemaName(),
-                        count,
-                        operator.argKinds(),
-                        values,
-                        numOutputs,
-                        handles);
-        if (status == DjlAttnLibrary.INVALID_ARGUMENT) {
-            throw new IllegalArgumentException(DjlAttnLibrary.lastErrorMessage());
+        if (numOutputs < 0 || numOutputs > operator.numOutputs()) {
+            throw new IllegalStateException(
+                    operator.schemaName()
+                            + " returns "
+                            + operator.numOutputs()
+                            + " tensors, "
+                            + numOutputs
+                            + " were asked for");
         }
-        if (status != DjlAttnLibrary.OK) {
+        long[] handles = numOutputs == 0 ? NO_HANDLES : new long[numOutputs];
+        int status =
+                OperatorLibrary.callOperator(operator.nativeIndex(), values, numOutputs, handles);
+        if (status == OperatorLibrary.INVALID_ARGUMENT) {
+            throw new IllegalArgumentException(OperatorLibrary.lastErrorMessage());
+        }
+        if (status != OperatorLibrary.OK) {
             throw new EngineException(
                     LibraryLoader.describeFailure(
-                            operator.schemaName(), DjlAttnLibrary.lastErrorMessage()));
+                            operator.schemaName(), OperatorLibrary.lastErrorMessage()));
         }
         PtNDArray[] outputs = new PtNDArray[numOutputs];
         for (int i = 0; i < numOutputs; ++i) {
@@ -161,10 +183,19 @@ public final class OperatorCall {
 
     /** Loads the libraries, then checks {@link Operator} against their schemas once. */
     private static void ensureLoaded() {
-        LibraryLoader.load();
-        if (!verified) {
+        if (!verified) { // one volatile read per call once loaded
             synchronized (OperatorCall.class) {
                 if (!verified) {
+                    LibraryLoader.load();
+                    // This package's JNI library, which links the libdjl_attn.so just loaded.
+                    try {
+                        Loader.load(OperatorLibrary.class);
+                    } catch (UnsatisfiedLinkError e) {
+                        throw new EngineException(
+                                "Failed to load djl-attention's operator bridge: "
+                                        + e.getMessage(),
+                                e);
+                    }
                     Operator.verifyAgainstNative();
                     verified = true;
                 }

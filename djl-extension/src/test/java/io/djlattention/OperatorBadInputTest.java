@@ -1,30 +1,20 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.it;
+package io.djlattention;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Device;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
-import io.djlattention.AttentionOps;
-import io.djlattention.AttentionOptions;
-import io.djlattention.DecoderLayerOps;
-import io.djlattention.DecoderLayerOptions;
-import io.djlattention.DecoderLayerWeights;
-import io.djlattention.PagedAttentionOptions;
-import io.djlattention.SamplingOps;
-import io.djlattention.StepOps;
-import io.djlattention.EncoderLayerOps;
-import io.djlattention.EncoderLayerWeights;
-import io.djlattention.jni.Operator;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 
@@ -314,7 +304,7 @@ class OperatorBadInputTest {
 
     @BeforeEach
     void setUp() {
-        manager = NDManager.newBaseManager(TestDevice.get());
+        manager = NDManager.newBaseManager(testDevice());
     }
 
     @AfterEach
@@ -356,5 +346,20 @@ class OperatorBadInputTest {
             assertTrue(message.contains(row.rule()),
                     () -> "'" + message + "' lacks '" + row.rule() + "'");
         }
+    }
+
+    /**
+     * The device named by {@code djl.attn.test.device} (how the Java GPU suite picks it for every
+     * module's tests; integration-tests' {@code TestDevice} reads the same property), else DJL's
+     * default device.
+     */
+    private static Device testDevice() {
+        String name = System.getProperty("djl.attn.test.device");
+        Engine engine = Engine.getEngine("PyTorch");
+        if (name == null || name.isBlank()) {
+            return engine.defaultDevice();
+        }
+        Device device = Device.fromName(name.trim(), engine);
+        return device.isGpu() && device.getDeviceId() < 0 ? Device.gpu() : device;
     }
 }

@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.jni;
+package io.djlattention;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -9,38 +9,27 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.engine.PtNDManager;
+import io.djlattention.jni.LibraryLoader;
 import java.util.HashSet;
 import java.util.Locale;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
 
-/** The bridge itself: loading, registration, and how failures reach Java. */
+/** The operator list against the registered schemas, and what a call checks on the Java side. */
 class OperatorCallTest {
-
-    @Test
-    void loadingTwiceIsHarmless() {
-        LibraryLoader.load();
-        LibraryLoader.load();
-        assertEquals(DjlAttnLibrary.OK, DjlAttnLibrary.registrationStatus());
-    }
-
-    @Test
-    void threadPoolFollowsDjlsIntraOpSetting() {
-        LibraryLoader.load();
-        assertEquals(
-                ai.djl.pytorch.jni.JniUtils.getNumThreads(), DjlAttnLibrary.getNumThreads());
-    }
 
     @Test
     void failuresOutsideTheOperatorAreNativeErrors() {
         LibraryLoader.load();
+        OperatorCall.of(Operator.FLASH_ATTENTION); // loads the operator library
         long[] outputs = new long[1];
+        int count = OperatorLibrary.operatorCount();
         assertEquals(
-                DjlAttnLibrary.NATIVE_ERROR,
-                DjlAttnLibrary.call("no_such_operator", 0, new int[0], new long[0], 1, outputs));
+                OperatorLibrary.NATIVE_ERROR,
+                OperatorLibrary.callOperator(count, new long[0], 1, outputs));
         assertTrue(
-                DjlAttnLibrary.lastErrorMessage().contains("no operator named 'no_such_operator'"),
-                DjlAttnLibrary.lastErrorMessage());
+                OperatorLibrary.lastErrorMessage().contains("no operator at index " + count),
+                OperatorLibrary.lastErrorMessage());
     }
 
     @Test
@@ -57,12 +46,11 @@ class OperatorCallTest {
 
     @Test
     void operatorListMatchesTheRegisteredSchemas() {
-        LibraryLoader.load();
-        Operator.verifyAgainstNative();
+        OperatorCall.of(Operator.FLASH_ATTENTION); // loads and verifies
         // Every operator the library defines is in the Java list, and no other.
         Set<String> nativeNames = new HashSet<>();
-        for (int i = 0; i < DjlAttnLibrary.operatorCount(); ++i) {
-            nativeNames.add(DjlAttnLibrary.operatorName(i));
+        for (int i = 0; i < OperatorLibrary.operatorCount(); ++i) {
+            nativeNames.add(OperatorLibrary.operatorName(i));
         }
         Set<String> javaNames = new HashSet<>();
         for (Operator op : Operator.values()) {
@@ -70,9 +58,9 @@ class OperatorCallTest {
         }
         assertEquals(nativeNames, javaNames);
         // The kinds Java states, read independently from each schema's text.
-        for (int i = 0; i < DjlAttnLibrary.operatorCount(); ++i) {
-            String schema = DjlAttnLibrary.operatorSchema(i);
-            Operator op = Operator.valueOf(DjlAttnLibrary.operatorName(i).toUpperCase(Locale.ROOT));
+        for (int i = 0; i < OperatorLibrary.operatorCount(); ++i) {
+            String schema = OperatorLibrary.operatorSchema(i);
+            Operator op = Operator.valueOf(OperatorLibrary.operatorName(i).toUpperCase(Locale.ROOT));
             String args = schema.substring(schema.indexOf('(') + 1, schema.lastIndexOf(") ->"));
             String[] parts = args.split(",");
             assertEquals(parts.length, op.argKinds().length, schema);
@@ -80,14 +68,14 @@ class OperatorCallTest {
                 String type = parts[a].trim().split(" ")[0];
                 int expected =
                         type.equals("Tensor?")
-                                ? DjlAttnLibrary.ARG_OPTIONAL_TENSOR
+                                ? OperatorLibrary.ARG_OPTIONAL_TENSOR
                                 : type.startsWith("Tensor")
-                                        ? DjlAttnLibrary.ARG_TENSOR
+                                        ? OperatorLibrary.ARG_TENSOR
                                         : type.equals("int")
-                                                ? DjlAttnLibrary.ARG_INT
+                                                ? OperatorLibrary.ARG_INT
                                                 : type.equals("float")
-                                                        ? DjlAttnLibrary.ARG_FLOAT
-                                                        : DjlAttnLibrary.ARG_BOOL;
+                                                        ? OperatorLibrary.ARG_FLOAT
+                                                        : OperatorLibrary.ARG_BOOL;
                 assertEquals(expected, op.argKinds()[a], schema + " argument " + a);
             }
         }

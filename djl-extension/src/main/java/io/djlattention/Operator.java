@@ -1,13 +1,13 @@
 /*
  * Copyright 2026 djl-attention contributors. Licensed under the Apache License, Version 2.0.
  */
-package io.djlattention.jni;
+package io.djlattention;
 
-import static io.djlattention.jni.DjlAttnLibrary.ARG_BOOL;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_FLOAT;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_INT;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_OPTIONAL_TENSOR;
-import static io.djlattention.jni.DjlAttnLibrary.ARG_TENSOR;
+import static io.djlattention.OperatorLibrary.ARG_BOOL;
+import static io.djlattention.OperatorLibrary.ARG_FLOAT;
+import static io.djlattention.OperatorLibrary.ARG_INT;
+import static io.djlattention.OperatorLibrary.ARG_OPTIONAL_TENSOR;
+import static io.djlattention.OperatorLibrary.ARG_TENSOR;
 
 import java.util.Arrays;
 
@@ -17,9 +17,10 @@ import java.util.Arrays;
  * states them. {@link #verifyAgainstNative()} holds this list against the schemas the native
  * library registered (the one list of {@code native-ops/src/registration/register_ops.cpp}), once
  * at first use, so a schema change that Java does not follow fails loudly at load, not as a crash
- * or a misread argument in some later call. Internal to djl-attention.
+ * or a misread argument in some later call. Package-private: users call {@link AttentionOps} and
+ * the other operator classes.
  */
-public enum Operator {
+enum Operator {
     /**
      * {@code flash_attention(q, k, v, kv_lens?, scale, causal, window_left, window_right,
      * softcap, alibi_slopes?) -> (out, lse)}.
@@ -154,6 +155,8 @@ public enum Operator {
     private final String schemaName;
     private final int numOutputs;
     private final int[] argKinds;
+    /** The operator's index in the native library's list; set by {@link #verifyAgainstNative}. */
+    private int nativeIndex = -1;
 
     Operator(String schemaName, int numOutputs, int... argKinds) {
         this.schemaName = schemaName;
@@ -166,7 +169,7 @@ public enum Operator {
      *
      * @return the name, for example {@code flash_attention}
      */
-    public String schemaName() {
+    String schemaName() {
         return schemaName;
     }
 
@@ -175,21 +178,26 @@ public enum Operator {
      *
      * @return 0, 1 or 2
      */
-    public int numOutputs() {
+    int numOutputs() {
         return numOutputs;
     }
 
     /**
-     * Returns the kind of each schema argument, in order ({@code DjlAttnLibrary.ARG_*}).
+     * Returns the kind of each schema argument, in order ({@code OperatorLibrary.ARG_*}).
      *
      * @return a copy of the kinds
      */
-    public int[] argKinds() {
+    int[] argKinds() {
         return argKinds.clone();
     }
 
     int argKind(int index) {
         return argKinds[index];
+    }
+
+    /** The index {@code djl_attn_call_operator} takes; valid once verified. */
+    int nativeIndex() {
+        return nativeIndex;
     }
 
     int numArgs() {
@@ -198,16 +206,18 @@ public enum Operator {
 
     /**
      * Checks every operator of this list against the schema the loaded native library registered
-     * under its name: same argument kinds in the same order, same number of outputs.
+     * under its name: same argument kinds in the same order, same number of outputs; and records
+     * each operator's native index, by which calls name it. Runs once, before any call
+     * (OperatorCall publishes the indices through a volatile flag).
      *
      * @throws IllegalStateException naming the first operator that differs, with its schema
      */
     static void verifyAgainstNative() {
-        int count = DjlAttnLibrary.operatorCount();
+        int count = OperatorLibrary.operatorCount();
         for (Operator op : values()) {
             int index = -1;
             for (int i = 0; i < count; ++i) {
-                if (op.schemaName.equals(DjlAttnLibrary.operatorName(i))) {
+                if (op.schemaName.equals(OperatorLibrary.operatorName(i))) {
                     index = i;
                     break;
                 }
@@ -216,21 +226,22 @@ public enum Operator {
                 throw new IllegalStateException(
                         "djl_attn: the native library defines no operator " + op.schemaName);
             }
-            int[] kinds = new int[DjlAttnLibrary.operatorArgKinds(index, null, 0)];
-            DjlAttnLibrary.operatorArgKinds(index, kinds, kinds.length);
+            int[] kinds = new int[OperatorLibrary.operatorArgKinds(index, null, 0)];
+            OperatorLibrary.operatorArgKinds(index, kinds, kinds.length);
             if (!Arrays.equals(kinds, op.argKinds)
-                    || DjlAttnLibrary.operatorNumOutputs(index) != op.numOutputs) {
+                    || OperatorLibrary.operatorNumOutputs(index) != op.numOutputs) {
                 throw new IllegalStateException(
                         "djl_attn: Operator."
                                 + op.name()
                                 + " does not match the native schema "
-                                + DjlAttnLibrary.operatorSchema(index)
+                                + OperatorLibrary.operatorSchema(index)
                                 + ": Java has argument kinds "
                                 + Arrays.toString(op.argKinds)
                                 + " and "
                                 + op.numOutputs
                                 + " outputs");
             }
+            op.nativeIndex = index;
         }
     }
 }
