@@ -470,13 +470,22 @@ def sampling_probabilities(logits, temperature, top_k, top_p):
 def encoder_layer(hidden, cu_seqlens, w, num_heads, eps, scale, gelu_tanh, gemm_dtype=None):
     """Reference for djl_attn.encoder_layer: one post-norm BERT layer over packed tokens [T, C],
     each sequence attending to its own tokens only, in float64. `gemm_dtype` (e.g. bfloat16)
-    rounds every GEMM's operands and result to that dtype, as the bfloat16 mode does."""
+    rounds every GEMM's operands and result to that dtype, as the bfloat16 mode does; int8
+    quantizes the activations per row and the weight per output channel (symmetric, scale
+    max |row| / 127, round half to even), as the int8 mode does, and multiplies exactly."""
     x = hidden.double()
     t, c = x.shape
     d = c // num_heads
 
+    def int8_rows(m):
+        amax = m.abs().amax(dim=1, keepdim=True)
+        scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+        return torch.round(m / scale).clamp(-127, 127) * scale
+
     def linear(a, name):
         weight = w[name + "_weight"].double()
+        if gemm_dtype == torch.int8:
+            return int8_rows(a) @ int8_rows(weight).T + w[name + "_bias"].double()
         if gemm_dtype is not None:
             a, weight = a.to(gemm_dtype).double(), weight.to(gemm_dtype).double()
             return (a @ weight.T).to(gemm_dtype).double() + w[name + "_bias"].double()

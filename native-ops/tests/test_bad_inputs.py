@@ -442,8 +442,8 @@ def check_encoder_layer(a, outputs):
     assert_close(a["hidden"].cpu(), expected, a["hidden"].dtype, "hidden")
 
 
-def good_gemm_pack_weight(d, rows=24, cols=40, bfloat16=False):
-    return dict(weight=randn(rows, cols, device=d), bfloat16=bfloat16)
+def good_gemm_pack_weight(d, rows=24, cols=40, mode=0):
+    return dict(weight=randn(rows, cols, device=d), mode=mode)
 
 
 def check_gemm_pack_weight(a, outputs):
@@ -456,7 +456,7 @@ def check_gemm_pack_weight(a, outputs):
     args["up_weight"] = blob
     run("encoder_layer", args)
     args["up_weight"] = w
-    tolerance = torch.bfloat16 if a["bfloat16"] else torch.float32
+    tolerance = torch.bfloat16 if a["mode"] == 1 else torch.float32
     expected = reference.encoder_layer(args["_before"], args["cu_seqlens"], args,
                                        args["num_heads"], args["norm_eps"], args["scale"],
                                        args["gelu_tanh"])
@@ -1554,6 +1554,8 @@ BAD_CALLS += rows_for(PACK, "weight", [
     row("weight-strided", set_arg("weight", strided), "expected a contiguous tensor"),
     row("weight-no-rows", set_arg("weight", resize(0, 0)),
         "expected out >= 1 and in >= 1, got shape [0, 40]"),
+    row("mode-unknown", set_arg("mode", lambda v, d: 3),
+        "expected 0 (float32), 1 (bfloat16) or 2 (int8), got 3", arg="mode"),
 ])
 
 

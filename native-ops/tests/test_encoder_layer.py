@@ -1,6 +1,6 @@
 """djl_attn.encoder_layer (one whole post-norm BERT encoder layer over packed tokens) against the
 float64 reference of reference.py: awkward lengths (1, 7, 113, 511, 512) and ragged batches,
-plain and packed weights (gemm_pack_weight: MKL's packed layout, and the bfloat16 mode), every
+plain and packed weights (gemm_pack_weight: MKL's packed layout, the bfloat16 and int8 modes), every
 stream dtype, both GEMM backends, one and two threads, the workspace reused across calls, and bad
 inputs. Low precision meets the suite's bar: the kernel's error is at most twice the error of the
 same reference computed in that precision. encoder_layer has a CPU kernel only (the CUDA encoder
@@ -31,6 +31,10 @@ BATCHES = {
 }
 
 NAMES = ["qkv", "out", "up", "down"]
+
+# gemm_pack_weight's mode argument.
+MODES = {"f32": 0, "bf16": 1, "int8": 2}
+GEMM_DTYPES = {"bf16": torch.bfloat16, "int8": torch.int8}
 
 
 def make_weights(c, inter):
@@ -81,10 +85,10 @@ def run_case(shape, lens, dtype=torch.float32, packing=None, gelu_tanh=False):
     x = torch.randn(int(cu[-1]), c)
     expected = reference.encoder_layer(
         x, cu, w, heads, 1e-12, 1 / math.sqrt(c // heads), gelu_tanh,
-        gemm_dtype=torch.bfloat16 if packing == "bf16" else None)
+        gemm_dtype=GEMM_DTYPES.get(packing))
     packed = None
     if packing is not None:
-        packed = {n: gemm_pack_weight(w[n + "_weight"], packing == "bf16") for n in NAMES}
+        packed = {n: gemm_pack_weight(w[n + "_weight"], MODES[packing]) for n in NAMES}
     wt = dict(w)
     for n in NAMES:
         wt[n + "_weight"] = w[n + "_weight"].to(dtype)
@@ -121,6 +125,38 @@ def test_bfloat16_mode():
     exact = reference.encoder_layer(x, cu, w, 12, 1e-12, 1 / math.sqrt(32), False)
     _low_precision_bar(actual, exact, expected_bf16)
     assert (actual.double() - exact).abs().max().item() > 0  # really ran in bfloat16
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("lens", ["one", "seven", "ragged", "awkward"])
+def test_int8_mode(lens, threads):
+    # float32 stream, int8 GEMMs (activations per row, weights per output channel): the bar is
+    # the float64 reference with the same quantization, against the exact one.
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        actual, expected_int8, x, w, cu = run_case(MINILM, BATCHES[lens], packing="int8")
+    finally:
+        torch.set_num_threads(before)
+    exact = reference.encoder_layer(x, cu, w, 12, 1e-12, 1 / math.sqrt(32), False)
+    _low_precision_bar(actual, exact, expected_int8)
+    assert (actual.double() - exact).abs().max().item() > 1e-4  # really ran in int8
+
+
+def test_int8_mode_zero_and_non_finite_rows():
+    # A zero row quantizes to zeros (scale 0, no division by zero); a row with infinity gives NaN
+    # outputs as the float32 product would, not an exception from a pool worker.
+    c, heads, inter = SMALL
+    w = make_weights(c, inter)
+    packed = {n: gemm_pack_weight(w[n + "_weight"], 2) for n in NAMES}
+    cu, m = batch([3, 2])
+    x = torch.randn(5, c)
+    x[1] = 0
+    out = call(x.clone(), cu, m, w, heads, packed=packed)
+    assert torch.isfinite(out).all()
+    x[4, 7] = float("inf")
+    out = call(x.clone(), cu, m, w, heads, packed=packed)
+    assert torch.isnan(out[3:]).any() and torch.isfinite(out[:3]).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -167,12 +203,14 @@ def test_repeated_calls_give_the_same_result():
 
 def test_packed_weight_is_process_local_and_checked():
     w = torch.randn(48, 32)
-    blob = gemm_pack_weight(w, False)
+    blob = gemm_pack_weight(w, 0)
     assert blob.dtype == torch.uint8 and blob.dim() == 1
     with pytest.raises(ValueError, match="weight: expected dtype float32"):
-        gemm_pack_weight(w.double(), False)
+        gemm_pack_weight(w.double(), 0)
     with pytest.raises(ValueError, match="weight: expected 2 dims"):
-        gemm_pack_weight(w.view(-1), False)
+        gemm_pack_weight(w.view(-1), 2)
+    with pytest.raises(ValueError, match="mode: expected 0 \\(float32\\), 1 \\(bfloat16\\) or 2"):
+        gemm_pack_weight(w, 3)
 
 
 # ---- bad inputs -------------------------------------------------------------------------------
@@ -233,7 +271,7 @@ def test_bad_weights():
     _bad("out_weight: expected a gemm_pack_weight result, got not a packed weight",
          packed={"out": torch.zeros(100, dtype=torch.uint8)})
     _bad("qkv_weight: expected a packed weight of \\[480, 160\\]",
-         packed={"qkv": gemm_pack_weight(torch.randn(160, 160), False)})
+         packed={"qkv": gemm_pack_weight(torch.randn(160, 160), 2)})
 
 
 def test_packed_weight_needs_a_float32_hidden():
@@ -241,4 +279,4 @@ def test_packed_weight_needs_a_float32_hidden():
     w16 = {k: v.bfloat16() if k.endswith("_weight") and v.dim() == 2 else v for k, v in w.items()}
     with pytest.raises(ValueError, match="packed weights need a float32 hidden"):
         call(x.bfloat16(), cu, m, w16, heads,
-             packed={"up": gemm_pack_weight(w["up_weight"], False)})
+             packed={"up": gemm_pack_weight(w["up_weight"], 0)})

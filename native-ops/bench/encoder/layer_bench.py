@@ -12,7 +12,7 @@ def layer_weights():
                 g1=torch.ones(C), b1=torch.zeros(C), up=r(I, C), up_b=torch.randn(I)*.1,
                 down=r(C, I), down_b=torch.randn(C)*.1, g2=torch.ones(C), b2=torch.zeros(C))
 layers = [layer_weights() for _ in range(L)]
-packs = {mode: [{k: ops.gemm_pack_weight(w[k], mode) for k in ("qkv", "out", "up", "down")} for w in layers] for mode in (False, True)}
+packs = {mode: [{k: ops.gemm_pack_weight(w[k], mode) for k in ("qkv", "out", "up", "down")} for w in layers] for mode in (0, 1)}
 def fused(x, cu, m, form):
     for i, w in enumerate(layers):
         p = packs[form] if form is not None else None

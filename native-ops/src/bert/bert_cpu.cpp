@@ -18,24 +18,33 @@ constexpr int64_t kGrainElements = 1 << 14;
 
 int64_t grain_rows(int64_t channels) { return std::max<int64_t>(1, kGrainElements / channels); }
 
-// A per-channel vector as float32, converted once per call (C values against rows * C
-// activations); a null vector becomes zeros, so the row loops need no branch on it.
-std::vector<float> param_floats(const void* data, ElementType type, int64_t channels,
-                                float fill) {
-  std::vector<float> out(channels, fill);
-  if (data == nullptr) return out;
-  switch (type) {
-    case ElementType::kFloat32:
-      std::memcpy(out.data(), data, channels * sizeof(float));
-      break;
-    case ElementType::kFloat16:
-      for (int64_t c = 0; c < channels; ++c) out[c] = to_float(static_cast<const Half*>(data)[c]);
-      break;
-    case ElementType::kBFloat16:
-      for (int64_t c = 0; c < channels; ++c) {
-        out[c] = to_float(static_cast<const BFloat16*>(data)[c]);
-      }
-      break;
+// Float buffers of this thread that keep their capacity across calls, one per slot: the
+// converted parameter vectors (slots 0-2, on the calling thread) and the row scratch (slots 3-4,
+// on each worker) cost no allocation once the widest call has been seen. A one-sentence encoder
+// layer made four small mallocs per epilogue call before.
+enum Slot { kBiasSlot, kGammaSlot, kBetaSlot, kRowSlot, kRowOutSlot, kSlots };
+
+float* thread_floats(Slot slot, int64_t n) {
+  thread_local std::vector<float> buffers[kSlots];
+  std::vector<float>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+// A per-channel vector as float32: the caller's own memory when it is float32 already, else
+// converted once per call (C values against rows * C activations) into this thread's `slot`; a
+// null vector becomes `fill`, so the row loops need no branch on it.
+const float* param_floats(const void* data, ElementType type, int64_t channels, float fill,
+                          Slot slot) {
+  if (data != nullptr && type == ElementType::kFloat32) return static_cast<const float*>(data);
+  float* out = thread_floats(slot, channels);
+  if (data == nullptr) {
+    std::fill(out, out + channels, fill);
+    return out;
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    out[c] = type == ElementType::kFloat16 ? to_float(static_cast<const Half*>(data)[c])
+                                           : to_float(static_cast<const BFloat16*>(data)[c]);
   }
   return out;
 }
@@ -123,21 +132,22 @@ void gelu_tanh_row(float* v, int64_t channels) {
 template <typename T>
 void layernorm_typed(const LayerNormParams& p) {
   const int64_t channels = p.channels;
-  const std::vector<float> bias = param_floats(p.bias, p.param_dtype, channels, 0.f);
-  const std::vector<float> gamma = param_floats(p.gamma, p.param_dtype, channels, 1.f);
-  const std::vector<float> beta = param_floats(p.beta, p.param_dtype, channels, 0.f);
+  const float* bias = param_floats(p.bias, p.param_dtype, channels, 0.f, kBiasSlot);
+  const float* gamma = param_floats(p.gamma, p.param_dtype, channels, 1.f, kGammaSlot);
+  const float* beta = param_floats(p.beta, p.param_dtype, channels, 0.f, kBetaSlot);
   parallel_for(p.rows, grain_rows(channels), [&](int64_t begin, int64_t end) {
-    std::vector<float> v(channels), y(channels);
+    float* v = thread_floats(kRowSlot, channels);
+    float* y = thread_floats(kRowOutSlot, channels);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t offset = r * channels;
       load_sum(static_cast<const T*>(p.x) + offset, static_cast<const T*>(p.residual) + offset,
-               bias.data(), channels, v.data());
+               bias, channels, v);
       T* out = static_cast<T*>(p.out) + offset;
       if constexpr (std::is_same_v<T, float>) {
-        normalize_row(v.data(), channels, gamma.data(), beta.data(), p.eps, out);
+        normalize_row(v, channels, gamma, beta, p.eps, out);
       } else {
-        normalize_row(v.data(), channels, gamma.data(), beta.data(), p.eps, y.data());
-        store_row(y.data(), channels, out);
+        normalize_row(v, channels, gamma, beta, p.eps, y);
+        store_row(y, channels, out);
       }
     }
   });
@@ -146,25 +156,26 @@ void layernorm_typed(const LayerNormParams& p) {
 template <typename T>
 void elementwise_typed(const ElementwiseParams& p) {
   const int64_t channels = p.channels;
-  const std::vector<float> bias = param_floats(p.bias, p.param_dtype, channels, 0.f);
-  std::vector<float> scale, shift;
+  const float* bias = param_floats(p.bias, p.param_dtype, channels, 0.f, kBiasSlot);
+  const float* scale = nullptr;
+  const float* shift = nullptr;
   if (p.epilogue == Epilogue::kAffine) {
-    scale = param_floats(p.scale, p.param_dtype, channels, 1.f);
-    shift = param_floats(p.shift, p.param_dtype, channels, 0.f);
+    scale = param_floats(p.scale, p.param_dtype, channels, 1.f, kGammaSlot);
+    shift = param_floats(p.shift, p.param_dtype, channels, 0.f, kBetaSlot);
   }
   parallel_for(p.rows, grain_rows(channels), [&](int64_t begin, int64_t end) {
-    std::vector<float> v(channels);
+    float* v = thread_floats(kRowSlot, channels);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t offset = r * channels;
       const T* residual =
           p.residual != nullptr ? static_cast<const T*>(p.residual) + offset : nullptr;
-      load_sum(static_cast<const T*>(p.x) + offset, residual, bias.data(), channels, v.data());
+      load_sum(static_cast<const T*>(p.x) + offset, residual, bias, channels, v);
       switch (p.epilogue) {
-        case Epilogue::kGeluErf: gelu_erf_row(v.data(), channels); break;
-        case Epilogue::kGeluTanh: gelu_tanh_row(v.data(), channels); break;
-        case Epilogue::kAffine: affine_row(v.data(), channels, scale.data(), shift.data()); break;
+        case Epilogue::kGeluErf: gelu_erf_row(v, channels); break;
+        case Epilogue::kGeluTanh: gelu_tanh_row(v, channels); break;
+        case Epilogue::kAffine: affine_row(v, channels, scale, shift); break;
       }
-      store_row(v.data(), channels, static_cast<T*>(p.out) + offset);
+      store_row(v, channels, static_cast<T*>(p.out) + offset);
     }
   });
 }

@@ -194,7 +194,7 @@ void encoder_layer_boxed(shim::StableIValue* stack, const EncoderBackend& backen
 void gemm_pack_weight_boxed(shim::StableIValue* stack, const EncoderBackend& backend) {
   constexpr const char* kPackOp = "gemm_pack_weight";
   Tensor weight = take_tensor(stack, 0);
-  const bool bfloat16 = read_bool(stack, 1);
+  const int64_t mode = read_int(stack, 1);
   const ArgName wn{kPackOp, "weight"};
   check_dim(weight, wn, 2, "[out, in]");
   check_dtype(weight, wn, DType::kFloat32);
@@ -209,8 +209,20 @@ void gemm_pack_weight_boxed(shim::StableIValue* stack, const EncoderBackend& bac
     fail_invalid(wn.prefix(), ": expected out >= 1 and in >= 1, got shape ",
                  shape_str(weight.sizes()));
   }
-  const gemm::WeightFormat format =
-      bfloat16 ? gemm::WeightFormat::kBFloat16 : gemm::float32_pack_format();
+  gemm::WeightFormat format;
+  switch (static_cast<gemm::PackMode>(mode)) {
+    case gemm::PackMode::kFloat32: format = gemm::float32_pack_format(); break;
+    case gemm::PackMode::kBFloat16: format = gemm::WeightFormat::kBFloat16; break;
+    case gemm::PackMode::kInt8:
+      if (!gemm::int8_available()) {
+        fail_invalid(kPackOp, ": mode: int8 needs libtorch's _int_mm (aoti_torch_cpu__int_mm_out),"
+                     " which this libtorch does not export");
+      }
+      format = gemm::WeightFormat::kInt8;
+      break;
+    default:
+      fail_invalid(kPackOp, ": mode: expected 0 (float32), 1 (bfloat16) or 2 (int8), got ", mode);
+  }
   Tensor blob = Tensor::empty({gemm::packed_bytes(format, n, k)}, DType::kUInt8, weight.device());
   gemm::pack_weight(weight.data_as<float>(), n, k, format, blob.data());
   put_tensor(stack, 0, std::move(blob));

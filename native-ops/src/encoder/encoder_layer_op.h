@@ -25,8 +25,9 @@ struct EncoderBackend {
 //   float norm_eps, float scale, bool gelu_tanh) -> ()
 void encoder_layer_boxed(shim::StableIValue* stack, const EncoderBackend& backend);
 
-// gemm_pack_weight(Tensor weight, bool bfloat16) -> Tensor: a float32 [out, in] weight prepared
-// once for the fused layers' GEMMs (uint8 [bytes], valid in this process only).
+// gemm_pack_weight(Tensor weight, int mode) -> Tensor: a float32 [out, in] weight prepared once
+// for the fused layers' GEMMs (uint8 [bytes], valid in this process only); mode 0 float32 (MKL's
+// packed layout), 1 the bfloat16 mode, 2 the int8 mode (gemm::PackMode).
 void gemm_pack_weight_boxed(shim::StableIValue* stack, const EncoderBackend& backend);
 
 }  // namespace djl_attn::encoder

@@ -298,18 +298,29 @@ DJL_FLASH_INLINE void attend_direct(const FlashParams& p, const TilePlace& at, i
   }
 }
 
-// 64-byte aligned float buffers of one worker, sized for the widest vector's padding.
+// 64-byte aligned float buffers of one worker, sized for the widest vector's padding. One per
+// thread, grown to the widest head dim seen and then reused: a call allocates nothing (it was
+// ~100 KB per task chunk per call before, a malloc/free pair on every encoder layer).
 struct Workspace {
-  int64_t dp;
+  int64_t dp = 0;
+  int64_t capacity = 0;  // floats in storage
   std::unique_ptr<float[]> storage;
   float *q, *qt, *k, *v, *st, *acc, *row_max, *row_sum, *correction;
 
-  explicit Workspace(int64_t dim) : dp(round_up(std::max<int64_t>(dim, 1), kDimAlign)) {
-    const int64_t sizes[] = {kBlockM * dp, dp * kBlockM, kBlockN * dp, kBlockN * dp,
-                             kBlockN * kBlockM, kBlockM * dp, kBlockM, kBlockM, kBlockM};
+  // Lays the buffers out for head dim `dim`, growing the storage when it is too small.
+  void prepare(int64_t dim) {
+    const int64_t padded = round_up(std::max<int64_t>(dim, 1), kDimAlign);
+    if (padded == dp) return;
+    const int64_t sizes[] = {kBlockM * padded, padded * kBlockM, kBlockN * padded,
+                             kBlockN * padded, kBlockN * kBlockM, kBlockM * padded,
+                             kBlockM,          kBlockM,          kBlockM};
     int64_t total = 16;
     for (int64_t n : sizes) total += round_up(n, 16);
-    storage.reset(new float[total]);
+    if (total > capacity) {
+      storage.reset(new float[total]);
+      capacity = total;
+    }
+    dp = padded;
     float* at = storage.get();
     at += (16 - (reinterpret_cast<uintptr_t>(at) / sizeof(float)) % 16) % 16;
     float** slots[] = {&q, &qt, &k, &v, &st, &acc, &row_max, &row_sum, &correction};
@@ -319,6 +330,12 @@ struct Workspace {
     }
   }
 };
+
+Workspace& thread_workspace(int64_t dim) {
+  thread_local Workspace workspace;
+  workspace.prepare(dim);
+  return workspace;
+}
 
 // Rows of float32 values: the input itself (float32, no bias, no padding needed) or a copy,
 // converted, biased and zero-padded to `width` columns.
@@ -562,7 +579,7 @@ void run_typed(const FlashParams& p) {
   const int64_t work = p.batch * p.heads_q * p.seqlen_q * p.seqlen_k * p.head_dim;
   const int64_t grain = work < kInlineWork ? tasks : 1;
   parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
-    Workspace ws(p.head_dim);
+    Workspace& ws = thread_workspace(p.head_dim);
     switch (isa) {
       case Isa::kAvx512: return attend_tasks_avx512<T>(p, begin, end, m_blocks, ws);
       case Isa::kAvx2: return attend_tasks_avx2<T>(p, begin, end, m_blocks, ws);

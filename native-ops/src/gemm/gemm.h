@@ -8,6 +8,10 @@
 //               cblas_sgemm_compute, 1.5-3x sgemm_ at M = 16 (one short sentence), equal at large M.
 //   torch-mm    everything else (float16, bfloat16: oneDNN with AMX inside libtorch), and float32
 //               when libtorch exports no sgemm_: libtorch's own mm through the stable C shim.
+//   torch-int8  the int8 mode: weights quantized once per output channel, activations per row
+//               on every call, libtorch's _int_mm (oneDNN s8s8s32: AMX / VNNI) in between.
+//               libtorch's MKL exports no cblas_gemm_s8u8s32 (nm -D on 2.7.1 and 2.13), and
+//               oneDNN's own C API is not exported either: _int_mm is the one int8 GEMM reachable.
 // DJL_ATTN_CPU_GEMM=torch forces torch-mm for plain weights of every dtype and makes pack_weight
 // produce plain copies (tests run both).
 #pragma once
@@ -49,7 +53,19 @@ enum class WeightFormat : int32_t {
   kMklFloat32 = 1,  // float32 in MKL's packed-B layout (cblas_sgemm_pack)
   kFloat32 = 2,     // float32 [n, k] (a libtorch without MKL's packed API, or DJL_ATTN_CPU_GEMM=torch)
   kBFloat16 = 3,    // bfloat16 [n, k]: the bfloat16 mode, activations rounded to bfloat16 per call
+  kInt8 = 4,        // the int8 mode: float32 scales [n], then int8 [k, n] (w / scale rounded);
+                    // scale = max |w[j, :]| / 127 per output channel j (symmetric)
 };
+
+// What gemm_pack_weight(weight, mode) makes: its `mode` argument.
+enum class PackMode : int64_t {
+  kFloat32 = 0,   // float32_pack_format()
+  kBFloat16 = 1,  // kBFloat16
+  kInt8 = 2,      // kInt8
+};
+
+// Whether this libtorch has the int8 GEMM the int8 mode needs (aten::_int_mm in its C shim).
+bool int8_available();
 
 // A projection's weight as the fused layers read it.
 struct Weight {
@@ -87,7 +103,8 @@ struct Gemm {
 int64_t scratch_bytes(const Weight& w, int64_t m);
 void gemm(const Gemm& g);
 
-// The backend a weight form runs on: "mkl-sgemm", "mkl-packed", "torch-mm", "torch-mm-bf16".
+// The backend a weight form runs on: "mkl-sgemm", "mkl-packed", "torch-mm", "torch-mm-bf16",
+// "torch-int8".
 const char* gemm_backend(const Weight& w, ElementType dtype);
 
 }  // namespace djl_attn::gemm

@@ -1,5 +1,7 @@
 #include "gemm/gemm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -128,6 +130,12 @@ uint64_t process_tag() {
   return tag;
 }
 
+constexpr int64_t kAlign = 64;
+int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// kInt8 payload: float32 scales [n], then (64-aligned) int8 [k, n].
+int64_t int8_payload_offset(int64_t n) { return aligned(n * 4); }
+
 int64_t payload_bytes(WeightFormat format, int64_t n, int64_t k) {
   switch (format) {
     case WeightFormat::kMklFloat32:
@@ -135,13 +143,11 @@ int64_t payload_bytes(WeightFormat format, int64_t n, int64_t k) {
           mkl_packed().get_size(kBMatrix, 1, to_int(n, "n"), to_int(k, "k")));
     case WeightFormat::kFloat32: return n * k * 4;
     case WeightFormat::kBFloat16: return n * k * 2;
+    case WeightFormat::kInt8: return int8_payload_offset(n) + n * k;
     case WeightFormat::kPlain: break;
   }
   fail_native("gemm: no blob for weight format ", static_cast<int>(format));
 }
-
-constexpr int64_t kAlign = 64;
-int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 // Rows [0, m) of fn(row), on the library's pool when the pass is large.
 template <typename Fn>
@@ -173,7 +179,80 @@ void bf16_gemm(const Gemm& g) {
   });
 }
 
+// Symmetric int8 of one row: q = round(x * 127 / max |x|), returns the scale max |x| / 127 (0
+// for an all-zero row, whose q is all 0). A row holding NaN or infinity gets a NaN scale, so its
+// outputs are NaN as the float32 product's would be (no exception from a pool worker).
+float quantize_row(const float* x, int64_t k, int8_t* q) {
+  float amax = 0.f;
+  bool finite = true;
+  for (int64_t j = 0; j < k; ++j) {
+    const float v = std::fabs(x[j]);
+    finite &= v <= std::numeric_limits<float>::max();  // false for NaN and infinity
+    amax = std::max(amax, v);
+  }
+  if (!finite || amax == 0.f) {
+    std::memset(q, 0, static_cast<size_t>(k));
+    return finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+  }
+  const float inv = 127.f / amax;
+#pragma omp simd
+  for (int64_t j = 0; j < k; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inv));
+  return amax / 127.f;
+}
+
+// libtorch's c32 [m, n] = a8 [m, k] · b8 [k, n] (aten::_int_mm through the C shim).
+void torch_int_mm(const int8_t* a8, const int8_t* b8, int32_t* c32, int64_t m, int64_t n,
+                  int64_t k) {
+  const auto& i8 = shim::torch_int8();
+  if (!i8.present()) fail_native("gemm: int8 mode: this libtorch exports no _int_mm");
+  const auto& api = shim::torch_matmul();
+  const int32_t cpu = shim::torch().device_type_cpu();
+  const int64_t a_sizes[] = {m, k}, a_strides[] = {k, 1};
+  const int64_t b_sizes[] = {k, n}, b_strides[] = {n, 1};
+  const int64_t c_sizes[] = {m, n}, c_strides[] = {n, 1};
+  shim::AtenTensorHandle a = nullptr, b = nullptr, c = nullptr;
+  const bool made =
+      api.create_tensor_from_blob(const_cast<int8_t*>(a8), 2, a_sizes, a_strides, 0,
+                                  i8.dtype_int8(), cpu, 0, &a) == 0 &&
+      api.create_tensor_from_blob(const_cast<int8_t*>(b8), 2, b_sizes, b_strides, 0,
+                                  i8.dtype_int8(), cpu, 0, &b) == 0 &&
+      api.create_tensor_from_blob(c32, 2, c_sizes, c_strides, 0, shim::torch().dtype_int32(),
+                                  cpu, 0, &c) == 0;
+  // Owned from here on: Tensor deletes each handle.
+  Tensor at(a), bt(b), ct(c);
+  if (!made) fail_native("gemm: int8 mode: create_tensor_from_blob failed");
+  if (i8.int_mm_out(c, a, b) != 0) {
+    fail_native("gemm: libtorch _int_mm_out failed for [", m, ", ", k, "] x [", k, ", ", n, "]");
+  }
+}
+
+// The int8 mode: each row of a quantized to int8 with its own scale (dynamic, per row), the
+// int8 product on libtorch, then c[r, j] = c32[r, j] * row_scale[r] * weight_scale[j].
+// Scratch: a8 [m, k] int8, row scales [m] float32, c32 [m, n] int32.
+void int8_gemm(const Gemm& g) {
+  const int64_t m = g.m, n = g.w.n, k = g.w.k;
+  auto* a8 = static_cast<int8_t*>(g.scratch);
+  auto* row_scale = reinterpret_cast<float*>(static_cast<char*>(g.scratch) + aligned(m * k));
+  auto* c32 = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(row_scale) + aligned(m * 4));
+  const float* a = static_cast<const float*>(g.a);
+  for_rows(m, k, [&](int64_t r) { row_scale[r] = quantize_row(a + r * g.lda, k, a8 + r * k); });
+  const auto* w_scale = static_cast<const float*>(g.w.data);
+  const auto* w8 = reinterpret_cast<const int8_t*>(static_cast<const char*>(g.w.data) +
+                                                   int8_payload_offset(n));
+  torch_int_mm(a8, w8, c32, m, n, k);
+  float* c = static_cast<float*>(g.c);
+  for_rows(m, n, [&](int64_t r) {
+    const int32_t* src = c32 + r * n;
+    float* dst = c + r * n;
+    const float s = row_scale[r];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(src[j]) * (s * w_scale[j]);
+  });
+}
+
 }  // namespace
+
+bool int8_available() { return shim::torch_int8().present(); }
 
 void gemm_nt(const GemmNT& g) {
   if (g.m == 0 || g.n == 0) return;
@@ -217,6 +296,22 @@ void pack_weight(const float* w, int64_t n, int64_t k, WeightFormat format, void
       for (int64_t i = 0; i < n * k; ++i) dst[i] = from_float<BFloat16>(w[i]);
       return;
     }
+    case WeightFormat::kInt8: {
+      auto* scale = reinterpret_cast<float*>(payload);
+      auto* q = reinterpret_cast<int8_t*>(payload + int8_payload_offset(n));  // [k, n]
+      for (int64_t j = 0; j < n; ++j) {
+        const float* row = w + j * k;
+        float amax = 0.f;
+        for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(row[i]));
+        if (!std::isfinite(amax)) fail_native("gemm: int8 mode: weight row ", j, " is not finite");
+        scale[j] = amax / 127.f;
+        const float inv = amax > 0.f ? 127.f / amax : 0.f;
+        for (int64_t i = 0; i < k; ++i) {
+          q[i * n + j] = static_cast<int8_t>(std::nearbyint(row[i] * inv));
+        }
+      }
+      return;
+    }
     case WeightFormat::kPlain: break;
   }
   fail_native("gemm: cannot pack into weight format ", static_cast<int>(format));
@@ -240,7 +335,7 @@ bool read_packed(const void* blob, int64_t bytes, Weight* out, std::string* why)
   }
   const auto format = static_cast<WeightFormat>(h.format);
   if (format != WeightFormat::kMklFloat32 && format != WeightFormat::kFloat32 &&
-      format != WeightFormat::kBFloat16) {
+      format != WeightFormat::kBFloat16 && format != WeightFormat::kInt8) {
     *why = "unknown weight format " + std::to_string(h.format);
     return false;
   }
@@ -254,8 +349,11 @@ bool read_packed(const void* blob, int64_t bytes, Weight* out, std::string* why)
 }
 
 int64_t scratch_bytes(const Weight& w, int64_t m) {
-  if (w.format != WeightFormat::kBFloat16) return 0;
-  return aligned(m * w.k * 2) + aligned(m * w.n * 2);
+  switch (w.format) {
+    case WeightFormat::kBFloat16: return aligned(m * w.k * 2) + aligned(m * w.n * 2);
+    case WeightFormat::kInt8: return aligned(m * w.k) + aligned(m * 4) + aligned(m * w.n * 4);
+    default: return 0;
+  }
 }
 
 void gemm(const Gemm& g) {
@@ -275,6 +373,8 @@ void gemm(const Gemm& g) {
     }
     case WeightFormat::kBFloat16:
       return bf16_gemm(g);
+    case WeightFormat::kInt8:
+      return int8_gemm(g);
   }
 }
 
@@ -284,6 +384,7 @@ const char* gemm_backend(const Weight& w, ElementType dtype) {
     case WeightFormat::kFloat32: return gemm_backend(ElementType::kFloat32);
     case WeightFormat::kMklFloat32: return "mkl-packed";
     case WeightFormat::kBFloat16: return "torch-mm-bf16";
+    case WeightFormat::kInt8: return "torch-int8";
   }
   return "?";
 }

@@ -92,7 +92,7 @@ constexpr const char* kSchemas[] = {
     " Tensor attn_norm_bias, Tensor up_weight, Tensor up_bias, Tensor down_weight,"
     " Tensor down_bias, Tensor ffn_norm_weight, Tensor ffn_norm_bias, int num_heads,"
     " float norm_eps, float scale, bool gelu_tanh) -> ()",
-    "gemm_pack_weight(Tensor weight, bool bfloat16) -> Tensor",
+    "gemm_pack_weight(Tensor weight, int mode) -> Tensor",
 };
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.

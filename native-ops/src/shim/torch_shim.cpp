@@ -97,6 +97,19 @@ const TorchMatmulApi& torch_matmul() {
   return api;
 }
 
+const TorchInt8Api& torch_int8() {
+  static const TorchInt8Api api = [] {
+    TorchInt8Api out{};
+    void* library = open_loaded("libtorch_cpu.so");
+    if (library == nullptr) return out;
+    out.dtype_int8 = reinterpret_cast<int32_t (*)()>(dlsym(library, "aoti_torch_dtype_int8"));
+    out.int_mm_out = reinterpret_cast<decltype(out.int_mm_out)>(
+        dlsym(library, "aoti_torch_cpu__int_mm_out"));
+    return out;
+  }();
+  return api;
+}
+
 void* libtorch_cpu_symbol(const char* name) {
   void* library = open_loaded("libtorch_cpu.so");
   return library != nullptr ? dlsym(library, name) : nullptr;

@@ -89,6 +89,19 @@ struct TorchMatmulApi {
 // Throws NativeError naming a missing symbol. Thread-safe; resolves once.
 const TorchMatmulApi& torch_matmul();
 
+// libtorch's int8 GEMM for the GEMM layer's int8 mode (aten::_int_mm: int8 x int8 -> int32,
+// oneDNN's s8s8s32 matmul inside libtorch), resolved on first use. Both exist in 2.7.1 and
+// 2.13 (checked with nm -D); a libtorch without them leaves the members null.
+struct TorchInt8Api {
+  int32_t (*dtype_int8)();
+  AOTITorchError (*int_mm_out)(AtenTensorHandle out, AtenTensorHandle self,
+                               AtenTensorHandle mat2);
+  bool present() const { return dtype_int8 != nullptr && int_mm_out != nullptr; }
+};
+
+// Thread-safe; resolves once; never throws (check present()).
+const TorchInt8Api& torch_int8();
+
 // A symbol of the loaded libtorch_cpu.so outside the shim (the BLAS it carries, e.g. MKL's
 // sgemm_), or null when it does not export one by that name.
 void* libtorch_cpu_symbol(const char* name);

@@ -7,6 +7,8 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
 
 
+import java.util.Objects;
+
 /**
  * The fused encoder-layer operator on DJL NDArrays: one {@code djl_attn::encoder_layer} call
  * runs a whole post-norm BERT encoder layer over packed tokens — the q|k|v GEMM, attention of
@@ -24,21 +26,22 @@ public final class EncoderLayerOps {
 
     /**
      * Prepares a float32 {@code [out, in]} weight once for the CPU GEMMs of {@link
-     * #encoderLayer}: MKL's packed layout where libtorch carries MKL (1.5-3x faster products
-     * at a few tokens), or bfloat16 for the bfloat16 mode (activations rounded to bfloat16 at
-     * each GEMM, float32 everywhere else). The result is valid only in this process (the packed
-     * layout depends on the CPU): never save it.
+     * #encoderLayer}, in the arithmetic of {@code mode}: {@link GemmMode#FLOAT32} MKL's packed
+     * layout where libtorch carries MKL (1.5-3x faster products at a few tokens), {@link
+     * GemmMode#BFLOAT16} bfloat16, {@link GemmMode#INT8} int8 per output channel. The result is
+     * valid only in this process (the packed layout depends on the CPU): never save it.
      *
      * @param weight float32 {@code [out, in]}, contiguous, on the CPU
-     * @param bfloat16 whether to prepare the bfloat16 mode's weight
+     * @param mode the GEMMs' arithmetic
      * @return a uint8 array {@code [bytes]} attached to {@code weight}'s manager
-     * @throws IllegalArgumentException if the weight breaks a rule of {@code gemm_pack_weight}
+     * @throws IllegalArgumentException if the weight breaks a rule of {@code gemm_pack_weight},
+     *     or the mode is INT8 and this libtorch has no int8 GEMM
      */
-    public static NDArray packWeight(NDArray weight, boolean bfloat16) {
+    public static NDArray packWeight(NDArray weight, GemmMode mode) {
         PtNDArray w = AttentionOps.pytorchArray(weight, "weight");
         return OperatorCall.of(Operator.GEMM_PACK_WEIGHT)
                 .tensor(w)
-                .boolArg(bfloat16)
+                .intArg(Objects.requireNonNull(mode, "mode").code())
                 .invoke(w.getManager())[0];
     }
 

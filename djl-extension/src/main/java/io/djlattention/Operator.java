@@ -149,8 +149,8 @@ enum Operator {
             "encoder_layer", 0, ARG_TENSOR, ARG_TENSOR, ARG_INT, ARG_TENSOR, ARG_TENSOR,
             ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_BOOL),
-    /** {@code gemm_pack_weight(weight, bfloat16) -> packed}. */
-    GEMM_PACK_WEIGHT("gemm_pack_weight", 1, ARG_TENSOR, ARG_BOOL);
+    /** {@code gemm_pack_weight(weight, mode) -> packed}. */
+    GEMM_PACK_WEIGHT("gemm_pack_weight", 1, ARG_TENSOR, ARG_INT);
 
     private final String schemaName;
     private final int numOutputs;

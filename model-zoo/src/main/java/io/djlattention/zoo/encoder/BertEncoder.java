@@ -19,6 +19,7 @@ import ai.djl.util.PairList;
 
 import io.djlattention.AttentionOps;
 import io.djlattention.EncoderLayerOps;
+import io.djlattention.GemmMode;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
 import java.io.DataInputStream;
@@ -131,7 +132,7 @@ public final class BertEncoder extends AbstractBlock {
     private final Output output;
     private final Pooling pooling;
     private final Attention attention;
-    private final boolean bfloat16Gemm;
+    private final GemmMode gemm;
     private final EncoderPasses passes;
     /** The block whose weights this one reads: itself, or the source of a {@link #withAttention}. */
     private final BertEncoder root;
@@ -146,7 +147,7 @@ public final class BertEncoder extends AbstractBlock {
         output = b.output;
         pooling = b.pooling;
         attention = b.attention;
-        bfloat16Gemm = b.bfloat16Gemm;
+        gemm = b.gemm;
         passes = new EncoderPasses(config, computeDataType);
         root = this;
         for (String name : parameterShapes(config, maskedLmHead).keySet()) {
@@ -255,13 +256,12 @@ public final class BertEncoder extends AbstractBlock {
     }
 
     /**
-     * Returns whether the CPU's fused path runs its GEMMs in bfloat16 ({@link
-     * Builder#optBfloat16Gemm}).
+     * Returns the arithmetic of the CPU fused path's GEMMs ({@link Builder#optGemm}).
      *
-     * @return whether the bfloat16 mode is on
+     * @return the mode
      */
-    public boolean isBfloat16Gemm() {
-        return bfloat16Gemm;
+    public GemmMode getGemm() {
+        return gemm;
     }
 
     /**
@@ -285,7 +285,7 @@ public final class BertEncoder extends AbstractBlock {
         output = source.output;
         pooling = source.pooling;
         this.attention = attention;
-        bfloat16Gemm = source.bfloat16Gemm;
+        gemm = source.gemm;
         passes = source.passes;
         root = source.root;
     }
@@ -412,7 +412,7 @@ public final class BertEncoder extends AbstractBlock {
                         config,
                         maskedLmHead,
                         computeDataType,
-                        bfloat16Gemm);
+                        gemm);
         if (old != null) {
             old.manager.close();
         }
@@ -654,7 +654,7 @@ public final class BertEncoder extends AbstractBlock {
         private Output output = Output.LAST_HIDDEN_STATE;
         private Pooling pooling = Pooling.MEAN;
         private Attention attention = Attention.FUSED;
-        private boolean bfloat16Gemm;
+        private GemmMode gemm = GemmMode.FLOAT32;
 
         Builder() {}
 
@@ -725,16 +725,27 @@ public final class BertEncoder extends AbstractBlock {
         }
 
         /**
-         * Runs the CPU fused path's GEMMs in bfloat16 (default false): activations and weights
-         * rounded to bfloat16 at each GEMM (AMX or AVX512-BF16 through libtorch's oneDNN), float32
-         * everywhere else. Needs the float32 compute dtype; accuracy in docs/operators.md.
+         * Sets the arithmetic of the CPU fused path's GEMMs (default {@link GemmMode#FLOAT32}):
+         * {@link GemmMode#BFLOAT16} or {@link GemmMode#INT8} (dynamic quantization) are opt-in
+         * and need the float32 compute dtype; accuracy in docs/operators.md.
+         *
+         * @param gemm the mode
+         * @return this builder
+         */
+        public Builder optGemm(GemmMode gemm) {
+            this.gemm = gemm;
+            return this;
+        }
+
+        /**
+         * Runs the CPU fused path's GEMMs in bfloat16 (default false): {@code
+         * optGemm(bfloat16Gemm ? BFLOAT16 : FLOAT32)}.
          *
          * @param bfloat16Gemm whether to use the bfloat16 mode
          * @return this builder
          */
         public Builder optBfloat16Gemm(boolean bfloat16Gemm) {
-            this.bfloat16Gemm = bfloat16Gemm;
-            return this;
+            return optGemm(bfloat16Gemm ? GemmMode.BFLOAT16 : GemmMode.FLOAT32);
         }
 
         /**
@@ -753,9 +764,13 @@ public final class BertEncoder extends AbstractBlock {
             Objects.requireNonNull(output, "output must not be null");
             Objects.requireNonNull(pooling, "pooling must not be null");
             Objects.requireNonNull(attention, "attention must not be null");
-            if (bfloat16Gemm && computeDataType != DataType.FLOAT32) {
+            Objects.requireNonNull(gemm, "gemm must not be null");
+            if (gemm != GemmMode.FLOAT32 && computeDataType != DataType.FLOAT32) {
                 throw new IllegalArgumentException(
-                        "bfloat16Gemm: needs the float32 compute dtype, got " + computeDataType);
+                        "gemm: "
+                                + gemm
+                                + " needs the float32 compute dtype, got "
+                                + computeDataType);
             }
             if (output == Output.MASKED_LM && !maskedLmHead) {
                 throw new IllegalArgumentException(

@@ -22,6 +22,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
 
+import io.djlattention.GemmMode;
 import io.djlattention.zoo.args.KnownArguments;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
@@ -138,8 +139,11 @@ public final class EncoderModels {
                         BertEncoder.Attention.FUSED,
                         BertEncoder.Attention.values());
         DataType dtype = dtype(args);
-        // "bfloat16": the CPU fused path's GEMMs in bfloat16 (BertEncoder.Builder.optBfloat16Gemm).
-        boolean bfloat16Gemm = "bfloat16".equals(choiceString(args, "gemm", "float32", "bfloat16"));
+        // "bfloat16" / "int8": the CPU fused path's GEMMs (BertEncoder.Builder.optGemm).
+        GemmMode gemm =
+                GemmMode.valueOf(
+                        choiceString(args, "gemm", "float32", "bfloat16", "int8")
+                                .toUpperCase(Locale.ROOT));
         Device device = criteria.getDevice();
         if (device == null) {
             device = Engine.getEngine("PyTorch").defaultDevice();
@@ -194,7 +198,7 @@ public final class EncoderModels {
                         .optMaskedLmHead(task == Task.FILL_MASK)
                         .optComputeDataType(dtype)
                         .optAttention(attention)
-                        .optBfloat16Gemm(bfloat16Gemm)
+                        .optGemm(gemm)
                         .optPooling(pooling)
                         .optOutput(
                                 task == Task.FILL_MASK
@@ -261,7 +265,7 @@ public final class EncoderModels {
             model.setProperty("numHeads", String.valueOf(config.getNumHeads()));
             model.setProperty("attention", attention.name().toLowerCase(Locale.ROOT));
             model.setProperty("dtype", dtype == DataType.FLOAT16 ? "float16" : "float32");
-            model.setProperty("gemm", bfloat16Gemm ? "bfloat16" : "float32");
+            model.setProperty("gemm", gemm.name().toLowerCase(Locale.ROOT));
             model.setProperty("pooling", pooling.name().toLowerCase(Locale.ROOT));
             model.setProperty("normalize", String.valueOf(normalize));
             @SuppressWarnings("unchecked")

@@ -203,6 +203,13 @@ final class EncoderPasses {
      */
     NDArray segmentMean(NDArray rows, EncoderBatch batch, NDManager scope) {
         long c = config.getHiddenSize();
+        if (batch.batch == 1) {
+            // One sentence (the online request): the mean of all rows, 3 operator calls instead
+            // of the 12 below, ~0.1 ms of a 1 x 16 request's ~3 ms.
+            return rows.toType(DataType.FLOAT64, false)
+                    .mean(new int[] {0}, true)
+                    .toType(DataType.FLOAT32, false);
+        }
         NDArray prefix =
                 NDArrays.concat(
                         new NDList(

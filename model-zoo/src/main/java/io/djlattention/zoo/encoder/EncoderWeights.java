@@ -15,6 +15,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 
 import io.djlattention.EncoderLayerOps;
+import io.djlattention.GemmMode;
 import io.djlattention.EncoderLayerWeights;
 import io.djlattention.zoo.hf.HfCheckpoint;
 
@@ -47,7 +48,7 @@ final class EncoderWeights {
     final NDArray decoderBias;
 
     final DataType computeDataType;
-    private final boolean bfloat16Gemm;
+    private final GemmMode gemm;
     private final Function<String, NDArray> weight;
     private volatile List<EncoderLayerWeights> fusedLayers;
 
@@ -57,11 +58,11 @@ final class EncoderWeights {
             BertEncoderConfig config,
             boolean maskedLmHead,
             DataType computeDataType,
-            boolean bfloat16Gemm) {
+            GemmMode gemm) {
         this.manager = manager;
         this.weight = weight;
         this.computeDataType = computeDataType;
-        this.bfloat16Gemm = bfloat16Gemm;
+        this.gemm = gemm;
         device = manager.getDevice();
         word = weight.apply("embeddings.word_embeddings.weight");
         position = weight.apply("embeddings.position_embeddings.weight");
@@ -233,7 +234,7 @@ final class EncoderWeights {
         if (computeDataType != DataType.FLOAT32) {
             return w;
         }
-        return own(EncoderLayerOps.packWeight(w, bfloat16Gemm));
+        return own(EncoderLayerOps.packWeight(w, gemm));
     }
 
     /** One encoder layer's arrays: GEMM weights in the compute dtype, epilogue vectors float32. */
