@@ -1,5 +1,5 @@
 # encoder_layer x 6 (MiniLM-L6 shapes) with plain float32 weights (MKL sgemm_), MKL-packed weights,
-# bfloat16-mode weights, and the op-by-op path (torch.mm + djl_attn ops), interleaved; ms per forward.
+# bfloat16-mode and int8-mode weights, and the op-by-op path (torch.mm + djl_attn ops), interleaved; ms per forward.
 import sys, time, math, torch
 sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "..", "tests"))
 import conftest  # loads the library
@@ -12,7 +12,7 @@ def layer_weights():
                 g1=torch.ones(C), b1=torch.zeros(C), up=r(I, C), up_b=torch.randn(I)*.1,
                 down=r(C, I), down_b=torch.randn(C)*.1, g2=torch.ones(C), b2=torch.zeros(C))
 layers = [layer_weights() for _ in range(L)]
-packs = {mode: [{k: ops.gemm_pack_weight(w[k], mode) for k in ("qkv", "out", "up", "down")} for w in layers] for mode in (0, 1)}
+packs = {mode: [{k: ops.gemm_pack_weight(w[k], mode) for k in ("qkv", "out", "up", "down")} for w in layers] for mode in (0, 1, 2)}
 def fused(x, cu, m, form):
     for i, w in enumerate(layers):
         p = packs[form] if form is not None else None
@@ -29,12 +29,12 @@ def opbyop(x, cu, m):
         x = ops.add_bias_residual_layernorm(torch.mm(u, w["down"].t()), w["down_b"], h, w["g2"], w["b2"], 1e-12)
     return x
 print(f"threads {threads}")
-print("| cell | op by op | fused, plain f32 (sgemm_) | fused, MKL packed | fused, bf16 mode |")
-print("| --- | ---: | ---: | ---: | ---: |")
+print("| cell | op by op | fused, plain f32 (sgemm_) | fused, MKL packed | fused, bf16 mode | fused, int8 mode |")
+print("| --- | ---: | ---: | ---: | ---: | ---: |")
 for b, s in [(1, 16), (8, 128), (32, 128), (8, 512)]:
     cu = torch.arange(0, (b + 1) * s, s, dtype=torch.int32); x0 = torch.randn(b * s, C)
-    fns = [lambda: opbyop(x0, cu, s), lambda: fused(x0.clone(), cu, s, None), lambda: fused(x0.clone(), cu, s, False), lambda: fused(x0.clone(), cu, s, True)]
-    best = [1e9] * 4
+    fns = [lambda: opbyop(x0, cu, s), lambda: fused(x0.clone(), cu, s, None), lambda: fused(x0.clone(), cu, s, 0), lambda: fused(x0.clone(), cu, s, 1), lambda: fused(x0.clone(), cu, s, 2)]
+    best = [1e9] * 5
     reps = max(1, int(2000 / (b * s)))
     for f in fns: f()
     for rnd in range(6):

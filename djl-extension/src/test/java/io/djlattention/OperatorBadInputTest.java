@@ -268,7 +268,8 @@ class OperatorBadInputTest {
                             try (NDManager cpu = NDManager.newBaseManager(Device.cpu())) {
                                 NDArray w = randn(cpu, 8, 4);
                                 return EncoderLayerOps.packWeight(
-                                                good ? w : w.toType(DataType.FLOAT16, false), false)
+                                                good ? w : w.toType(DataType.FLOAT16, false),
+                                                GemmMode.INT8)
                                         .getShape();
                             }
                         }));

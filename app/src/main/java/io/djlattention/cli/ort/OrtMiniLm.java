@@ -3,10 +3,12 @@
  */
 package io.djlattention.cli.ort;
 
+import ai.onnxruntime.NodeInfo;
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
 import ai.onnxruntime.OrtSession;
+import ai.onnxruntime.TensorInfo;
 
 import io.djlattention.zoo.encoder.MiniLm;
 
@@ -38,12 +40,32 @@ public final class OrtMiniLm implements AutoCloseable {
     private final OrtEnvironment env;
     private final OrtSession session;
     private final int intraOpThreads;
+    private final int dim;
     private volatile boolean closed;
 
     private OrtMiniLm(OrtEnvironment env, OrtSession session, int intraOpThreads) {
         this.env = env;
         this.session = session;
         this.intraOpThreads = intraOpThreads;
+        this.dim = outputWidth(session);
+    }
+
+    /** The last dimension of the graph's output when static (768 for a BERT-base export). */
+    private static int outputWidth(OrtSession session) {
+        try {
+            for (NodeInfo info : session.getOutputInfo().values()) {
+                if (info.getInfo() instanceof TensorInfo) {
+                    long[] shape = ((TensorInfo) info.getInfo()).getShape();
+                    if (shape.length == 3 && shape[2] > 0) {
+                        return (int) shape[2];
+                    }
+                }
+                break;
+            }
+        } catch (OrtException e) {
+            throw new IllegalStateException("ONNX Runtime cannot describe the model's output", e);
+        }
+        return DIM;
     }
 
     /**
@@ -131,26 +153,26 @@ public final class OrtMiniLm implements AutoCloseable {
      */
     public float[][] embed(long[][] ids, long[][] mask) {
         float[][][] tokens = tokenEmbeddings(ids, mask);
-        float[][] out = new float[tokens.length][DIM];
+        float[][] out = new float[tokens.length][dim];
         for (int b = 0; b < tokens.length; ++b) {
-            double[] sum = new double[DIM];
+            double[] sum = new double[dim];
             long count = 0;
             for (int s = 0; s < tokens[b].length; ++s) {
                 if (mask[b][s] != 0) {
                     ++count;
-                    for (int d = 0; d < DIM; ++d) {
+                    for (int d = 0; d < dim; ++d) {
                         sum[d] += tokens[b][s][d];
                     }
                 }
             }
             double norm = 0;
-            for (int d = 0; d < DIM; ++d) {
+            for (int d = 0; d < dim; ++d) {
                 sum[d] /= count;
                 norm += sum[d] * sum[d];
             }
             // sentence-transformers' Normalize: x / max(||x||, 1e-12)
             norm = Math.max(Math.sqrt(norm), 1e-12);
-            for (int d = 0; d < DIM; ++d) {
+            for (int d = 0; d < dim; ++d) {
                 out[b][d] = (float) (sum[d] / norm);
             }
         }
@@ -195,13 +217,13 @@ public final class OrtMiniLm implements AutoCloseable {
                 if (outShape.length != 3
                         || outShape[0] != batch
                         || outShape[1] != seq
-                        || outShape[2] != DIM) {
+                        || outShape[2] != dim) {
                     throw new IllegalStateException(
                             "ONNX Runtime returned shape " + java.util.Arrays.toString(outShape)
-                                    + ", expected [" + batch + ", " + seq + ", " + DIM + "]");
+                                    + ", expected [" + batch + ", " + seq + ", " + dim + "]");
                 }
                 FloatBuffer data = out.getFloatBuffer();
-                float[][][] tokens = new float[batch][seq][DIM];
+                float[][][] tokens = new float[batch][seq][dim];
                 for (int b = 0; b < batch; ++b) {
                     for (int s = 0; s < seq; ++s) {
                         data.get(tokens[b][s]);

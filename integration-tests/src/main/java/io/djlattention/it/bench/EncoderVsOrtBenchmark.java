@@ -8,9 +8,12 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
 
+import io.djlattention.GemmMode;
 import io.djlattention.cli.ort.OrtMiniLm;
 import io.djlattention.zoo.encoder.BertEncoder;
+import io.djlattention.zoo.encoder.BertEncoderConfig;
 import io.djlattention.zoo.encoder.MiniLm;
+import io.djlattention.zoo.hf.HfCheckpoint;
 
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
@@ -29,31 +32,61 @@ import java.util.Map;
 import java.util.Random;
 
 /**
- * Issue 24's fair comparison: all-MiniLM-L6-v2 sentence embeddings (mean pooling, L2
- * normalisation) through {@link BertEncoder} (FUSED: {@code encoder_layer} per layer; also its
- * bfloat16 mode and the OP_BY_OP reference) against ONNX Runtime Java on the same ONNX file and
- * the same token ids, at equal threads (libtorch's intra-op threads and ORT's intra-op threads,
- * 1 and 2), ORT with all graph optimizations ({@link OrtMiniLm}).
+ * Issue 24's fair comparison: sentence embeddings (mean pooling, L2 normalisation) through {@link
+ * BertEncoder} (FUSED: {@code encoder_layer} per layer, in float32 and in the bfloat16 and int8
+ * GEMM modes; optionally the OP_BY_OP reference) against ONNX Runtime Java on the same ONNX file
+ * and the same token ids, at equal threads (libtorch's intra-op threads and ORT's intra-op
+ * threads), ORT with all graph optimizations ({@link OrtMiniLm}).
  *
- * <p>Cells: unpadded 1 x 16, 8 x 128, 32 x 128, 8 x 512, 32 x 512 tokens, and a mixed set of 256
- * sentences of 5-200 words (random word pieces, ~1.3 per word, plus [CLS] and [SEP]) in batches
- * of 32: ours in input order (the fused path packs the real tokens), ORT on length-sorted
- * batches (each padded to its longest), as a careful ORT user runs it. Each timing starts from
- * Java {@code long[][]} token ids and ends with Java {@code float[][]} embeddings (tokenization,
- * the same Hugging Face tokenizer for both, is left out). Implementations run round-robin in each
- * round, so load from other processes falls on all alike; the table gives the median ms per
- * cell, the ratio fused / ORT (> 1: ours faster), 1 - min cos against ORT, and the share of the
- * process's CPU time spent in the kernel (system time, /proc/self/stat) over the timed rounds.
+ * <p>Cells, all in one run: all-MiniLM-L6-v2 at unpadded 1 x 16, 8 x 128, 32 x 128, 8 x 512, 32 x
+ * 512 tokens and a mixed set of 256 sentences of 5-200 words (random word pieces, ~1.3 per word,
+ * plus [CLS] and [SEP]) in batches of 32: ours in input order (the fused path packs the real
+ * tokens), ORT on length-sorted batches (each padded to its longest), as a careful ORT user runs
+ * it; ONNX Runtime's own int8 MiniLM ({@code quantize_dynamic} of the same file) next to ours in
+ * int8; and a random-weight BERT-base (12 layers, 768) at 8 x 128 against ORT float32 on its
+ * export. The int8 and BERT-base models are made at bench time ({@link EncoderBenchModels}). Each
+ * timing starts from Java {@code long[][]} token ids and ends with Java {@code float[][]}
+ * embeddings (tokenization, the same Hugging Face tokenizer for both, is left out).
+ * Implementations run round-robin in each round, so load from other processes falls on all
+ * alike; the table gives the median ms per cell, ratios (> 1: ours faster), 1 - min cos against
+ * ORT float32, and the share of the process's CPU time spent in the kernel (system time,
+ * /proc/self/stat) over the timed rounds.
  *
- * <p>Usage: {@code EncoderVsOrtBenchmark [--threads 1,2] [--rounds 5] [--out file.md]}.
+ * <p>Usage: {@code EncoderVsOrtBenchmark [--threads 1,2] [--rounds 5] [--cells 1x16,bert-base]
+ * [--op-by-op] [--models dir] [--python path] [--out file.md]}. {@code --cells} keeps the cells
+ * whose key (1x16, 8x128, 32x128, 8x512, 32x512, mixed, bert-base) is listed; {@code --models}
+ * (default {@code target/bench-models}) holds the made models; {@code --python} (default {@code
+ * ../.venv-bench/bin/python}, made by {@code native-ops/scripts/bench-env.sh}) makes them.
  */
 public final class EncoderVsOrtBenchmark {
 
     private static final int CLS = 101;
     private static final int SEP = 102;
-    private static final String[] IMPLS = {"fused", "fused bf16", "op by op", "ORT"};
+    private static final String[] IMPLS = {
+        "fused", "fused bf16", "fused int8", "op by op", "ORT", "ORT int8"
+    };
 
     private EncoderVsOrtBenchmark() {}
+
+    /** One way to embed a list of batches. */
+    private interface Impl {
+        float[][] embed(List<long[][]> batches);
+    }
+
+    /** A cell: its table name, its key for --cells, its batches. */
+    private static final class Cell {
+        final String model;
+        final String name;
+        final String key;
+        final List<long[][]> batches;
+
+        Cell(String model, String name, String key, List<long[][]> batches) {
+            this.model = model;
+            this.name = name;
+            this.key = key;
+            this.batches = batches;
+        }
+    }
 
     /**
      * Runs the benchmark and prints a Markdown table.
@@ -65,6 +98,10 @@ public final class EncoderVsOrtBenchmark {
         int[] threads = {1, 2};
         int rounds = 5;
         Path out = null;
+        List<String> only = null;
+        boolean opByOp = false;
+        Path models = Path.of("target", "bench-models");
+        Path python = Path.of("..", ".venv-bench", "bin", "python");
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--threads":
@@ -73,6 +110,18 @@ public final class EncoderVsOrtBenchmark {
                 case "--rounds":
                     rounds = BenchSupport.intValue(args, ++i);
                     break;
+                case "--cells":
+                    only = Arrays.asList(BenchSupport.value(args, ++i).split(","));
+                    break;
+                case "--op-by-op":
+                    opByOp = true;
+                    break;
+                case "--models":
+                    models = Path.of(BenchSupport.value(args, ++i));
+                    break;
+                case "--python":
+                    python = Path.of(BenchSupport.value(args, ++i));
+                    break;
                 case "--out":
                     out = Path.of(BenchSupport.value(args, ++i));
                     break;
@@ -80,13 +129,31 @@ public final class EncoderVsOrtBenchmark {
                     throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
-        Map<String, List<long[][]>> cells = new LinkedHashMap<>();
+        List<Cell> cells = new ArrayList<>();
         Random random = new Random(24);
         int[][] fixed = {{1, 16}, {8, 128}, {32, 128}, {8, 512}, {32, 512}};
         for (int[] c : fixed) {
-            cells.put(c[0] + " x " + c[1], List.<long[][]>of(randomIds(c[0], c[1], random)));
+            cells.add(
+                    new Cell(
+                            "MiniLM-L6",
+                            c[0] + " x " + c[1],
+                            c[0] + "x" + c[1],
+                            List.<long[][]>of(randomIds(c[0], c[1], random))));
         }
-        cells.put("mixed 256 x 5-200 words", mixed(256, random));
+        cells.add(new Cell("MiniLM-L6", "mixed 256 x 5-200 words", "mixed", mixed(256, random)));
+        cells.add(
+                new Cell(
+                        "BERT-base",
+                        "8 x 128",
+                        "bert-base",
+                        List.<long[][]>of(randomIds(8, 128, random))));
+        if (only != null) {
+            List<String> keys = only;
+            cells.removeIf(c -> !keys.contains(c.key));
+        }
+        boolean needBert = cells.stream().anyMatch(c -> c.model.equals("BERT-base"));
+        EncoderBenchModels made =
+                EncoderBenchModels.prepare(python, models, MiniLm.onnxFile());
 
         StringBuilder table = new StringBuilder();
         table.append(
@@ -94,7 +161,7 @@ public final class EncoderVsOrtBenchmark {
                         Locale.ROOT,
                         "- Date: %s; device: %s, %d processors; load average at start %s%n"
                                 + "- Command: EncoderVsOrtBenchmark %s; %d rounds after one"
-                                + " warm-up, median; OMP_WAIT_POLICY=%s%n%n",
+                                + " warm-up, median; OMP_WAIT_POLICY=%s%n",
                         ZonedDateTime.now(ZoneOffset.UTC)
                                 .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")),
                         BenchSupport.cpuModel(),
@@ -103,20 +170,59 @@ public final class EncoderVsOrtBenchmark {
                         String.join(" ", args),
                         rounds,
                         System.getenv().getOrDefault("OMP_WAIT_POLICY", "(unset)")));
+        if (made.missing != null) {
+            table.append("- Not run (ORT int8 column, BERT-base): " + made.missing + "\n");
+        }
         table.append(
-                "| threads | cell | fused ms | fused bf16 ms | op by op ms | ORT ms | fused / ORT"
-                        + " | bf16 / ORT | 1 - min cos fused vs ORT | same, bf16 | system time"
-                        + " share |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-                        + " ---: | ---: |\n");
+                "\n| threads | model | cell | fused ms | bf16 ms | int8 ms | op by op ms | ORT ms"
+                        + " | ORT int8 ms | fused / ORT | bf16 / ORT | int8 / ORT | int8 / ORT"
+                        + " int8 | 1 - cos fused | 1 - cos bf16 | 1 - cos int8 | 1 - cos ORT"
+                        + " int8 | system time |\n|"
+                        + " --- |".repeat(3)
+                        + " ---: |".repeat(15)
+                        + "\n");
         System.out.print(table);
         try (NDManager manager = NDManager.newBaseManager()) {
-            BertEncoder fused = encoder(manager, false);
-            BertEncoder bf16 = encoder(manager, true);
+            Map<GemmMode, BertEncoder> minilm = new LinkedHashMap<>();
+            Map<GemmMode, BertEncoder> bert = new LinkedHashMap<>();
+            for (GemmMode mode : GemmMode.values()) {
+                minilm.put(mode, miniLm(manager, mode));
+                if (needBert && made.bertBase != null) {
+                    bert.put(mode, bertBase(manager, made.bertBase, mode));
+                }
+            }
             for (int t : threads) {
                 JniUtils.setNumThreads(t);
-                try (OrtMiniLm ort = OrtMiniLm.create(t)) {
-                    for (Map.Entry<String, List<long[][]>> cell : cells.entrySet()) {
-                        String row = runCell(manager, fused, bf16, ort, t, cell, rounds);
+                try (OrtMiniLm ort = OrtMiniLm.create(t);
+                        OrtMiniLm ortInt8 =
+                                made.minilmInt8 == null
+                                        ? null
+                                        : OrtMiniLm.create(made.minilmInt8, t);
+                        OrtMiniLm ortBert =
+                                bert.isEmpty() ? null : OrtMiniLm.create(made.bertBaseOnnx, t)) {
+                    for (Cell cell : cells) {
+                        boolean isBert = cell.model.equals("BERT-base");
+                        if (isBert && bert.isEmpty()) {
+                            continue;
+                        }
+                        Map<GemmMode, BertEncoder> ours = isBert ? bert : minilm;
+                        List<long[][]> sorted = sortedBatches(cell.batches);
+                        Map<String, Impl> impls = new LinkedHashMap<>();
+                        impls.put("fused", b -> ours(manager, ours.get(GemmMode.FLOAT32), b));
+                        impls.put("fused bf16", b -> ours(manager, ours.get(GemmMode.BFLOAT16), b));
+                        impls.put("fused int8", b -> ours(manager, ours.get(GemmMode.INT8), b));
+                        if (opByOp) {
+                            BertEncoder reference =
+                                    ours.get(GemmMode.FLOAT32)
+                                            .withAttention(BertEncoder.Attention.OP_BY_OP);
+                            impls.put("op by op", b -> ours(manager, reference, b));
+                        }
+                        OrtMiniLm f32 = isBert ? ortBert : ort;
+                        impls.put("ORT", b -> unsort(b, ort(f32, sorted)));
+                        if (!isBert && ortInt8 != null) {
+                            impls.put("ORT int8", b -> unsort(b, ort(ortInt8, sorted)));
+                        }
+                        String row = runCell(t, cell, impls, rounds);
                         System.out.print(row);
                         table.append(row);
                     }
@@ -129,31 +235,33 @@ public final class EncoderVsOrtBenchmark {
         }
     }
 
-    private static BertEncoder encoder(NDManager manager, boolean bf16) throws Exception {
-        BertEncoder encoder =
-                BertEncoder.builder().setConfig(MiniLm.config()).optBfloat16Gemm(bf16).build();
+    private static BertEncoder miniLm(NDManager manager, GemmMode mode) throws Exception {
+        BertEncoder encoder = BertEncoder.builder().setConfig(MiniLm.config()).optGemm(mode).build();
         try (NDManager temp = NDManager.newBaseManager()) {
             encoder.setWeights(manager, MiniLm.weights(temp), MiniLm.onnxFile().toString());
         }
         return encoder;
     }
 
-    private static String runCell(
-            NDManager manager,
-            BertEncoder fused,
-            BertEncoder bf16,
-            OrtMiniLm ort,
-            int threads,
-            Map.Entry<String, List<long[][]>> cell,
-            int rounds)
+    private static BertEncoder bertBase(NDManager manager, Path dir, GemmMode mode)
+            throws Exception {
+        HfCheckpoint hf = HfCheckpoint.open(dir);
+        BertEncoder encoder =
+                BertEncoder.builder()
+                        .setConfig(BertEncoderConfig.fromCheckpoint(hf))
+                        .optGemm(mode)
+                        .build();
+        try (NDManager temp = NDManager.newBaseManager()) {
+            encoder.setWeights(manager, hf.readTensors(temp), hf);
+        }
+        return encoder;
+    }
+
+    private static String runCell(int threads, Cell cell, Map<String, Impl> impls, int rounds)
             throws IOException {
-        List<long[][]> batches = cell.getValue();
-        List<long[][]> sorted = sortedBatches(batches);
-        BertEncoder opByOp = fused.withAttention(BertEncoder.Attention.OP_BY_OP);
-        BertEncoder[] ours = {fused, bf16, opByOp};
         Map<String, List<Double>> times = new LinkedHashMap<>();
-        float[][][] last = new float[IMPLS.length][][];
-        for (String name : IMPLS) {
+        Map<String, float[][]> last = new LinkedHashMap<>();
+        for (String name : impls.keySet()) {
             times.put(name, new ArrayList<>());
         }
         long[] cpuBefore = null;
@@ -161,12 +269,12 @@ public final class EncoderVsOrtBenchmark {
             if (round == 0) {
                 cpuBefore = cpuTicks();
             }
-            for (int i = 0; i < IMPLS.length; ++i) {
+            for (Map.Entry<String, Impl> impl : impls.entrySet()) {
                 long start = System.nanoTime();
-                last[i] = i < ours.length ? ours(manager, ours[i], batches) : ort(ort, sorted);
+                last.put(impl.getKey(), impl.getValue().embed(cell.batches));
                 double ms = (System.nanoTime() - start) / 1e6;
                 if (round >= 0) {
-                    times.get(IMPLS[i]).add(ms);
+                    times.get(impl.getKey()).add(ms);
                 }
             }
         }
@@ -174,25 +282,37 @@ public final class EncoderVsOrtBenchmark {
         double system =
                 (double) (cpuAfter[1] - cpuBefore[1])
                         / Math.max(1, (cpuAfter[0] + cpuAfter[1]) - (cpuBefore[0] + cpuBefore[1]));
-        double[] med = new double[IMPLS.length];
-        for (int i = 0; i < IMPLS.length; ++i) {
-            med[i] = BenchSupport.median(times.get(IMPLS[i]));
+        Map<String, Double> med = new LinkedHashMap<>();
+        for (Map.Entry<String, List<Double>> e : times.entrySet()) {
+            med.put(e.getKey(), BenchSupport.median(e.getValue()));
         }
-        float[][] ortInOrder = unsort(batches, last[3]);
-        return String.format(
-                Locale.ROOT,
-                "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.1e | %.1e | %.1f%% |%n",
-                threads,
-                cell.getKey(),
-                med[0],
-                med[1],
-                med[2],
-                med[3],
-                med[3] / med[0],
-                med[3] / med[1],
-                1 - BenchSupport.minCosine(last[0], ortInOrder),
-                1 - BenchSupport.minCosine(last[1], ortInOrder),
-                100 * system);
+        float[][] ort = last.get("ORT");
+        StringBuilder row = new StringBuilder();
+        row.append(String.format(Locale.ROOT, "| %d | %s | %s |", threads, cell.model, cell.name));
+        for (String name : IMPLS) {
+            row.append(med.containsKey(name) ? String.format(Locale.ROOT, " %.1f |", med.get(name))
+                    : " - |");
+        }
+        row.append(ratio(med, "ORT", "fused"))
+                .append(ratio(med, "ORT", "fused bf16"))
+                .append(ratio(med, "ORT", "fused int8"))
+                .append(ratio(med, "ORT int8", "fused int8"));
+        for (String name : new String[] {"fused", "fused bf16", "fused int8", "ORT int8"}) {
+            row.append(last.containsKey(name)
+                    ? String.format(Locale.ROOT, " %.1e |",
+                            1 - BenchSupport.minCosine(last.get(name), ort))
+                    : " - |");
+        }
+        row.append(String.format(Locale.ROOT, " %.1f%% |%n", 100 * system));
+        return row.toString();
+    }
+
+    /** " a/b x |" where both were timed, else " - |". */
+    private static String ratio(Map<String, Double> med, String baseline, String ours) {
+        if (!med.containsKey(baseline) || !med.containsKey(ours)) {
+            return " - |";
+        }
+        return String.format(Locale.ROOT, " %.2fx |", med.get(baseline) / med.get(ours));
     }
 
     /** Our embeddings of every batch, as a caller gets them (ids to float[][]). */

@@ -16,6 +16,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
 
 import io.djlattention.EncoderLayerOps;
+import io.djlattention.GemmMode;
 import io.djlattention.EncoderLayerWeights;
 import io.djlattention.zoo.encoder.BertEncoder;
 import io.djlattention.zoo.encoder.MiniLm;
@@ -146,7 +147,7 @@ class FusedEncoderLayerTest {
             };
             NDArray[] packed = new NDArray[4];
             for (int i = 0; i < 4; ++i) {
-                packed[i] = EncoderLayerOps.packWeight(w[i], false);
+                packed[i] = EncoderLayerOps.packWeight(w[i], GemmMode.FLOAT32);
                 assertEquals(DataType.UINT8, packed[i].getDataType());
             }
             NDArray hidden = m.randomNormal(new Shape(10, c));
@@ -212,7 +213,7 @@ class FusedEncoderLayerTest {
                     assertThrows(
                             IllegalArgumentException.class,
                             () -> EncoderLayerOps.packWeight(w[0].toType(DataType.FLOAT16, false),
-                                    false));
+                                    GemmMode.FLOAT32));
             assertTrue(e.getMessage().contains("gemm_pack_weight: weight: expected dtype float32"),
                     e.getMessage());
             assertThrows(
@@ -229,7 +230,7 @@ class FusedEncoderLayerTest {
                                         .optComputeDataType(DataType.FLOAT16)
                                         .optBfloat16Gemm(true)
                                         .build());
-        assertTrue(e.getMessage().startsWith("bfloat16Gemm: needs the float32"), e.getMessage());
+        assertEquals("gemm: BFLOAT16 needs the float32 compute dtype, got float16", e.getMessage());
         BertEncoder view = encoder.withAttention(BertEncoder.Attention.STOCK);
         assertSame(encoder, encoder.withAttention(BertEncoder.Attention.FUSED));
         assertThrows(IllegalStateException.class, () -> view.setWeights(manager, Map.of(), "x"));
