@@ -179,24 +179,32 @@ void bf16_gemm(const Gemm& g) {
   });
 }
 
-// Symmetric int8 of one row: q = round(x * 127 / max |x|), returns the scale max |x| / 127 (0
-// for an all-zero row, whose q is all 0). A row holding NaN or infinity gets a NaN scale, so its
-// outputs are NaN as the float32 product's would be (no exception from a pool worker).
+// Symmetric int8 of one row: q = round(x * 127 / max |x|) (to nearest even), returns the scale
+// max |x| / 127 (0 for an all-zero row, whose q is all 0). A row holding NaN or infinity gets a
+// NaN scale, so its outputs are NaN as the float32 product's would be (no exception from a pool
+// worker). Both loops vectorize: a per-element nearbyintf call made quantization 20% of a
+// 4096-token layer.
 float quantize_row(const float* x, int64_t k, int8_t* q) {
   float amax = 0.f;
-  bool finite = true;
+  float probe = 0.f;  // NaN when the row holds NaN or infinity (inf * 0 is NaN)
+#pragma omp simd reduction(max : amax) reduction(+ : probe)
   for (int64_t j = 0; j < k; ++j) {
-    const float v = std::fabs(x[j]);
-    finite &= v <= std::numeric_limits<float>::max();  // false for NaN and infinity
-    amax = std::max(amax, v);
+    amax = std::max(amax, std::fabs(x[j]));
+    probe += x[j] * 0.f;
   }
-  if (!finite || amax == 0.f) {
+  if (probe != 0.f || amax == 0.f) {
     std::memset(q, 0, static_cast<size_t>(k));
-    return finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+    return probe != 0.f ? std::numeric_limits<float>::quiet_NaN() : 0.f;
   }
   const float inv = 127.f / amax;
+  // Adding and subtracting 1.5 * 2^23 rounds |v| <= 127 to the nearest integer, ties to even
+  // (the default rounding mode), in plain vector arithmetic.
+  constexpr float kRound = 12582912.f;
 #pragma omp simd
-  for (int64_t j = 0; j < k; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inv));
+  for (int64_t j = 0; j < k; ++j) {
+    const float r = (x[j] * inv + kRound) - kRound;
+    q[j] = static_cast<int8_t>(static_cast<int32_t>(r));
+  }
   return amax / 127.f;
 }
 
