@@ -84,20 +84,31 @@ final class EncoderBenchModels {
     }
 
     /**
-     * A file of this repository, from the working directory or its parent (Maven runs a module's
-     * plugins in the module's folder).
+     * A file of this repository, from the repository's root ({@link #repoRoot}).
      *
      * @param relative the path from the repository root
      * @return the file
-     * @throws IOException if it is in neither place
+     * @throws IOException if the root cannot be found
      */
     static Path repoFile(String relative) throws IOException {
+        return repoRoot().resolve(relative);
+    }
+
+    /**
+     * The repository's root: the working directory or its parent, whichever holds the script
+     * (Maven's exec:java runs in the folder mvn was started from, a plain {@code java} run may
+     * start in the module's folder).
+     *
+     * @return the root, absolute
+     * @throws IOException if neither holds it
+     */
+    static Path repoRoot() throws IOException {
         for (Path base : new Path[] {Path.of(""), Path.of("..")}) {
-            Path p = base.resolve(relative).toAbsolutePath().normalize();
-            if (Files.exists(p)) {
-                return p;
+            Path root = base.toAbsolutePath().normalize();
+            if (Files.exists(root.resolve(SCRIPT))) {
+                return root;
             }
         }
-        throw new IOException(relative + " not found from " + Path.of("").toAbsolutePath());
+        throw new IOException(SCRIPT + " not found from " + Path.of("").toAbsolutePath());
     }
 }

@@ -56,8 +56,9 @@ import java.util.Random;
  * <p>Usage: {@code EncoderVsOrtBenchmark [--threads 1,2] [--rounds 5] [--cells 1x16,bert-base]
  * [--op-by-op] [--models dir] [--python path] [--out file.md]}. {@code --cells} keeps the cells
  * whose key (1x16, 8x128, 32x128, 8x512, 32x512, mixed, bert-base) is listed; {@code --models}
- * (default {@code target/bench-models}) holds the made models; {@code --python} (default {@code
- * ../.venv-bench/bin/python}, made by {@code native-ops/scripts/bench-env.sh}) makes them.
+ * (default {@code integration-tests/target/bench-models}) holds the made models; {@code --python}
+ * (default {@code .venv-bench/bin/python} of the repository, made by {@code
+ * native-ops/scripts/bench-env.sh}) makes them.
  */
 public final class EncoderVsOrtBenchmark {
 
@@ -101,8 +102,9 @@ public final class EncoderVsOrtBenchmark {
         Path out = null;
         List<String> only = null;
         boolean opByOp = false;
-        Path models = Path.of("target", "bench-models");
-        Path python = Path.of("..", ".venv-bench", "bin", "python");
+        Path root = EncoderBenchModels.repoRoot();
+        Path models = root.resolve("integration-tests/target/bench-models");
+        Path python = root.resolve(".venv-bench/bin/python");
         for (int i = 0; i < args.length; ++i) {
             switch (args[i]) {
                 case "--threads":
