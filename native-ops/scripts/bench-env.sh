@@ -17,4 +17,4 @@ if [ -n "$first_local" ]; then
   index_args=(--index-url "$first_local")
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "${index_args[@]}" \
-  torch==2.13.0 transformers==5.18.0 safetensors onnx onnxruntime
+  torch==2.13.0 transformers==5.18.0 safetensors==0.8.0 onnx==1.23.1 onnxruntime==1.30.0
