@@ -20,4 +20,4 @@ if [ -n "$first_local" ]; then
   index_args=(--index-url "$first_local")
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "${index_args[@]}" \
-  torch==2.13.0 pytest numpy transformers==5.18.0 safetensors
+  torch==2.13.0 pytest==9.1.1 numpy==2.4.6 transformers==5.18.0 safetensors==0.8.0
