@@ -178,7 +178,7 @@ def gather_paged(cache, block_table, length):
 
 def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q, context_lens,
                             scale, alibi_slopes=None, window_left=-1, softcap=0.0, causal=True,
-                            window_right=-1):
+                            window_right=-1, key=None, value=None, own_rows_min_chunk=2):
     """Reference for djl_attn.paged_prefill_attention: [T, Hq, D] float64.
 
     The n rows of sequence s are the last n positions p = ctx - n + t of its context (negative
@@ -187,7 +187,10 @@ def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seql
     j >= p - window_left when window_left >= 0; scores scale * q.k are soft-capped to
     softcap * tanh(s / softcap) when softcap > 0, then get the ALiBi bias -slope * |j - p|
     (slope * (j - p) on the causal keys; slopes [Hq], or [num_seqs, Hq] with row s for sequence
-    s). Rows that see no key get output 0.
+    s). Rows that see no key get output 0. With the chunks' own keys and values `key` / `value`
+    [T, Hkv, D], the last n keys of sequence s are their rows [cu[s], cu[s+1]) (exact), the first
+    ctx - n the caches' (pass dequantised values for an fp8 cache), for every chunk of
+    own_rows_min_chunk <= n <= ctx (2: a chunk of one, a decode row, reads the cache).
     """
     tables = block_tables.cpu()
     lens = context_lens.cpu().tolist()
@@ -199,8 +202,13 @@ def paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seql
         if n == 0:
             continue
         group = heads_q // key_cache.shape[2]
-        k = gather_paged(key_cache, tables[s], ctx).double().repeat_interleave(group, dim=1)
-        v = gather_paged(value_cache, tables[s], ctx).double().repeat_interleave(group, dim=1)
+        k = gather_paged(key_cache, tables[s], ctx).double()
+        v = gather_paged(value_cache, tables[s], ctx).double()
+        if key is not None and own_rows_min_chunk <= n <= ctx:
+            k = torch.cat([k[: ctx - n], key[cu[s] : cu[s + 1]].double().to(k.device)])
+            v = torch.cat([v[: ctx - n], value[cu[s] : cu[s + 1]].double().to(v.device)])
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
         q = query[cu[s] : cu[s + 1]].double()
         scores = torch.einsum("thd,jhd->htj", q, k) * scale  # [Hq, n, ctx]
         if softcap > 0:
@@ -274,6 +282,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal, w
 # ---- FP8 (e4m3fn) KV caches -----------------------------------------------------------------------
 
 FP8_MAX = 448.0  # torch.finfo(torch.float8_e4m3fn).max
+FP8_E5M2_MAX = 57344.0  # torch.finfo(torch.float8_e5m2).max
 
 
 def _head_scale(scale, heads_kv, device):
@@ -283,18 +292,22 @@ def _head_scale(scale, heads_kv, device):
     return scale.float().to(device).expand(heads_kv)[:, None]
 
 
-def fp8_quantise(x, scale):
+def fp8_quantise(x, scale, e5m2=False):
     """What reshape_and_cache writes to an fp8 cache for rows x [.., Hkv, D]: uint8 bytes of
-    sat(round_to_nearest_even(x / scale)) in e4m3fn, through torch's own float8_e4m3fn cast (which
-    rounds to nearest even; the clamp saturates, where the cast alone would give NaN)."""
+    sat(round_to_nearest_even(x / scale)) in e4m3fn (or e5m2), through torch's own float8 cast
+    (which rounds to nearest even; the clamp saturates, where the cast alone would give NaN in
+    e4m3fn and infinity in e5m2)."""
     y = x.float() / _head_scale(scale, x.shape[-2], x.device)
-    return y.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+    dtype, limit = (torch.float8_e5m2, FP8_E5M2_MAX) if e5m2 else (torch.float8_e4m3fn, FP8_MAX)
+    return y.clamp(-limit, limit).to(dtype).view(torch.uint8)
 
 
-def fp8_dequantise(cache, scale):
-    """The values an fp8 cache [.., Hkv, D] (uint8 or float8_e4m3fn) holds: byte * scale, in
-    float64 (exact: an e4m3fn value times a float32 scale has at most 28 significant bits)."""
-    values = cache.view(torch.float8_e4m3fn).double()
+def fp8_dequantise(cache, scale, e5m2=False):
+    """The values an fp8 cache [.., Hkv, D] (uint8, float8_e4m3fn or float8_e5m2) holds: byte *
+    scale, in float64 (exact: an e4m3fn or e5m2 value times a float32 scale has at most 28
+    significant bits). A float8_e5m2 cache is e5m2 whatever `e5m2` says."""
+    e5m2 = e5m2 or cache.dtype == torch.float8_e5m2
+    values = cache.view(torch.float8_e5m2 if e5m2 else torch.float8_e4m3fn).double()
     return values * _head_scale(scale, cache.shape[-2], cache.device).double()
 
 
@@ -386,15 +399,20 @@ def write_cache(cache, rows, slot_mapping, scale=None):
 
 def decoder_layer_rest(hidden, q, key_cache, value_cache, block_tables, cu_seqlens_q,
                        context_lens, w, norm_type, activation, eps, scale, window_left, softcap,
-                       k_scale=None, v_scale=None, dtype=torch.float64):
+                       k_scale=None, v_scale=None, dtype=torch.float64, new_k=None, new_v=None,
+                       e5m2=False):
     """The second half of decoder_layer, computed in `dtype` from q and the caches written with
-    the step's keys and values: the new hidden [T, C]."""
+    the step's keys and values: the new hidden [T, C]. With new_k / new_v [T, Hkv, D] the chunks
+    of two or more tokens attend their own tokens from them and only their prefixes from the
+    caches; chunks of one (decode rows) read theirs from the caches (decoder_layer's rule)."""
     if key_cache.dtype == torch.uint8:
-        kc, vc = fp8_dequantise(key_cache, k_scale), fp8_dequantise(value_cache, v_scale)
+        kc = fp8_dequantise(key_cache, k_scale, e5m2)
+        vc = fp8_dequantise(value_cache, v_scale, e5m2)
     else:
         kc, vc = key_cache, value_cache
     attn = paged_prefill_attention(q, kc, vc, block_tables, cu_seqlens_q, context_lens, scale,
-                                   window_left=window_left, softcap=softcap).to(dtype)
+                                   window_left=window_left, softcap=softcap, key=new_k,
+                                   value=new_v).to(dtype)
     x = hidden.to(dtype)
     o = attn.reshape(x.shape[0], -1) @ w["out_weight"].to(dtype).T
     if w.get("out_bias") is not None:

@@ -171,20 +171,23 @@ def good_causal_dot_product(d, dtype=torch.float32, batch=2, heads=2, seqlen=6, 
 
 
 def _caches(d, dtype, num_blocks, block_size, heads_kv, dim, fp8=False):
-    """Random caches of `dtype`, or with fp8=True uint8 caches of random e4m3fn bytes."""
+    """Random caches of `dtype`, or with fp8=True uint8 caches of random e4m3fn bytes (fp8="e5m2":
+    of e5m2 bytes)."""
     if fp8:
+        fmt = torch.float8_e5m2 if fp8 == "e5m2" else torch.float8_e4m3fn
         return tuple(randn(num_blocks, block_size, heads_kv, dim, device=d)
-                     .to(torch.float8_e4m3fn).view(torch.uint8) for _ in range(2))
+                     .to(fmt).view(torch.uint8) for _ in range(2))
     return (randn(num_blocks, block_size, heads_kv, dim, dtype=dtype, device=d),
             randn(num_blocks, block_size, heads_kv, dim, dtype=dtype, device=d))
 
 
 def _scales(d, heads_kv, fp8):
-    """k_scale per tensor [1] and v_scale per head [Hkv] for an fp8 cache, else None."""
+    """k_scale per tensor [1] and v_scale per head [Hkv] for an fp8 cache, else None; and the
+    fp8_e5m2 flag (fp8="e5m2": a uint8 cache of e5m2 bytes)."""
     if not fp8:
-        return dict(k_scale=None, v_scale=None)
+        return dict(k_scale=None, v_scale=None, fp8_e5m2=False)
     return dict(k_scale=torch.tensor([0.5], device=d),
-                v_scale=torch.rand(heads_kv, device=d) + 0.5)
+                v_scale=torch.rand(heads_kv, device=d) + 0.5, fp8_e5m2=fp8 == "e5m2")
 
 
 def dequantised(a, name):
@@ -193,7 +196,7 @@ def dequantised(a, name):
     if cache.dtype != torch.uint8:
         return cache
     scale = a["k_scale" if name == "key_cache" else "v_scale"]
-    values = cache.view(torch.float8_e4m3fn).double()
+    values = cache.view(torch.float8_e5m2 if a["fp8_e5m2"] else torch.float8_e4m3fn).double()
     return values if scale is None else values * scale.double()[:, None]
 
 
@@ -242,7 +245,11 @@ def good_paged_attention(d, dtype=torch.float32, lens=(20, 9, 0), heads_q=4, hea
 
 def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks=(3, 2, 0),
                                  heads_q=4, heads_kv=2, dim=None, block_size=None, num_blocks=6,
-                                 alibi=True, fp8=False, window_left=5, softcap=3.0):
+                                 alibi=True, fp8=False, window_left=5, softcap=3.0,
+                                 own_rows=True):
+    """A prefill call; `own_rows`: with the chunks' own keys and values (key, value), which
+    differ from what the random caches hold at their positions, so the reference (which reads
+    them) fails a kernel that reads the cache instead."""
     dim = dim or PAGED_HEAD_DIMS[0]
     block_size = block_size or PAGED_BLOCK_SIZES[0]
     needed = sum((n + block_size - 1) // block_size for n in lens)
@@ -254,16 +261,17 @@ def good_paged_prefill_attention(d, dtype=torch.float32, lens=(20, 9, 4), chunks
                 cu_seqlens_q=ints(cu, d), context_lens=ints(list(lens), d), scale=0.125,
                 max_seqlen_q=max(chunks, default=0), alibi_slopes=torch.rand(heads_q, device=d) if alibi else None,
                 check_indices=True, **_scales(d, heads_kv, fp8), window_left=window_left,
-                softcap=softcap, causal=True, window_right=-1)
+                softcap=softcap, causal=True, window_right=-1,
+                key=randn(cu[-1], heads_kv, dim, dtype=dtype, device=d) if own_rows else None,
+                value=randn(cu[-1], heads_kv, dim, dtype=dtype, device=d) if own_rows else None)
 
 
-def _stored(x, cache, scale):
+def _stored(x, cache, scale, e5m2=False):
     """What reshape_and_cache stores of rows x [.., Hkv, D] in `cache`: x itself, or for an fp8
-    cache torch's own e4m3fn cast of x / scale, saturated at +-448."""
+    cache torch's own e4m3fn (e5m2) cast of x / scale, saturated at +-448 (+-57344)."""
     if cache.dtype != torch.uint8:
         return x
-    scale = torch.ones(1) if scale is None else scale.cpu()
-    return (x.float() / scale[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+    return reference.fp8_quantise(x, None if scale is None else scale.cpu(), e5m2)
 
 
 def check_reshape_and_cache(a, _outputs):
@@ -272,8 +280,8 @@ def check_reshape_and_cache(a, _outputs):
     slots = a["slot_mapping"].cpu().tolist()
     kc = a["key_cache"].reshape(-1, *a["key_cache"].shape[2:]).cpu()
     vc = a["value_cache"].reshape(-1, *a["value_cache"].shape[2:]).cpu()
-    keys = _stored(a["key"].cpu(), kc, a["k_scale"])
-    values = _stored(a["value"].cpu(), vc, a["v_scale"])
+    keys = _stored(a["key"].cpu(), kc, a["k_scale"], a["fp8_e5m2"])
+    values = _stored(a["value"].cpu(), vc, a["v_scale"], a["fp8_e5m2"])
     for t, s in enumerate(slots):
         if s >= 0:
             assert torch.equal(kc[s], keys[t]) and torch.equal(vc[s], values[t])
@@ -327,7 +335,8 @@ def good_decoder_layer(d, dtype=torch.float32, lens=(20, 9, 4), chunks=(3, 1, 2)
         up_bias=None, down_weight=randn(hidden, inter, dtype=dtype, device=d) / 5, down_bias=None,
         mlp_out_norm_weight=None, num_heads=heads_q, norm_type=reference.NORM_RMS,
         activation=reference.ACT_SWIGLU, norm_eps=1e-5, scale=0.25, window_left=5, softcap=3.0,
-        rope_interleaved=False, check_indices=True, max_seqlen_q=max(chunks), fresh_chunks=False)
+        rope_interleaved=False, check_indices=True, max_seqlen_q=max(chunks), fresh_chunks=False,
+        fp8_e5m2=False)
     args["_before"] = {k: args[k].clone() for k in ("hidden", "key_cache", "value_cache")}
     return args
 
@@ -507,7 +516,7 @@ OPS = {
             a["query"], dequantised(a, "key_cache"), dequantised(a, "value_cache"),
             a["block_tables"], a["cu_seqlens_q"],
             a["context_lens"], a["scale"], a["alibi_slopes"], a["window_left"], a["softcap"],
-            a["causal"], a["window_right"]))),
+            a["causal"], a["window_right"], a["key"], a["value"]))),
     "decoder_layer": Operator(good_decoder_layer, check_decoder_layer),
     "embed_tokens": Operator(good_embed_tokens, check_embed_tokens),
     "decoder_head": Operator(good_decoder_head, check_decoder_head),
@@ -1052,8 +1061,8 @@ BAD_CALLS += rows_for(LINEAR, "q", [
 ])
 
 FP8 = dict(fp8=True)
-SCALE_RULE = "expected no scale for a float32 cache (scales apply to fp8 caches: uint8 or " \
-    "float8_e4m3fn), got a tensor"
+SCALE_RULE = "expected no scale for a float32 cache (scales apply to fp8 caches: uint8, " \
+    "float8_e4m3fn or float8_e5m2), got a tensor"
 
 
 def _scale_rows():
@@ -1084,6 +1093,16 @@ def _scale_rows():
             "expected finite values > 0, got -", arg="k_scale", base=FP8),
         row("fp8-value-cache-of-another-dtype", set_arg("value_cache", lambda t, d: t.float()),
             "expected the dtype of key_cache (uint8), got float32", arg="value_cache", base=FP8),
+        # fp8_e5m2 says what a uint8 cache holds; a float8 cache's dtype says it itself.
+        row("fp8-e5m2-with-a-float-cache", set_arg("fp8_e5m2", value(True)),
+            "expected False for a float32 cache (True says a uint8 cache holds e5m2 bytes), got "
+            "True", arg="fp8_e5m2"),
+        row("fp8-e5m2-with-an-e4m3fn-cache",
+            set_args(key_cache=lambda t, d: t.view(torch.float8_e4m3fn),
+                     value_cache=lambda t, d: t.view(torch.float8_e4m3fn),
+                     fp8_e5m2=value(True)),
+            "expected False for a float8_e4m3fn cache (True says a uint8 cache holds e5m2 bytes), "
+            "got True", arg="fp8_e5m2", base=FP8),
     ]
 
 
@@ -1282,6 +1301,28 @@ BAD_CALLS += _paged_rows(PREFILL, [
         "expected non-decreasing values, got 6 then 5 at index 1", arg="cu_seqlens_q"),
     row("window-right-below-minus-one", set_args(causal=value(False), window_right=value(-2)),
         "expected -1 (unbounded) or a value >= 0, got -2", arg="window_right"),
+    # The chunks' own keys and values [T, Hkv, D] (vLLM's prefix prefill).
+    row("key-without-value", set_arg("value", value(None)),
+        "expected a tensor when key is given (the chunks' own keys and values go together), got "
+        "None", arg="value"),
+    row("value-without-key", set_arg("key", value(None)),
+        "expected a tensor when value is given (the chunks' own keys and values go together), got "
+        "None", arg="key"),
+    row("key-rank", set_arg("key", add_dim), "expected 3 dims [T, Hkv, D], got 4 dims",
+        arg="key"),
+    row("key-rows", set_arg("key", resize(0, 4)),
+        "expected size 5 for T (the rows of query), got 4", arg="key"),
+    row("value-heads", set_arg("value", resize(1, 1)),
+        "expected size 2 for Hkv (the heads of key_cache), got 1", arg="value"),
+    row("key-head-dim", set_arg("key", resize(2, PAGED_HEAD_DIMS[0] + 1)),
+        "expected size %d for D (the head dim of query), got %d"
+        % (PAGED_HEAD_DIMS[0], PAGED_HEAD_DIMS[0] + 1), arg="key"),
+    row("value-float16", set_arg("value", to_dtype(torch.float16)),
+        "expected the dtype of query (float32), got float16", arg="value"),
+    row("key-strided-last-dim", set_arg("key", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2", arg="key"),
+    device_row("key-device", "key", ref="query"),
+    device_row("value-device", "value", ref="query"),
 ])
 
 
@@ -1311,6 +1352,7 @@ def one_token_cache(a, d, num_seqs, heads_q, tokens=None):
     else:
         a["cu_seqlens_q"] = torch.arange(num_seqs + 1, dtype=torch.int32, device=d).clamp(max=tokens)
         a["max_seqlen_q"] = 1
+        a["key"] = a["value"] = None  # the one token from the cache
 
 
 def every_row_is_the_one_value(a, outputs):
@@ -1335,6 +1377,9 @@ BAD_CALLS += rows_for(DECODER, "hidden", [
     row("key-cache-dtype", set_args(key_cache=to_dtype(torch.float16),
                                     value_cache=to_dtype(torch.float16)),
         "expected the dtype of hidden (float32), got float16", arg="key_cache"),
+    row("fp8-e5m2-with-a-float-cache", set_arg("fp8_e5m2", value(True)),
+        "expected False for a float32 cache (True says a uint8 cache holds e5m2 bytes), got True",
+        arg="fp8_e5m2"),
     row("value-cache-blocks", set_arg("value_cache", lambda t, d: t[:-1]),
         "for num_blocks (the blocks of key_cache)", arg="value_cache"),
     row("block-table-id", set_arg("block_tables", set_item((1, 0), 999)),
@@ -1656,6 +1701,15 @@ ACCEPTED_CALLS = [
               dtype=torch.float16)
     for op in (PAGED, PREFILL)
     for dim in (16, 40, 64, 128)
+] + [
+    # e5m2 caches: uint8 with fp8_e5m2=True, and float8_e5m2 tensors (the flag then optional).
+    _accepted(op, "fp8-e5m2-head-dim-%d" % dim, lambda a, d: None, dim=dim, fp8="e5m2",
+              dtype=dtype)
+    for op in (PAGED, PREFILL)
+    for dim, dtype in ((40, torch.float16), (64, torch.bfloat16), (128, torch.float32))
+] + [
+    _accepted(CACHE, "fp8-e5m2", lambda a, d: None, fp8="e5m2", dtype=torch.float16),
+    _accepted(CACHE, "fp8-e5m2-vectorised", lambda a, d: None, fp8="e5m2", dim=64),
 ] + [
     _accepted(op, "head-dim-%d-block-size-%d" % (dim, bs), lambda a, d: None, dim=dim,
               block_size=bs, dtype=dtype)

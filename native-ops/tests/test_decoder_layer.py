@@ -97,7 +97,9 @@ def make_weights(family, shape, dtype):
 
 def make_batch(chunks, shape, dtype, block_size, fp8=False):
     """Caches whose first `cached` tokens of each sequence hold earlier keys/values, shuffled
-    block tables, and the step's batch tensors."""
+    block tables, and the step's batch tensors. fp8: True for e4m3fn bytes in uint8 caches,
+    "e5m2" for e5m2 bytes (the layer's fp8_e5m2=True)."""
+    e5m2 = fp8 == "e5m2"
     _, _, hkv, d, _ = shape
     blocks_per_seq = [(cached + new + block_size - 1) // block_size for cached, new in chunks]
     num_blocks = sum(blocks_per_seq) + 3  # spare blocks stay untouched
@@ -113,9 +115,9 @@ def make_batch(chunks, shape, dtype, block_size, fp8=False):
         k_scale = torch.rand(hkv) * 0.02 + 0.01
         v_scale = torch.tensor([0.015])
         key_cache = reference.fp8_quantise(
-            torch.randn(num_blocks, block_size, hkv, d), k_scale)
+            torch.randn(num_blocks, block_size, hkv, d), k_scale, e5m2)
         value_cache = reference.fp8_quantise(
-            torch.randn(num_blocks, block_size, hkv, d), v_scale)
+            torch.randn(num_blocks, block_size, hkv, d), v_scale, e5m2)
     else:
         key_cache = torch.randn(num_blocks, block_size, hkv, d).to(dtype)
         value_cache = torch.randn(num_blocks, block_size, hkv, d).to(dtype)
@@ -131,7 +133,7 @@ def make_batch(chunks, shape, dtype, block_size, fp8=False):
         cu_seqlens_q=torch.tensor(cu, dtype=torch.int32),
         context_lens=torch.tensor([c + n for c, n in chunks], dtype=torch.int32),
         slot_mapping=torch.tensor(slots, dtype=torch.int64),
-        k_scale=k_scale, v_scale=v_scale)
+        k_scale=k_scale, v_scale=v_scale, fp8_e5m2=e5m2)
 
 
 def run_op(hidden, b, w, shape, family, check_indices=True, max_seqlen_q=-1, fresh_chunks=False):
@@ -145,14 +147,18 @@ def run_op(hidden, b, w, shape, family, check_indices=True, max_seqlen_q=-1, fre
         w["mlp_norm_weight"], w.get("mlp_norm_bias"), w["up_weight"], w.get("up_bias"),
         w["down_weight"], w.get("down_bias"), w.get("mlp_out_norm_weight"), hq, f["norm"],
         f["act"], 1e-5, 1.0 / math.sqrt(d), f.get("window", -1), f.get("softcap", 0.0),
-        f.get("interleaved", False), check_indices, max_seqlen_q, fresh_chunks)
+        f.get("interleaved", False), check_indices, max_seqlen_q, fresh_chunks,
+        b.get("fp8_e5m2", False))
 
 
 def reference_layer(hidden, b, w, shape, family, dtype, caches_read=None):
     """(new hidden, k, v) of the reference computed in `dtype`, with k and v [T, Hkv, D] the
     step's rows. The attention reads the caches with those rows written (in `dtype`), or
     `caches_read` when given (an FP8 test passes the kernel's caches: a key one rounding step
-    away in e4m3 would otherwise dominate the comparison)."""
+    away in e4m3 would otherwise dominate the comparison). vLLM's semantics on an FP8 cache: a
+    chunk of one token (a decode row) reads its token back from the cache (quantised), a longer
+    chunk attends its tokens as computed (k and v in `dtype`) and only its cached prefix
+    dequantised."""
     f = FAMILIES[family]
     _, hq, hkv, d, _ = shape
     q, k, v = reference.decoder_layer_qkv(hidden, b["positions"], w, hq, hkv, f["norm"], 1e-5,
@@ -163,7 +169,8 @@ def reference_layer(hidden, b, w, shape, family, dtype, caches_read=None):
     out = reference.decoder_layer_rest(
         hidden, q, caches_read[0], caches_read[1], b["block_tables"], b["cu_seqlens_q"],
         b["context_lens"], w, f["norm"], f["act"], 1e-5, 1.0 / math.sqrt(d),
-        f.get("window", -1), f.get("softcap", 0.0), b["k_scale"], b["v_scale"], dtype)
+        f.get("window", -1), f.get("softcap", 0.0), b["k_scale"], b["v_scale"], dtype, k, v,
+        b["fp8_e5m2"])
     return out, k, v
 
 
@@ -172,16 +179,18 @@ def max_error(actual, expected):
             ).max().item()
 
 
-def fp8_half_step(x, scale):
-    """Half the spacing of e4m3fn values around x / scale, times the scale: the most a correct
-    rounding moves x (saturated to +-448 scale first)."""
+def fp8_half_step(x, scale, e5m2=False):
+    """Half the spacing of e4m3fn (e5m2) values around x / scale, times the scale: the most a
+    correct rounding moves x (saturated to +-448 (+-57344) scale first)."""
     s = reference._head_scale(scale, x.shape[-2], x.device).double()
-    y = (x / s).abs().clamp(max=reference.FP8_MAX)
-    exponent = torch.floor(torch.log2(y.clamp(min=2.0 ** -6)))
-    return torch.pow(2.0, exponent - 4) * s
+    limit, min_normal, bits = ((reference.FP8_E5M2_MAX, 2.0 ** -14, 2) if e5m2
+                               else (reference.FP8_MAX, 2.0 ** -6, 3))
+    y = (x / s).abs().clamp(max=limit)
+    exponent = torch.floor(torch.log2(y.clamp(min=min_normal)))
+    return torch.pow(2.0, exponent - bits - 1) * s
 
 
-def check_rows(name, cache, slots, original, truth, low, dtype, scale):
+def check_rows(name, cache, slots, original, truth, low, dtype, scale, e5m2=False):
     """The step's rows in their slots (within the dtype's bar, or one e4m3 rounding of the truth
     for FP8), and every other slot untouched."""
     flat = cache.view(-1, cache.shape[2], cache.shape[3])
@@ -193,11 +202,12 @@ def check_rows(name, cache, slots, original, truth, low, dtype, scale):
     got, truth, low = flat[slots[keep]], truth[keep], low[keep]
     if cache.dtype == torch.uint8:
         s = reference._head_scale(scale, truth.shape[-2], truth.device).double()
-        sat = torch.maximum(torch.minimum(truth, reference.FP8_MAX * s), -reference.FP8_MAX * s)
-        err = (reference.fp8_dequantise(got, scale) - sat).abs()
+        limit = reference.FP8_E5M2_MAX if e5m2 else reference.FP8_MAX
+        sat = torch.maximum(torch.minimum(truth, limit * s), -limit * s)
+        err = (reference.fp8_dequantise(got, scale, e5m2) - sat).abs()
         # The rows the kernel rounds differ from the truth by about what the reference computed
         # in `dtype` does: twice its largest error is allowed on top of the rounding.
-        bound = fp8_half_step(sat, scale) * 1.001 + 2 * (low.double() - truth).abs().max()
+        bound = fp8_half_step(sat, scale, e5m2) * 1.001 + 2 * (low.double() - truth).abs().max()
         assert (err <= bound).all(), "%s: %d values beyond one e4m3 rounding" % (
             name, int((err > bound).sum()))
     else:
@@ -237,9 +247,9 @@ def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_in
     truth, k, v = reference_layer(before, b, w, shape, family, torch.float64, caches_read)
     low, k_low, v_low = reference_layer(before, b, w, shape, family, dtype, caches_read)
     check_rows("key_cache", written[0], b["slot_mapping"], original[0], k, k_low, dtype,
-               b["k_scale"])
+               b["k_scale"], b["fp8_e5m2"])
     check_rows("value_cache", written[1], b["slot_mapping"], original[1], v, v_low, dtype,
-               b["v_scale"])
+               b["v_scale"], b["fp8_e5m2"])
     assert not torch.isnan(hidden).any()
     err = max_error(hidden, truth)
     bar = max(TOLERANCE[torch.float32], 2 * max_error(low, truth))
@@ -262,8 +272,45 @@ def test_shapes_and_block_sizes(shape, family, block_size, device):
 
 @pytest.mark.parametrize("family", ["llama3", "mistral", "gemma2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_fp8_cache(family, dtype, device):
-    check_layer(family, SHAPES[0], dtype, BATCHES["mixed"], fp8=True, device=device)
+@pytest.mark.parametrize("batch", list(BATCHES))
+def test_fp8_cache(family, dtype, batch, device):
+    # Chunks of one (decode rows) read their token back quantised, longer chunks attend their
+    # new tokens unquantised (reference_layer), in decode, prefill and mixed batches alike; the
+    # CPU and CUDA kernels both meet that reference.
+    check_layer(family, SHAPES[0], dtype, BATCHES[batch], fp8=True, device=device)
+
+
+# Prefixes of 0, 1 and 17 cached tokens with chunks of 1, 7 and 33 in one batch, every block
+# size: on an FP8 cache the chunks attend their new tokens unquantised.
+PREFIX_CHUNKS = [(p, c) for p in (0, 1, 17) for c in (1, 7, 33)]
+
+
+@pytest.mark.parametrize("block_size", [16, 32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("fp8", [True, "e5m2"], ids=["e4m3", "e5m2"])
+def test_fp8_cache_prefix_prefill(block_size, dtype, fp8, device):
+    check_layer("llama", SHAPES[0], dtype, PREFIX_CHUNKS, block_size, fp8=fp8, device=device)
+
+
+# e5m2 caches (vLLM's fp8_e5m2: a uint8 cache with fp8_e5m2=True) on every batch kind.
+@pytest.mark.parametrize("family", ["llama3", "gemma2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("batch", list(BATCHES))
+def test_fp8_e5m2_cache(family, dtype, batch, device):
+    check_layer(family, SHAPES[0], dtype, BATCHES[batch], fp8="e5m2", device=device)
+
+
+def test_fresh_chunks_fp8_e5m2_cache(device):
+    check_layer("llama", SHAPES[0], torch.bfloat16, FRESH_FP8["several"], fp8="e5m2",
+                device=device, fresh_chunks=True)
+
+
+@pytest.mark.parametrize("check_indices", [True, False])
+def test_fp8_cache_decode_batch_on_the_prefill_kernel(check_indices, device):
+    # A decode batch with max_seqlen_q not given (-1: T) takes the chunked-prefill kernel on CUDA
+    # when not checked: its rows are still chunks of one, read back from the cache.
+    check_layer("llama", SHAPES[0], torch.float32, BATCHES["decode"], fp8=True, device=device,
+                max_seqlen_q=-1, check_indices=check_indices)
 
 
 def test_unchecked_indices_give_the_same_layer(device):
@@ -340,10 +387,29 @@ def test_fresh_chunks_shapes(shape, device):
                 fresh_chunks=True)
 
 
-def test_fresh_chunks_fp8_cache(device):
-    # FP8 caches keep the paged kernel (the new keys read back quantized, as on the CPU).
-    check_layer("llama", SHAPES[0], torch.bfloat16, FRESH["several"], fp8=True, device=device,
+# Fresh chunks of at least 2 tokens: on an FP8 cache a chunk of one reads its token back.
+FRESH_FP8 = {"one": [(0, 13)], "several": [(0, 5), (0, 2), (0, 9), (0, 33)]}
+
+
+@pytest.mark.parametrize("batch", list(FRESH_FP8))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_fresh_chunks_fp8_cache(batch, dtype, device):
+    # The new tokens unquantised: on CUDA fresh chunks over an FP8 cache take the flash varlen
+    # kernel too, and meet the same reference as the CPU's paged kernel.
+    check_layer("llama", SHAPES[0], dtype, FRESH_FP8[batch], fp8=True, device=device,
                 fresh_chunks=True)
+
+
+def test_fresh_chunks_of_one_token_on_fp8_cache_refused():
+    w = make_weights("llama", SHAPES[0], torch.float32)
+    b = make_batch(FRESH["several"], SHAPES[0], torch.float32, 16, fp8=True)
+    hidden = torch.randn(int(b["cu_seqlens_q"][-1]), SHAPES[0][0])
+    before, cache = hidden.clone(), b["key_cache"].clone()
+    with pytest.raises(ValueError, match=r"decoder_layer: fresh_chunks: expected chunks of at "
+                       r"least 2 tokens on an fp8 cache \(a chunk of one reads its token back "
+                       r"from the cache\), got 1 at sequence 1"):
+        run_op(hidden, b, w, SHAPES[0], "llama", fresh_chunks=True)
+    assert torch.equal(before, hidden) and torch.equal(cache, b["key_cache"])
 
 
 def test_fresh_chunks_with_a_cached_prefix():

@@ -796,24 +796,28 @@ def as_bytes(cache):
 
 
 class PagedFp8(Paged):
-    """A Paged cache of fp8 bytes with its scales."""
+    """A Paged cache of fp8 bytes with its scales: e4m3fn, or e5m2 when `e5m2` (a uint8 cache
+    then passes fp8_e5m2=True to every operator; a float8_e5m2 one says it by its dtype)."""
 
     def __init__(self, context_lens, block_size, heads_kv, dim, device, scales="tensor",
-                 cache_dtype=torch.uint8):
+                 cache_dtype=torch.uint8, e5m2=False):
         super().__init__(context_lens, block_size, heads_kv, dim, torch.float16, device)
         self.key_cache = fp8_cache(*self.key_cache.shape, cache_dtype, device)
         self.value_cache = fp8_cache(*self.value_cache.shape, cache_dtype, device)
         self.k_scale, self.v_scale = fp8_scales(scales, heads_kv, device)
+        self.e5m2 = e5m2 or cache_dtype == torch.float8_e5m2
+        # The flag as a caller passes it: only a uint8 cache needs it.
+        self.flag = self.e5m2 and cache_dtype == torch.uint8
 
     def fill(self, keys, values):
         slots = [self.slots(s, torch.arange(k.shape[0])) for s, k in enumerate(keys)]
         reshape_and_cache(torch.cat(keys), torch.cat(values), self.key_cache, self.value_cache,
                           torch.cat(slots).to(self.key_cache.device), True, self.k_scale,
-                          self.v_scale)
+                          self.v_scale, fp8_e5m2=self.flag)
 
     def dequantised(self):
-        return (reference.fp8_dequantise(self.key_cache, self.k_scale),
-                reference.fp8_dequantise(self.value_cache, self.v_scale))
+        return (reference.fp8_dequantise(self.key_cache, self.k_scale, self.e5m2),
+                reference.fp8_dequantise(self.value_cache, self.v_scale, self.e5m2))
 
 
 def fp8_rows(tokens, heads_kv, dim, dtype, device, scale):
@@ -884,8 +888,8 @@ def test_fp8_saturation_and_nan(device):
 
 def check_decode_fp8(context_lens, block_size, heads_q, heads_kv, dim, dtype, device,
                      scales="tensor", cache_dtype=torch.uint8, alibi=False, window_left=-1,
-                     softcap=0.0):
-    paged = PagedFp8(context_lens, block_size, heads_kv, dim, device, scales, cache_dtype)
+                     softcap=0.0, e5m2=False):
+    paged = PagedFp8(context_lens, block_size, heads_kv, dim, device, scales, cache_dtype, e5m2)
     keys, values = random_kv(context_lens, heads_kv, dim, dtype, device)
     if paged.k_scale is not None:
         # Values of the size the scales are for: about 1 / scale around the middle of e4m3.
@@ -903,7 +907,8 @@ def check_decode_fp8(context_lens, block_size, heads_q, heads_kv, dim, dtype, de
     poison_before_window(paged, context_lens, window_left, FP8_NAN_BYTE)
     out = paged_attention(query, paged.key_cache, paged.value_cache, paged.block_tables,
                           paged.context_lens, scale, max(context_lens + [0]), slopes, True,
-                          paged.k_scale, paged.v_scale, window_left, softcap)
+                          paged.k_scale, paged.v_scale, window_left, softcap,
+                          fp8_e5m2=paged.flag)
     assert out.dtype == dtype and out.shape == query.shape
     # Relative to the values' size (16 * v_scale), as assert_close's tolerance is to 1.
     size = 1.0 if paged.v_scale is None else 16 * paged.v_scale.max().item()
@@ -961,9 +966,10 @@ def test_fp8_decode_empty_batch(device, variant):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [64, 80, 128])
 @pytest.mark.parametrize("scales", ["tensor", "head"])
-def test_fp8_prefill(device, dtype, dim, scales):
+@pytest.mark.parametrize("e5m2", [False, True], ids=["e4m3", "e5m2"])
+def test_fp8_prefill(device, dtype, dim, scales, e5m2):
     lens, chunks, heads_q, heads_kv = [1, 37, 200, 16], [1, 5, 64, 0], 6, 2
-    paged = PagedFp8(lens, 16, heads_kv, dim, device, scales)
+    paged = PagedFp8(lens, 16, heads_kv, dim, device, scales, e5m2=e5m2)
     keys, values = random_kv(lens, heads_kv, dim, dtype, device)
     keys = [k * paged.k_scale.to(dtype)[:, None] * 16 for k in keys]
     values = [v * paged.v_scale.to(dtype)[:, None] * 16 for v in values]
@@ -975,7 +981,7 @@ def test_fp8_prefill(device, dtype, dim, scales):
     scale = 1.0 / (math.sqrt(dim) * 16 * paged.k_scale.max().item())
     out = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables,
                         cu.to(device), paged.context_lens, scale, max(chunks), slopes, True,
-                        paged.k_scale, paged.v_scale)
+                        paged.k_scale, paged.v_scale, fp8_e5m2=paged.flag)
     expected = reference.paged_prefill_attention(query, key_values, value_values,
                                                  paged.block_tables, cu, paged.context_lens,
                                                  scale, slopes)
@@ -983,7 +989,99 @@ def test_fp8_prefill(device, dtype, dim, scales):
     assert_close(out.cpu().double() / size, expected.cpu() / size, dtype)
 
 
-def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=128):
+
+# ---- prefix prefill with the chunks' own keys and values (vLLM's semantics) -------------------
+# paged_prefill_attention(..., key=, value=): each chunk attends its cached prefix from the cache
+# (an fp8 cache: dequantised, byte * scale) and its own tokens from key / value as given, not
+# their quantised copies that reshape_and_cache wrote. The reference is the float64 attention over
+# the dequantised prefix and the exact new rows. Prefixes of 0, 1 and 17 tokens and chunks of 1,
+# 7 and 33 (every pair in one batch) put the chunk's first token at a block's start, inside one
+# and past a block edge.
+
+PREFIX_CHUNK_PAIRS = [(p, c) for p in (0, 1, 17) for c in (1, 7, 33)]
+
+
+def prefix_prefill(pairs, block_size, heads_q, heads_kv, dim, dtype, device, fp8,
+                   scales="head", cache_dtype=torch.uint8, alibi=False, window_left=-1,
+                   softcap=0.0, packed_qkv=False, e5m2=False):
+    """Caches every sequence's prefix and chunk (as a caller does before the attention), then
+    runs the prefill of the chunks with their own rows. Returns (out, the reference with exact
+    new rows, the reference that reads the new rows back from the cache, the values' size)."""
+    lens = [p + c for p, c in pairs]
+    if fp8:
+        paged = PagedFp8(lens, block_size, heads_kv, dim, device, scales, cache_dtype, e5m2)
+    else:
+        paged = Paged(lens, block_size, heads_kv, dim, dtype, device)
+    keys, values = random_kv(lens, heads_kv, dim, dtype, device)
+    size, scale = 1.0, 1.0 / math.sqrt(dim)
+    if fp8 and paged.k_scale is not None:
+        keys = [k * paged.k_scale.to(dtype)[:, None] * 16 for k in keys]
+        values = [v * paged.v_scale.to(dtype)[:, None] * 16 for v in values]
+        size = 16 * paged.v_scale.max().item()
+        scale /= 16 * paged.k_scale.max().item()
+    paged.fill(keys, values)
+    new_k = torch.cat([k[p:] for k, (p, _) in zip(keys, pairs)])
+    new_v = torch.cat([v[p:] for v, (p, _) in zip(values, pairs)])
+    tokens = new_k.shape[0]
+    query = torch.randn(tokens, heads_q, dim, dtype=dtype, device=device)
+    if packed_qkv:
+        # Strided views of one [T, Hq + 2 Hkv, D] tensor, as decoder_layer's qkv rows are.
+        qkv = torch.cat([query, new_k, new_v], dim=1)
+        query, new_k, new_v = (qkv[:, :heads_q], qkv[:, heads_q:heads_q + heads_kv],
+                               qkv[:, heads_q + heads_kv:])
+    cu = torch.tensor([0] + [c for _, c in pairs]).cumsum(0).to(torch.int32)
+    slopes = torch.rand(heads_q, device=device) * 0.5 if alibi else None
+    k_scale = paged.k_scale if fp8 else None
+    v_scale = paged.v_scale if fp8 else None
+    out = paged_prefill(query, paged.key_cache, paged.value_cache, paged.block_tables,
+                        cu.to(device), paged.context_lens, scale, max(c for _, c in pairs),
+                        slopes, True, k_scale, v_scale, window_left, softcap, key=new_k, value=new_v,
+                        fp8_e5m2=fp8 and paged.flag)
+    key_values, value_values = paged.dequantised() if fp8 else (paged.key_cache,
+                                                                  paged.value_cache)
+    args = (query, key_values, value_values, paged.block_tables, cu, paged.context_lens, scale,
+            slopes, window_left, softcap)
+    exact = reference.paged_prefill_attention(*args, key=new_k, value=new_v)
+    read_back = reference.paged_prefill_attention(*args)
+    return out, exact, read_back, size
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("block_size", [16, 32])
+@pytest.mark.parametrize("cache", ["fp8", "fp8_e5m2", "same-dtype"])
+def test_prefix_prefill_attends_new_tokens_unquantised(device, dtype, block_size, cache):
+    fp8 = cache != "same-dtype"
+    out, exact, read_back, size = prefix_prefill(PREFIX_CHUNK_PAIRS, block_size, 4, 2, 64, dtype,
+                                                 device, fp8, e5m2=cache == "fp8_e5m2")
+    assert out.dtype == dtype and out.shape == exact.shape
+    assert_close(out.cpu().double() / size, exact.cpu() / size, dtype)
+    if fp8:
+        # The two semantics differ by more than the tolerance: a kernel that read the new
+        # tokens back quantised fails the assertion above.
+        gap = ((exact - read_back).abs().max() / size).item()
+        assert gap > 2 * reference.TOLERANCE[dtype], gap
+    else:
+        # A cache of the query's dtype holds the new rows exactly: the same attention.
+        assert torch.equal(exact, read_back)
+
+
+@pytest.mark.parametrize("cache_dtype", FP8_CACHE_DTYPES)
+@pytest.mark.parametrize("scales", ["none", "tensor", "head"])
+def test_prefix_prefill_fp8_features_and_strided_rows(device, cache_dtype, scales):
+    # GQA 3:1, D = 80, window, soft-cap and ALiBi, the new rows as strided views of packed qkv.
+    out, exact, _, size = prefix_prefill(PREFIX_CHUNK_PAIRS, 16, 6, 2, 80, torch.bfloat16,
+                                         device, True, scales, cache_dtype, alibi=True,
+                                         window_left=9, softcap=2.0, packed_qkv=True)
+    assert_close(out.cpu().double() / size, exact.cpu() / size, torch.bfloat16)
+
+
+def test_prefix_prefill_sequences_without_new_tokens(device):
+    # A sequence without a chunk reads nothing of key / value; one of context 0 neither.
+    out, exact, _, size = prefix_prefill([(5, 0), (0, 3), (40, 0), (9, 2)], 8, 4, 4, 64,
+                                         torch.float16, device, True)
+    assert_close(out.cpu().double() / size, exact.cpu() / size, torch.float16)
+
+def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=128, e5m2=False):
     """A LLaMA-7B-shaped decode layer (D 128) on random data, its K/V once in an fp16 cache and
     once in an fp8 cache with per-head scales max|x| / 448 (as a calibration would set them):
     the max abs difference of the outputs relative to max |output of the fp16 cache|, and the
@@ -993,9 +1091,10 @@ def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=1
     keys, values = random_kv(lens, heads_kv, dim, torch.float16, device)
     half.fill(keys, values)
     k_all, v_all = torch.cat(keys).float(), torch.cat(values).float()
-    k_scale = (k_all.abs().amax(dim=(0, 2)) / 448).contiguous()
-    v_scale = (v_all.abs().amax(dim=(0, 2)) / 448).contiguous()
-    fp8 = PagedFp8(lens, 16, heads_kv, dim, device, "head")
+    limit = reference.FP8_E5M2_MAX if e5m2 else reference.FP8_MAX
+    k_scale = (k_all.abs().amax(dim=(0, 2)) / limit).contiguous()
+    v_scale = (v_all.abs().amax(dim=(0, 2)) / limit).contiguous()
+    fp8 = PagedFp8(lens, 16, heads_kv, dim, device, "head", e5m2=e5m2)
     fp8.block_tables = half.block_tables
     fp8.k_scale, fp8.v_scale = k_scale, v_scale
     fp8.fill(keys, values)
@@ -1004,7 +1103,7 @@ def fp8_against_fp16(heads_q, heads_kv, device, lens=(1, 300, 1024, 4000), dim=1
     args = (half.block_tables, half.context_lens, scale, max(lens), None)
     out16 = paged_attention(query, half.key_cache, half.value_cache, *args).double()
     out8 = paged_attention(query, fp8.key_cache, fp8.value_cache, *args, True, k_scale,
-                           v_scale).double()
+                           v_scale, fp8_e5m2=fp8.flag).double()
     exact = reference.paged_attention(query, half.key_cache, half.value_cache, half.block_tables,
                                       half.context_lens, scale)
     size = out16.abs().max().item()
@@ -1024,6 +1123,148 @@ def test_fp8_against_fp16_cache_llama7b_layer(device, variant, heads_q, heads_kv
     assert fp8_error < 0.1
     assert fp16_error < fp8_error
 
+
+
+@pytest.mark.parametrize("heads_q,heads_kv", [(32, 32), (32, 8)])
+def test_fp8_e5m2_against_fp16_cache_llama7b_layer(device, variant, heads_q, heads_kv):
+    # e5m2's 2 mantissa bits round each value by up to 2^-3 relative: twice e4m3's bound.
+    fp8_error, fp16_error = fp8_against_fp16(heads_q, heads_kv, device, e5m2=True)
+    print("fp8_e5m2 vs fp16 cache, Hq %d Hkv %d: %.3g (fp16 cache vs float64: %.3g)"
+          % (heads_q, heads_kv, fp8_error, fp16_error))
+    assert fp8_error < 0.2
+    assert fp16_error < fp8_error
+
+
+# ---- FP8 e5m2 caches (vLLM's kv_cache_dtype="fp8_e5m2") ---------------------------------------
+# A float8_e5m2 cache, or a uint8 one with fp8_e5m2=True, holds OCP e5m2 bytes (5 exponent bits,
+# 2 mantissa bits, largest finite 57344, infinities and NaNs at exponent 31): reshape_and_cache
+# writes sat(rne(x / scale)), bit for bit torch's (x / scale).clamp(-57344, 57344) cast to
+# float8_e5m2 (reference.fp8_quantise(.., e5m2=True)); the attention operators read byte * scale.
+
+E5M2_CACHE_DTYPES = [torch.uint8, torch.float8_e5m2]
+
+
+def e5m2_rows(tokens, heads_kv, dim, dtype, device, scale):
+    """Rows whose x / scale spans e5m2's range, subnormals (below 2^-14) included."""
+    magnitude = torch.exp2(torch.empty(tokens, heads_kv, dim).uniform_(-17, 15.5))
+    sign = torch.randint(0, 2, (tokens, heads_kv, dim)) * 2 - 1
+    x = (sign * magnitude).to(device) * (1 if scale is None else scale.cpu()[:, None].to(device))
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scales", ["none", "tensor", "head"])
+@pytest.mark.parametrize("cache_dtype", E5M2_CACHE_DTYPES)
+@pytest.mark.parametrize("dim", [64, 7])
+def test_fp8_e5m2_reshape_and_cache_matches_torch_cast(device, dtype, scales, cache_dtype, dim):
+    heads_kv, tokens, block_size = 3, 37, 8
+    k_scale, v_scale = fp8_scales(scales, heads_kv, device)
+    key = e5m2_rows(tokens, heads_kv, dim, dtype, device, k_scale)
+    value = e5m2_rows(tokens, heads_kv, dim, dtype, device, v_scale)
+    key_cache = fp8_cache(6, block_size, heads_kv, dim, cache_dtype, device)
+    value_cache = fp8_cache(6, block_size, heads_kv, dim, cache_dtype, device)
+    slots = torch.randperm(6 * block_size)[:tokens]
+    slots[5] = -1  # skipped: the slot keeps its poison
+    reshape_and_cache(key, value, key_cache, value_cache, slots.to(device), True, k_scale, v_scale,
+                      fp8_e5m2=cache_dtype == torch.uint8)
+    kc = as_bytes(key_cache).reshape(-1, heads_kv, dim).cpu()
+    vc = as_bytes(value_cache).reshape(-1, heads_kv, dim).cpu()
+    written = slots >= 0
+    assert torch.equal(kc[slots[written]], reference.fp8_quantise(key, k_scale, True).cpu()[written])
+    assert torch.equal(vc[slots[written]],
+                       reference.fp8_quantise(value, v_scale, True).cpu()[written])
+    untouched = torch.ones(kc.shape[0], dtype=torch.bool)
+    untouched[slots[written]] = False
+    assert (kc[untouched] == FP8_NAN_BYTE).all() and (vc[untouched] == FP8_NAN_BYTE).all()
+
+
+def test_fp8_e5m2_every_value_and_every_tie(device):
+    # The finite e5m2 values round-trip, and each midpoint between neighbours rounds to the one
+    # with the even mantissa, as torch's cast does.
+    values = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e5m2).float()
+    values = values[values.isfinite()]
+    ordered = values.unique()
+    ties = (ordered[1:] + ordered[:-1]) / 2
+    x = torch.cat([values, ties]).reshape(-1, 1, 1)
+    cache = fp8_cache(x.shape[0], 1, 1, 1, torch.uint8, device)
+    other = fp8_cache(x.shape[0], 1, 1, 1, torch.uint8, device)
+    slots = torch.arange(x.shape[0], device=device)
+    reshape_and_cache(x.to(device), x.to(device), cache, other, slots, fp8_e5m2=True)
+    got = cache.reshape(-1).cpu()
+    assert torch.equal(got, reference.fp8_quantise(x, None, True).reshape(-1))
+    assert torch.equal(got[: values.shape[0]], values.to(torch.float8_e5m2).view(torch.uint8))
+    # Ties between neighbours of one binade go to the even mantissa (checked by value, not only
+    # against torch): the result is one of the two neighbours, and its mantissa bit 0 is 0.
+    tie_bytes = got[values.shape[0]:]
+    assert ((tie_bytes & 1) == 0).all()
+
+
+def test_fp8_e5m2_saturation_and_nan(device):
+    # Beyond +-57344 (after the scale), infinities included: +-57344, where torch's cast alone
+    # gives infinity from 61440 on. NaN stays NaN.
+    x = torch.tensor([57344.0, 60000.0, 61440.0, 1e6, float("inf"), -61440.0, -float("inf"),
+                      20.0, float("nan")], device=device).reshape(-1, 1, 1)
+    scale = torch.tensor([0.25], device=device)  # 20 / 0.25 = 80: in range
+    cache = fp8_cache(x.shape[0], 1, 1, 1, torch.float8_e5m2, device)
+    other = fp8_cache(x.shape[0], 1, 1, 1, torch.float8_e5m2, device)
+    slots = torch.arange(x.shape[0], device=device)
+    reshape_and_cache(x, x, cache, other, slots, True, scale, scale)
+    got = cache.reshape(-1).float().cpu()
+    expected = torch.tensor([57344.0] * 5 + [-57344.0] * 2 + [80.0])
+    expected[:5] = torch.tensor([57344.0 / 0.25, 60000.0 / 0.25, 61440.0 / 0.25, 1e6 / 0.25,
+                                 float("inf")]).clamp(max=57344.0)
+    assert torch.equal(got[:-1], expected)
+    assert got[-1].isnan()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [64, 80, 128])
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_fp8_e5m2_decode_grid(device, variant, dtype, dim, block_size):
+    check_decode_fp8(MIXED_CONTEXTS, block_size, 4, 2, dim, dtype, device, e5m2=True)
+
+
+@pytest.mark.parametrize("scales", ["none", "tensor", "head"])
+@pytest.mark.parametrize("cache_dtype", E5M2_CACHE_DTYPES)
+# Groups of 1, 4 (the fp8 tensor-core kernel), 6 (ALiBi: v1/v2) and 32 (v1/v2).
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (12, 2), (32, 1)])
+def test_fp8_e5m2_decode_scales_groups_features(device, variant, scales, cache_dtype, heads_q,
+                                                heads_kv):
+    check_decode_fp8([113, 7, 1, 1000, 0], 16, heads_q, heads_kv, 128, torch.float16, device,
+                     scales, cache_dtype, alibi=heads_q == 12, window_left=37, softcap=3.0,
+                     e5m2=True)
+
+
+def test_fp8_e5m2_decode_long_contexts_odd_head_dim(device, variant):
+    # v1/v2's run-time block size past their 4 x 32 x 32-token reloads, D = 80, bfloat16.
+    check_decode_fp8([4097, 1, 2100, 33], 8, 5, 1, 80, torch.bfloat16, device, "head", e5m2=True)
+
+
+@pytest.mark.parametrize("op", ["reshape_and_cache", "paged_attention", "paged_prefill"])
+@pytest.mark.parametrize("cache_dtype,match", [
+    (torch.float16, "fp8_e5m2: expected False for a float16 cache"),
+    (torch.float8_e4m3fn, "fp8_e5m2: expected False for a float8_e4m3fn cache"),
+])
+def test_fp8_e5m2_flag_refused_with_other_caches(device, op, cache_dtype, match):
+    paged = Paged([5], 16, 2, 64, torch.float16, device)
+    key_cache = paged.key_cache if cache_dtype == torch.float16 else fp8_cache(
+        *paged.key_cache.shape, cache_dtype, device)
+    value_cache = torch.empty_like(key_cache)
+    query = torch.randn(1, 4, 64, dtype=torch.float16, device=device)
+    cu = torch.tensor([0, 1], dtype=torch.int32, device=device)
+    calls = {
+        "reshape_and_cache": lambda: reshape_and_cache(
+            query[:, :2], query[:, :2], key_cache, value_cache,
+            torch.zeros(1, dtype=torch.int64, device=device), fp8_e5m2=True),
+        "paged_attention": lambda: paged_attention(
+            query, key_cache, value_cache, paged.block_tables, paged.context_lens, 0.1, 5, None,
+            fp8_e5m2=True),
+        "paged_prefill": lambda: paged_prefill(
+            query, key_cache, value_cache, paged.block_tables, cu, paged.context_lens, 0.1, 1,
+            None, fp8_e5m2=True),
+    }
+    with pytest.raises(ValueError, match=match):
+        calls[op]()
 
 # ---- every head dim ---------------------------------------------------------------------------
 # Between and below the compiled head dims: on CUDA, rows of whole 16-byte vectors run v1/v2 on the

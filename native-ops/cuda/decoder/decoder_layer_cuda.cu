@@ -129,8 +129,8 @@ GemmCall residual(const DecoderLayerParams& p, const void* a, const decoder::Pro
 
 // Chunks that are their sequences' whole contexts attend only their own k and v: causal varlen
 // flash attention straight over the qkv rows (strided views: q heads, then k, then v), as
-// FlashAttention's varlen prefill runs. An FP8 cache keeps the paged kernel, which reads the new
-// keys back quantized as the CPU kernel does, so that both backends compute the same layer.
+// FlashAttention's varlen prefill runs. An FP8 cache too: a prefill batch attends its new
+// tokens unquantised on both backends (decoder_layer_attention.h, prefill_params).
 flash::FlashParams fresh_chunk_params(const DecoderLayerParams& p, const char* qkv, void* out,
                                       float* lse) {
   const int64_t e = element_size(p.dtype), row = p.qkv.out;
@@ -167,7 +167,7 @@ void attention(const DecoderLayerParams& p, const char* qkv, void* out, int devi
   if (decoder::is_decode_batch(p)) {
     return paged::run_paged_attention_cuda(decoder::decode_params(p, qkv, out));
   }
-  if (p.cache.fresh_chunks && p.cache.kv.cache_type != paged::CacheType::kFp8E4M3) {
+  if (p.cache.fresh_chunks) {
     const Scratch lse(static_cast<size_t>(p.heads_q * p.num_tokens) * sizeof(float), device);
     return flash::launch_flash_attention_cuda(
         fresh_chunk_params(p, qkv, out, lse.data_as<float>()));

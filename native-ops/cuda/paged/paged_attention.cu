@@ -99,6 +99,9 @@ void launch_v1_v2_typed(const PagedAttentionParams& p, const DecodePlan& plan,
   if (p.kv.cache_type == CacheType::kFp8E4M3) {
     return kernels::launch_paged_attention<T, kernels::Fp8E4M3>(p, plan, ws, stream);
   }
+  if (p.kv.cache_type == CacheType::kFp8E5M2) {
+    return kernels::launch_paged_attention<T, kernels::Fp8E5M2>(p, plan, ws, stream);
+  }
   return kernels::launch_paged_attention<T, T>(p, plan, ws, stream);
 }
 
@@ -106,10 +109,16 @@ void launch_flash_fp8(const PagedAttentionParams& p, const DecodePlan& plan,
                       const kernels::PartitionWorkspace& ws, void* stream) {
   // The plan picks this kernel for float16/bfloat16 queries only (flash_fp8_runs).
   assert(p.dtype != ElementType::kFloat32);
-  if (p.dtype == ElementType::kFloat16) {
-    return kernels::launch_fp8_mma<__half>(p, plan, ws, stream);
+  if (p.kv.cache_type == CacheType::kFp8E5M2) {
+    if (p.dtype == ElementType::kFloat16) {
+      return kernels::launch_fp8_mma<__half, kernels::Fp8E5M2>(p, plan, ws, stream);
+    }
+    return kernels::launch_fp8_mma<__nv_bfloat16, kernels::Fp8E5M2>(p, plan, ws, stream);
   }
-  return kernels::launch_fp8_mma<__nv_bfloat16>(p, plan, ws, stream);
+  if (p.dtype == ElementType::kFloat16) {
+    return kernels::launch_fp8_mma<__half, kernels::Fp8E4M3>(p, plan, ws, stream);
+  }
+  return kernels::launch_fp8_mma<__nv_bfloat16, kernels::Fp8E4M3>(p, plan, ws, stream);
 }
 
 void launch_v1_v2(const PagedAttentionParams& p, const DecodePlan& plan,

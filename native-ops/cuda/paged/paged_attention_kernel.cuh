@@ -77,15 +77,25 @@ __device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& raw, float* o
 
 // 16 fp8 values: the byte values, unscaled (the kernel folds the scales into the query and the
 // output).
-template <>
-__device__ __forceinline__ void unpack<Fp8E4M3>(const uint4& raw, float* out) {
+template <typename C>
+__device__ __forceinline__ void unpack_fp8(const uint4& raw, float* out) {
   const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&raw);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const float2 f = fp8x2_to_float2(pairs[i]);
+    const float2 f = fp8x2_to_float2<C>(pairs[i]);
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
+}
+
+template <>
+__device__ __forceinline__ void unpack<Fp8E4M3>(const uint4& raw, float* out) {
+  unpack_fp8<Fp8E4M3>(raw, out);
+}
+
+template <>
+__device__ __forceinline__ void unpack<Fp8E5M2>(const uint4& raw, float* out) {
+  unpack_fp8<Fp8E5M2>(raw, out);
 }
 
 using cuda::from_float;
@@ -159,7 +169,7 @@ struct KernelConfig {
 // The configuration measured in docs/design/paged-cuda.md; every shape has it.
 using DefaultConfig = KernelConfig<kWarps, kLoadsPerChunk, kMinBlocksPerSm, 0>;
 
-// C: the cache's element type (that of the query, or Fp8E4M3).
+// C: the cache's element type (that of the query, or Fp8E4M3 / Fp8E5M2).
 template <typename C, int kHeadDim, int kBlockSize, int kLoads = kLoadsPerChunk>
 struct PagedTraits {
   static constexpr int kVecElems = 16 / sizeof(C);
@@ -267,7 +277,7 @@ constexpr int ring_smem_bytes() {
 
 // Grid (Hkv * head_tiles, num_seqs, partitions): blockIdx.x = kv head * head_tiles + tile.
 // partition_size 0: v1, the whole context, output to p.out; otherwise v2, output to `ws`.
-// T: the query's and output's type; C: the caches' (T, or Fp8E4M3 bytes, whose scales are
+// T: the query's and output's type; C: the caches' (T, or fp8 bytes, whose scales are
 // folded into the query (k_scale) and the output (v_scale): byte values go straight into the
 // dot products and the accumulators).
 template <typename T, typename C, int kHeadDim, int kBlockSize, typename Config = DefaultConfig>
@@ -738,15 +748,16 @@ __global__ void __launch_bounds__(kThreads)
 
 // Launches v1 or v2 as `plan` says (paged_plan.h) for the sequences of `p` (at most
 // plan.seqs_per_launch), v2 writing its partitions to `ws`, for queries of T and caches of C (T or
-// Fp8E4M3); defined in paged_attention_<dtype>.cu and paged_attention_fp8_<dtype>.cu. Throws on a
+// an fp8 type); defined in paged_attention_<dtype>.cu and paged_attention_fp8*_<dtype>.cu. Throws on a
 // launch error.
 template <typename T, typename C>
 void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& plan,
                             const PartitionWorkspace& ws, void* stream);
 
 // Launches the fp8 tensor-core kernel (the plan's flash_fp8) for float16 or bfloat16 queries T
-// and an fp8 cache; defined in paged_fp8_mma_<dtype>.cu (paged_fp8_mma.cuh).
-template <typename T>
+// and an fp8 cache of C (Fp8E4M3 or Fp8E5M2); defined in paged_fp8_mma_<dtype>.cu
+// (paged_fp8_mma.cuh).
+template <typename T, typename C>
 void launch_fp8_mma(const PagedAttentionParams& p, const DecodePlan& plan,
                     const PartitionWorkspace& ws, void* stream);
 

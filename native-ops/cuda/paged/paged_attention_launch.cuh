@@ -27,7 +27,7 @@ using ConfigW8L2Pf = KernelConfig<8, 2, 2, 0, true>;  // w8l2 + next cache block
 // stay in flight.
 template <typename C, typename Config>
 using CacheConfig = std::conditional_t<
-    std::is_same_v<C, Fp8E4M3>,
+    kIsFp8<C>,
     KernelConfig<Config::kWarps, Config::kLoads, Config::kWarps == 4 ? 2 : 1, Config::kStages,
                  Config::kPrefetch>,
     Config>;
@@ -62,8 +62,7 @@ void launch_shape(const PagedAttentionParams& p, const DecodePlan& plan,
 template <typename T, typename C, int kHeadDim, typename Config>
 void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
                        const PartitionWorkspace& ws, cudaStream_t stream) {
-  constexpr CacheType kCache = std::is_same_v<C, Fp8E4M3> ? CacheType::kFp8E4M3
-                                                          : CacheType::kQuery;
+  constexpr CacheType kCache = cache_type_of<C>();
   if constexpr (block_size_at_run_time(kCache)) {
     // One kernel for every block size (paged_plan.h).
     return launch_shape<T, C, kHeadDim, kRunTimeBlockSize, Config>(p, plan, ws, stream);
@@ -86,8 +85,7 @@ void launch_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
                      const PartitionWorkspace& ws, cudaStream_t stream) {
   constexpr ElementType kDtype = std::is_same_v<T, float> ? ElementType::kFloat32
                                                           : ElementType::kFloat16;
-  constexpr CacheType kCache = std::is_same_v<C, Fp8E4M3> ? CacheType::kFp8E4M3
-                                                          : CacheType::kQuery;
+  constexpr CacheType kCache = cache_type_of<C>();
   if constexpr (has_stream_configs(kDtype, kCache, kHeadDim)) {
     switch (plan.config) {
       case StreamConfig::kDefault: break;

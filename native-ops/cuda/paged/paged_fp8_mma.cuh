@@ -74,15 +74,16 @@ struct Fp8MmaTile {
   static constexpr int kMinBlocks = 2;
 };
 
-// Two fp8 bytes (the lower one in the low byte) as one mma operand register of two T values.
-template <typename T>
+// Two fp8 bytes of format C (the lower one in the low byte) as one mma operand register of two T
+// values.
+template <typename T, typename C>
 __device__ __forceinline__ uint32_t fp8_pair_operand(uint32_t pair) {
   const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), C::kFormat);
   if constexpr (std::is_same_v<T, __half>) {
     return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
   } else {
-    // Every e4m3 value is exact in bfloat16 (8 exponent bits, 7 mantissa bits).
+    // Every e4m3 and e5m2 value is exact in bfloat16 (8 exponent bits, 7 mantissa bits).
     const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
     return cuda::ptx::pack2<T>(f.x, f.y);
   }
@@ -107,7 +108,7 @@ static_assert(kWindowAlign % Fp8MmaTile<64>::kBlockN == 0 &&
 
 // Grid (Hkv, num_seqs, partitions). partition_size 0: the whole context, output to p.out;
 // otherwise a multiple of kBlockN, output to `ws`.
-template <typename T, int kHeadDim>
+template <typename T, typename C, int kHeadDim>
 __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHeadDim>::kMinBlocks)
     paged_fp8_mma_kernel(PagedAttentionParams p, int partition_size, PartitionWorkspace ws) {
   using Tl = Fp8MmaTile<kHeadDim>;
@@ -266,8 +267,8 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
       for (int nt = 0; nt < 2; ++nt) {
         const uint32_t word = *reinterpret_cast<const uint32_t*>(
             k_tile + (nt * 8 + g) * Tl::kRowBytes + kk * 16 + 4 * t);
-        mma_16816<T>(acc_s[nt], q_frag[kk], fp8_pair_operand<T>(word),
-                     fp8_pair_operand<T>(word >> 16));
+        mma_16816<T>(acc_s[nt], q_frag[kk], fp8_pair_operand<T, C>(word),
+                     fp8_pair_operand<T, C>(word >> 16));
       }
     }
 
@@ -337,12 +338,12 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
       // in lo01, j = 2, 3 in lo23; keys 2t + 8, 2t + 9 in hi01, hi23.
       const uint32_t lo01 = __byte_perm(w0, w1, 0x5140), lo23 = __byte_perm(w0, w1, 0x7362);
       const uint32_t hi01 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
-      mma_16816<T>(acc_o[blk][0], pa, fp8_pair_operand<T>(lo01), fp8_pair_operand<T>(hi01));
-      mma_16816<T>(acc_o[blk][1], pa, fp8_pair_operand<T>(lo01 >> 16),
-                   fp8_pair_operand<T>(hi01 >> 16));
-      mma_16816<T>(acc_o[blk][2], pa, fp8_pair_operand<T>(lo23), fp8_pair_operand<T>(hi23));
-      mma_16816<T>(acc_o[blk][3], pa, fp8_pair_operand<T>(lo23 >> 16),
-                   fp8_pair_operand<T>(hi23 >> 16));
+      mma_16816<T>(acc_o[blk][0], pa, fp8_pair_operand<T, C>(lo01), fp8_pair_operand<T, C>(hi01));
+      mma_16816<T>(acc_o[blk][1], pa, fp8_pair_operand<T, C>(lo01 >> 16),
+                   fp8_pair_operand<T, C>(hi01 >> 16));
+      mma_16816<T>(acc_o[blk][2], pa, fp8_pair_operand<T, C>(lo23), fp8_pair_operand<T, C>(hi23));
+      mma_16816<T>(acc_o[blk][3], pa, fp8_pair_operand<T, C>(lo23 >> 16),
+                   fp8_pair_operand<T, C>(hi23 >> 16));
     }
   }
   cuda::ptx::cp_async_wait<0>();  // nothing in flight into the ring that the merge reuses
@@ -407,11 +408,11 @@ __global__ void __launch_bounds__(Fp8MmaTile<kHeadDim>::kThreads, Fp8MmaTile<kHe
   }
 }
 
-template <typename T, int kHeadDim>
+template <typename T, typename C, int kHeadDim>
 void launch_fp8_mma_head_dim(const PagedAttentionParams& p, const DecodePlan& plan,
                              const PartitionWorkspace& ws, cudaStream_t stream) {
   using Tl = Fp8MmaTile<kHeadDim>;
-  auto* kernel = paged_fp8_mma_kernel<T, kHeadDim>;
+  auto* kernel = paged_fp8_mma_kernel<T, C, kHeadDim>;
   if constexpr (Tl::kSmemBytes > 48 * 1024) {
     // Past 48 KiB a kernel must opt in; the attribute is per device, so set it on every call
     // (a host-side attribute write, no synchronisation).
@@ -431,16 +432,17 @@ void launch_fp8_mma_head_dim(const PagedAttentionParams& p, const DecodePlan& pl
   }
 }
 
-// Runs the plan's kFlashFp8 kernel for float16 or bfloat16 queries T (paged_fp8_mma_<dtype>.cu).
-template <typename T>
+// Runs the plan's kFlashFp8 kernel for float16 or bfloat16 queries T and caches of C
+// (paged_fp8_mma_<dtype>.cu).
+template <typename T, typename C>
 void launch_fp8_mma(const PagedAttentionParams& p, const DecodePlan& plan,
                     const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // The head dims fp8_mma_head_dim (paged_plan.h) accepts.
   switch (p.kv.head_dim) {
-    case 64: return launch_fp8_mma_head_dim<T, 64>(p, plan, ws, s);
-    case 128: return launch_fp8_mma_head_dim<T, 128>(p, plan, ws, s);
-    case 256: return launch_fp8_mma_head_dim<T, 256>(p, plan, ws, s);
+    case 64: return launch_fp8_mma_head_dim<T, C, 64>(p, plan, ws, s);
+    case 128: return launch_fp8_mma_head_dim<T, C, 128>(p, plan, ws, s);
+    case 256: return launch_fp8_mma_head_dim<T, C, 256>(p, plan, ws, s);
     default: fail_native("paged_attention: no fp8 tensor-core kernel for head dim ", p.kv.head_dim);
   }
 }

@@ -3,6 +3,6 @@
 #include "cuda/paged/paged_fp8_mma.cuh"
 
 namespace djl_attn::paged::kernels {
-template void launch_fp8_mma<__nv_bfloat16>(const PagedAttentionParams&, const DecodePlan&,
+template void launch_fp8_mma<__nv_bfloat16, Fp8E4M3>(const PagedAttentionParams&, const DecodePlan&,
                                  const PartitionWorkspace&, void*);
 }  // namespace djl_attn::paged::kernels

@@ -87,7 +87,7 @@ bool flash_runs(const DecodeProblem& p, const cuda::DeviceFacts& device) {
 // its 16 query rows, mma.sync f16/bf16 (sm_80+) and its shared memory (not D = 256 on
 // sm_86/sm_89's 99 KiB: v1/v2 there).
 bool flash_fp8_runs(const DecodeProblem& p, const cuda::DeviceFacts& device) {
-  return p.cache_type == CacheType::kFp8E4M3 && p.dtype != ElementType::kFloat32 &&
+  return is_fp8(p.cache_type) && p.dtype != ElementType::kFloat32 &&
          fp8_mma_head_dim(p.head_dim) && !p.alibi &&
          p.heads_q / p.heads_kv <= 16 && device.cc_major >= 8 &&
          device.smem_optin >= fp8_mma_smem_bytes(p.head_dim);
@@ -139,7 +139,7 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
   plan.seqs_per_launch = p.num_seqs;
   // Every kernel but `rows` reads the caches in 16-byte vectors: rows of a whole number of them
   // and aligned base addresses.
-  const int64_t cache_element = p.cache_type == CacheType::kFp8E4M3 ? 1 : element_size(p.dtype);
+  const int64_t cache_element = is_fp8(p.cache_type) ? 1 : element_size(p.dtype);
   if ((p.head_dim * cache_element) % 16 != 0 || !p.caches_aligned16) {
     plan.kernel = DecodeKernel::kRows;
     return plan;
@@ -305,7 +305,7 @@ CachePlan plan_reshape_and_cache(const ReshapeAndCacheParams& p) {
   const int64_t size = element_size(p.dtype);
   CachePlan plan{};
   plan.blocks = std::min(p.num_tokens, kMaxGridX);
-  if (p.kv.cache_type == CacheType::kFp8E4M3) {
+  if (is_fp8(p.kv.cache_type)) {
     // A thread quantises kFp8Group elements and stores them as one 8-byte word: rows of whole
     // words, 8-byte aligned caches; it reads them one element at a time (any strides).
     plan.vectorised = p.kv.head_dim % kFp8Group == 0 && aligned(p.kv.key_cache, kFp8Group) &&

@@ -149,7 +149,7 @@ constexpr bool has_stream_configs(ElementType dtype, CacheType cache, int64_t he
 // block size, paged_attention_kernel.cuh: kRunTimeBlockSize) rather than as a template argument
 // (one kernel per block size): fp8 caches, whose v1/v2 run only what the fp8 tensor-core kernel
 // does not, so that their 3 dtypes x 5 head dims are not compiled 3 times more.
-constexpr bool block_size_at_run_time(CacheType cache) { return cache == CacheType::kFp8E4M3; }
+constexpr bool block_size_at_run_time(CacheType cache) { return is_fp8(cache); }
 
 // The head dims of the fp8 tensor-core kernel (paged_fp8_mma.cuh: whole 32-dim blocks of V, as
 // the flash decode kernel's 64, 128, 256).

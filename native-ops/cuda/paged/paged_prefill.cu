@@ -25,8 +25,8 @@ using kernels::warp_sum;
 constexpr int kWarpSize = 32;
 constexpr int kSlots = kMaxHeadDim / kWarpSize;  // the largest head dim over a warp
 
-// A cache element's value: T itself, or an fp8 byte's (unscaled: the kernel folds the scales
-// into the query and the output).
+// A cache element's value: T itself, or an fp8 byte's (unscaled: the kernel scales each cached
+// key's score and value weight).
 template <typename C>
 __device__ __forceinline__ float cache_value(const C* at) {
   return to_float(*at);
@@ -34,11 +34,17 @@ __device__ __forceinline__ float cache_value(const C* at) {
 template <>
 __device__ __forceinline__ float cache_value<kernels::Fp8E4M3>(const kernels::Fp8E4M3* at) {
   // The pair conversion of the decode kernels on a pair (x, 0): one code path for both.
-  return kernels::fp8x2_to_float2(at->bits).x;
+  return kernels::fp8x2_to_float2<kernels::Fp8E4M3>(at->bits).x;
+}
+template <>
+__device__ __forceinline__ float cache_value<kernels::Fp8E5M2>(const kernels::Fp8E5M2* at) {
+  return kernels::fp8x2_to_float2<kernels::Fp8E5M2>(at->bits).x;
 }
 
 // One query row of one head, by one warp (every lane calls it with the same arguments). T: the
-// query's and output's type; C: the caches' (T or Fp8E4M3).
+// query's and output's type; C: the caches' (T, Fp8E4M3 or Fp8E5M2). With p.new_key, keys from the
+// chunk's first position on are the chunk's own rows as given (T, unscaled), the prefix the
+// cache's.
 template <typename T, typename C>
 __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t seq,
                                            int64_t head, int64_t chunk_begin, int64_t chunk,
@@ -53,8 +59,19 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
   const int32_t* table = p.kv.block_tables + seq * p.kv.table_stride;
   const C* k_cache = static_cast<const C*>(p.kv.key_cache) + kv_head * dim;
   const C* v_cache = static_cast<const C*>(p.kv.value_cache) + kv_head * dim;
-  const float q_scale = p.scale * kernels::scale_of(p.kv.k_scale, kv_head);
-  const float out_scale = kernels::scale_of(p.kv.v_scale, kv_head);
+  // The cache's scales multiply its scores and values; the chunk's own rows have none.
+  const float k_scale = kernels::scale_of(p.kv.k_scale, kv_head);
+  const float v_scale = kernels::scale_of(p.kv.v_scale, kv_head);
+  // Keys from `own_first` on are the chunk's own rows (`context`, past every key, without them;
+  // a chunk longer than its context has none: paged_params.h).
+  const bool own_rows = p.new_key != nullptr && chunk >= kMinOwnRowsChunk && chunk <= context;
+  const int64_t own_first = own_rows ? context - chunk : context;
+  const T* own_k = p.new_key == nullptr ? nullptr
+                   : static_cast<const T*>(p.new_key) + chunk_begin * p.new_key_token_stride +
+                         kv_head * p.new_key_head_stride;
+  const T* own_v = p.new_value == nullptr ? nullptr
+                   : static_cast<const T*>(p.new_value) +
+                         chunk_begin * p.new_value_token_stride + kv_head * p.new_value_head_stride;
   const float slope = alibi_slope(p, seq, head);
   // The keys the row sees: the others are not read.
   const KeySpan span = visible_span(position, context, p.window_left, p.window_right, p.causal);
@@ -65,20 +82,24 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int64_t d = lane + i * kWarpSize;
-    q_reg[i] = d < dim ? to_float(q[d]) * q_scale : 0.f;
+    q_reg[i] = d < dim ? to_float(q[d]) * p.scale : 0.f;
     acc[i] = 0.f;
   }
   float row_max = -INFINITY, row_sum = 0.f;
   for (int64_t j = span.first; j < span.end; ++j) {
-    const int64_t offset = (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * token_stride;
+    // Uniform over the warp: every lane reads the same key.
+    const bool own = j >= own_first;
+    const int64_t offset =
+        own ? 0 : (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * token_stride;
     const C* k = k_cache + offset;
+    const T* ok = own ? own_k + (j - own_first) * p.new_key_token_stride : nullptr;
     float partial = 0.f;
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const int64_t d = lane + i * kWarpSize;
-      if (d < dim) partial += q_reg[i] * cache_value(k + d);
+      if (d < dim) partial += q_reg[i] * (own ? to_float(ok[d]) : cache_value(k + d));
     }
-    float score = warp_sum(partial);
+    float score = warp_sum(partial) * (own ? 1.f : k_scale);
     // Uniform over the launch: the soft-cap (scale * q . k capped) before the ALiBi term.
     if (p.softcap > 0.f) score = p.softcap * tanhf(score / p.softcap);
     score += alibi_bias(slope, j, position);
@@ -87,16 +108,20 @@ __device__ __forceinline__ void attend_row(const PagedPrefillParams& p, int64_t 
     const float weight = __expf(score - new_max);
     row_sum = row_sum * correction + weight;
     const C* v = v_cache + offset;
+    const T* ov = own ? own_v + (j - own_first) * p.new_value_token_stride : nullptr;
+    const float v_weight = weight * (own ? 1.f : v_scale);
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const int64_t d = lane + i * kWarpSize;
-      if (d < dim) acc[i] = acc[i] * correction + weight * cache_value(v + d);
+      if (d < dim) {
+        acc[i] = acc[i] * correction + v_weight * (own ? to_float(ov[d]) : cache_value(v + d));
+      }
     }
     row_max = new_max;
   }
 
   T* out = static_cast<T*>(p.out) + ((chunk_begin + row) * p.heads_q + head) * dim;
-  const float inv_sum = row_sum > 0.f ? out_scale / row_sum : 0.f;
+  const float inv_sum = row_sum > 0.f ? 1.f / row_sum : 0.f;
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int64_t d = lane + i * kWarpSize;
@@ -131,6 +156,8 @@ void launch(const PagedPrefillParams& p, const PrefillPlan& plan, cudaStream_t s
                   static_cast<unsigned>(plan.grid_z));
   if (p.kv.cache_type == CacheType::kFp8E4M3) {
     paged_prefill_kernel<T, kernels::Fp8E4M3><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
+  } else if (p.kv.cache_type == CacheType::kFp8E5M2) {
+    paged_prefill_kernel<T, kernels::Fp8E5M2><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
   } else {
     paged_prefill_kernel<T, T><<<grid, kPrefillWarps * kWarpSize, 0, stream>>>(p);
   }

@@ -43,12 +43,11 @@ __global__ void __launch_bounds__(kCacheThreads)
 
 // The fp8 cache's kernel: each thread quantises kGroup consecutive elements of a row (x / scale,
 // saturated, rounded to nearest even) and stores them in one store of kGroup bytes (kGroup 8:
-// one 8-byte word, or 1: a byte). True division, as the CPU reference does, so both backends
-// write the same bytes.
-template <typename T, int kGroup>
+// one 8-byte word, or 1: a byte) in the format of C (Fp8E4M3 or Fp8E5M2). True division, as the
+// CPU reference does, so both backends write the same bytes.
+template <typename T, typename C, int kGroup>
 __global__ void __launch_bounds__(kCacheThreads)
     reshape_and_cache_fp8_kernel(ReshapeAndCacheParams p, int64_t first_token) {
-  using kernels::float_to_fp8;
   using kernels::scale_of;
   const int64_t token = first_token + blockIdx.x;
   const int64_t slot = p.slot_mapping[token];
@@ -65,17 +64,19 @@ __global__ void __launch_bounds__(kCacheThreads)
     const T* k = key + h * p.key_head_stride + u;
     const T* v = value + h * p.value_head_stride + u;
     if constexpr (kGroup == 1) {
-      key_cache[h * p.kv.head_dim + u] = float_to_fp8(__fdiv_rn(cuda::to_float(k[0]), k_scale));
-      value_cache[h * p.kv.head_dim + u] = float_to_fp8(__fdiv_rn(cuda::to_float(v[0]), v_scale));
+      key_cache[h * p.kv.head_dim + u] =
+          kernels::float_to_fp8<C>(__fdiv_rn(cuda::to_float(k[0]), k_scale));
+      value_cache[h * p.kv.head_dim + u] =
+          kernels::float_to_fp8<C>(__fdiv_rn(cuda::to_float(v[0]), v_scale));
     } else {
       static_assert(kGroup == 8, "one 8-byte word");
       uint16_t kb[4], vb[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        kb[e] = kernels::float2_to_fp8x2(__fdiv_rn(cuda::to_float(k[2 * e]), k_scale),
-                                         __fdiv_rn(cuda::to_float(k[2 * e + 1]), k_scale));
-        vb[e] = kernels::float2_to_fp8x2(__fdiv_rn(cuda::to_float(v[2 * e]), v_scale),
-                                         __fdiv_rn(cuda::to_float(v[2 * e + 1]), v_scale));
+        kb[e] = kernels::float2_to_fp8x2<C>(__fdiv_rn(cuda::to_float(k[2 * e]), k_scale),
+                                            __fdiv_rn(cuda::to_float(k[2 * e + 1]), k_scale));
+        vb[e] = kernels::float2_to_fp8x2<C>(__fdiv_rn(cuda::to_float(v[2 * e]), v_scale),
+                                            __fdiv_rn(cuda::to_float(v[2 * e + 1]), v_scale));
       }
       *reinterpret_cast<uint2*>(key_cache + h * p.kv.head_dim + u) =
           make_uint2(kb[0] | (uint32_t{kb[1]} << 16), kb[2] | (uint32_t{kb[3]} << 16));
@@ -85,17 +86,25 @@ __global__ void __launch_bounds__(kCacheThreads)
   }
 }
 
+template <typename T, typename C>
+void launch_fp8(const ReshapeAndCacheParams& p, const CachePlan& plan, unsigned blocks,
+                int64_t first, cudaStream_t stream) {
+  if (plan.vectorised) {
+    reshape_and_cache_fp8_kernel<T, C, kFp8Group><<<blocks, kCacheThreads, 0, stream>>>(p, first);
+  } else {
+    reshape_and_cache_fp8_kernel<T, C, 1><<<blocks, kCacheThreads, 0, stream>>>(p, first);
+  }
+}
+
 // One launch per slice of plan.blocks tokens (a single one below CUDA's 2^31 - 1 grid limit).
 template <typename T>
 void launch(const ReshapeAndCacheParams& p, const CachePlan& plan, cudaStream_t stream) {
   for (int64_t first = 0; first < p.num_tokens; first += plan.blocks) {
     const unsigned blocks = static_cast<unsigned>(std::min(plan.blocks, p.num_tokens - first));
     if (p.kv.cache_type == CacheType::kFp8E4M3) {
-      if (plan.vectorised) {
-        reshape_and_cache_fp8_kernel<T, kFp8Group><<<blocks, kCacheThreads, 0, stream>>>(p, first);
-      } else {
-        reshape_and_cache_fp8_kernel<T, 1><<<blocks, kCacheThreads, 0, stream>>>(p, first);
-      }
+      launch_fp8<T, kernels::Fp8E4M3>(p, plan, blocks, first, stream);
+    } else if (p.kv.cache_type == CacheType::kFp8E5M2) {
+      launch_fp8<T, kernels::Fp8E5M2>(p, plan, blocks, first, stream);
     } else if (plan.vectorised) {
       reshape_and_cache_kernel<T, uint4><<<blocks, kCacheThreads, 0, stream>>>(p, first);
     } else {

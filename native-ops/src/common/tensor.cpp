@@ -21,6 +21,7 @@ int32_t torch_dtype_code(DType dtype) {
     case DType::kInt64: return codes.int64;
     case DType::kUInt8: return codes.uint8;
     case DType::kFloat8E4M3FN: return codes.float8_e4m3fn;
+    case DType::kFloat8E5M2: return codes.float8_e5m2;
     case DType::kOther: break;
   }
   fail_native("no PyTorch dtype for ", dtype_name(dtype));
@@ -32,7 +33,7 @@ int64_t dtype_size(DType dtype) {
     case DType::kFloat32: case DType::kInt32: return 4;
     case DType::kFloat16: case DType::kBFloat16: return 2;
     case DType::kInt64: return 8;
-    case DType::kUInt8: case DType::kFloat8E4M3FN: return 1;
+    case DType::kUInt8: case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return 1;
     case DType::kOther: break;
   }
   return 0;
@@ -47,6 +48,7 @@ const char* dtype_name(DType dtype) {
     case DType::kInt64: return "int64";
     case DType::kUInt8: return "uint8";
     case DType::kFloat8E4M3FN: return "float8_e4m3fn";
+    case DType::kFloat8E5M2: return "float8_e5m2";
     case DType::kOther: return "an unsupported dtype";
   }
   return "?";
@@ -150,6 +152,7 @@ DType Tensor::dtype() const {
   if (code == codes.int64) return DType::kInt64;
   if (code == codes.uint8) return DType::kUInt8;
   if (code == codes.float8_e4m3fn) return DType::kFloat8E4M3FN;
+  if (code == codes.float8_e5m2) return DType::kFloat8E5M2;
   return DType::kOther;
 }
 

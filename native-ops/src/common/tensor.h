@@ -11,8 +11,10 @@
 
 namespace djl_attn {
 
-// kUInt8 and kFloat8E4M3FN: the storage of an FP8 KV cache (paged operators only).
-enum class DType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kFloat8E4M3FN, kOther };
+// kUInt8, kFloat8E4M3FN and kFloat8E5M2: the storage of an FP8 KV cache (paged operators only).
+enum class DType {
+  kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kFloat8E4M3FN, kFloat8E5M2, kOther
+};
 const char* dtype_name(DType dtype);
 // Bytes per element of a DType (0 for kOther).
 int64_t dtype_size(DType dtype);

@@ -26,6 +26,12 @@ inline paged::ReshapeAndCacheParams cache_write_params(const DecoderLayerParams&
 }
 
 // paged_prefill_attention of the q rows (decode rows are chunks of one) into out [T, Hq, D].
+//
+// The chunks attend their new tokens as computed, the qkv rows themselves, and only their cached
+// prefixes from the cache (vLLM's prefix prefill, which attends an fp8 cache's new tokens
+// unquantised; on a cache of the stream's dtype both copies are the same values); a chunk of one
+// token, a decode row, reads its token back from the cache, as the decode kernels do
+// (paged::kMinOwnRowsChunk), on both backends alike.
 inline paged::PagedPrefillParams prefill_params(const DecoderLayerParams& p, const void* qkv,
                                                 void* out) {
   paged::PagedPrefillParams a{};
@@ -36,6 +42,12 @@ inline paged::PagedPrefillParams prefill_params(const DecoderLayerParams& p, con
   a.out = out;
   a.q_token_stride = p.qkv.out;
   a.q_head_stride = p.head_dim;
+  const char* base = static_cast<const char*>(qkv);
+  const int64_t e = element_size(p.dtype);
+  a.new_key = base + p.heads_q * p.head_dim * e;
+  a.new_value = base + (p.heads_q + p.heads_kv) * p.head_dim * e;
+  a.new_key_token_stride = a.new_value_token_stride = p.qkv.out;
+  a.new_key_head_stride = a.new_value_head_stride = p.head_dim;
   a.num_seqs = p.cache.num_seqs;
   a.num_tokens = p.num_tokens;
   a.heads_q = p.heads_q;

@@ -95,6 +95,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
   const bool check_indices = read_bool(stack, 33);
   const int64_t max_seqlen_q_arg = read_int(stack, 34);
   const bool fresh_chunks = read_bool(stack, 35);
+  const bool fp8_e5m2 = read_bool(stack, 36);
 
   // The stream: [T, C], contiguous, of a kernel dtype.
   const ArgName hn{kOp, "hidden"};
@@ -128,7 +129,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
 
   // The cache and the batch.
   const paged::CacheType cache_type =
-      paged::check_caches(kOp, key_cache, value_cache, hidden, hn, true);
+      paged::check_caches(kOp, key_cache, value_cache, hidden, hn, true, fp8_e5m2);
   const paged::CacheScale ks = paged::check_scale(kOp, "k_scale", k_scale, key_cache, cache_type);
   const paged::CacheScale vs = paged::check_scale(kOp, "v_scale", v_scale, key_cache, cache_type);
   const int64_t heads_kv = key_cache.size(2), dim = key_cache.size(3);
@@ -262,6 +263,13 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
           fail_invalid(kOp, ": fresh_chunks: expected every sequence's chunk to be its whole "
                        "context (nothing cached before it), got a context of ", lens[s],
                        " tokens for a chunk of ", cu[s + 1] - cu[s], " at sequence ", s);
+        }
+        // A chunk of one reads its token back from an fp8 cache (decoder_layer_attention.h);
+        // the flash kernel of fresh chunks attends the rows as computed.
+        if (cache_type != paged::CacheType::kQuery && cu[s + 1] - cu[s] < 2) {
+          fail_invalid(kOp, ": fresh_chunks: expected chunks of at least 2 tokens on an fp8 "
+                       "cache (a chunk of one reads its token back from the cache), got ",
+                       cu[s + 1] - cu[s], " at sequence ", s);
         }
       }
       max_seqlen_q = 0;

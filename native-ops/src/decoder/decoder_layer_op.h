@@ -26,7 +26,9 @@ struct DecoderBackend {
 //   Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads, int norm_type,
 //   int activation, float norm_eps, float scale, int window_left, float softcap,
 //   bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1,
-//   bool fresh_chunks=False) -> ()
+//   bool fresh_chunks=False, bool fp8_e5m2=False) -> ()
+//
+// fp8_e5m2: a uint8 cache holds e5m2 bytes, as reshape_and_cache takes it (paged_op.h).
 void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backend);
 
 }  // namespace djl_attn::decoder

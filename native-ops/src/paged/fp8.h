@@ -1,7 +1,15 @@
-// The FP8 format of an FP8 KV cache, on the host: OCP e4m3fn (the format of
-// torch.float8_e4m3fn and of vLLM's fp8 caches). One sign bit, 4 exponent bits (bias 7), 3
-// mantissa bits; exponent 0 holds the subnormals m/8 * 2^-6; the one NaN pattern per sign is
-// S.1111.111; there are no infinities, and the largest finite value is 1.75 * 2^8 = 448.
+// The FP8 formats of an FP8 KV cache, on the host: OCP e4m3fn (the format of
+// torch.float8_e4m3fn and of vLLM's fp8 / fp8_e4m3 caches) and OCP e5m2 (torch.float8_e5m2,
+// vLLM's fp8_e5m2 caches).
+//   e4m3fn: one sign bit, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 holds the
+//           subnormals m/8 * 2^-6; the one NaN pattern per sign is S.1111.111; there are no
+//           infinities, and the largest finite value is 1.75 * 2^8 = 448.
+//   e5m2:   one sign bit, 5 exponent bits (bias 15), 2 mantissa bits (the upper byte of an IEEE
+//           half); exponent 0 holds the subnormals m/4 * 2^-14; exponent 31 holds the infinities
+//           (mantissa 0) and NaNs; the largest finite value is 1.75 * 2^15 = 57344.
+// Both are written sat(round_to_nearest_even(x)): beyond the largest finite value (infinities
+// included) the largest finite value of that sign, as vLLM's __NV_SATFINITE conversions and
+// torch's cast after a clamp give; NaN stays NaN.
 //
 // The CPU kernels convert with these functions; they are written to be checked by eye rather
 // than to be fast (a cache row is converted once per block for all the query rows that read
@@ -53,6 +61,52 @@ inline uint8_t float_to_fp8_e4m3(float x) {
   // rounded = (1 + m/8) * 2^(exponent - 1): field exponent - 1 + 7, mantissa m.
   const int mantissa = static_cast<int>(fraction * 16.f) - 8;
   return sign | static_cast<uint8_t>(((exponent + 6) << 3) | mantissa);
+}
+
+constexpr float kFp8E5M2Max = 57344.f;
+constexpr uint8_t kFp8E5M2NaN = 0x7f;  // torch's NaN byte for float8_e5m2
+
+// The value of an e5m2 byte.
+inline float fp8_e5m2_to_float(uint8_t byte) {
+  const bool negative = (byte & 0x80) != 0;
+  const int exponent = (byte >> 2) & 0x1f;
+  const int mantissa = byte & 0x3;
+  float magnitude;
+  if (exponent == 0x1f) {
+    magnitude = mantissa == 0 ? INFINITY : std::nanf("");
+  } else {
+    magnitude = exponent == 0
+                    ? std::ldexp(static_cast<float>(mantissa) / 4.f, -14)
+                    : std::ldexp(1.f + static_cast<float>(mantissa) / 4.f, exponent - 15);
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+// sat(round_to_nearest_even(x)) in e5m2, as float_to_fp8_e4m3 does it in e4m3: beyond +-57344
+// (infinities included) +-57344, NaN stays NaN. Rounding straight from float32 (not through a
+// half, whose own rounding would make a second one).
+inline uint8_t float_to_fp8_e5m2(float x) {
+  if (std::isnan(x)) return kFp8E5M2NaN;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const float magnitude = std::fabs(x);
+  if (magnitude >= kFp8E5M2Max) return sign | 0x7b;  // 57344 = 1.11 * 2^15
+  // The spacing around `magnitude`: 2^(e - 2) in the binade [2^e, 2^(e+1)), 2^-16 (the
+  // subnormal step) below 2^-14.
+  int e = 0;
+  std::frexp(magnitude, &e);
+  const int binade = magnitude == 0.f ? -14 : (e - 1 < -14 ? -14 : e - 1);
+  const float step = std::ldexp(1.f, binade - 2);
+  const float rounded = std::nearbyint(magnitude / step) * step;
+  if (rounded >= kFp8E5M2Max) return sign | 0x7b;
+  if (rounded < std::ldexp(1.f, -14)) {
+    // Subnormal (or zero): rounded = m * 2^-16, m in [0, 3].
+    return sign | static_cast<uint8_t>(rounded / std::ldexp(1.f, -16));
+  }
+  int exponent = 0;
+  const float fraction = std::frexp(rounded, &exponent);  // rounded = fraction * 2^exponent
+  // rounded = (1 + m/4) * 2^(exponent - 1): field exponent - 1 + 15, mantissa m.
+  const int mantissa = static_cast<int>(fraction * 8.f) - 4;
+  return sign | static_cast<uint8_t>(((exponent + 14) << 2) | mantissa);
 }
 
 }  // namespace djl_attn::paged

@@ -18,15 +18,17 @@ void copy_to_host(CopyIndicesToHost copy, std::initializer_list<HostCopy> copies
   }
 }
 
-// The dtypes that hold an fp8 (e4m3fn) cache: DJL has no fp8 dtype and passes uint8, as vLLM
-// stores its fp8 caches; torch.float8_e4m3fn names the same bytes.
-bool is_fp8_dtype(DType dtype) { return dtype == DType::kUInt8 || dtype == DType::kFloat8E4M3FN; }
+// The dtypes that hold an fp8 cache: DJL has no fp8 dtype and passes uint8, as vLLM stores its
+// fp8 caches; torch.float8_e4m3fn and torch.float8_e5m2 name the bytes' format too.
+bool is_fp8_dtype(DType dtype) {
+  return dtype == DType::kUInt8 || dtype == DType::kFloat8E4M3FN || dtype == DType::kFloat8E5M2;
+}
 
 // The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, on the device of
 // `ref` (the query or the new keys), of its dtype or both fp8 of one dtype, supported sizes when
 // `attention`. Returns what they store.
 CacheType check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
-                       const Tensor& ref, ArgName ref_name, bool attention) {
+                       const Tensor& ref, ArgName ref_name, bool attention, bool fp8_e5m2) {
   const ArgName kc{op, "key_cache"}, vc{op, "value_cache"};
   check_dim(key_cache, kc, 4, "[num_blocks, block_size, Hkv, D]");
   check_dim(value_cache, vc, 4, "[num_blocks, block_size, Hkv, D]");
@@ -57,7 +59,15 @@ CacheType check_caches(const char* op, const Tensor& key_cache, const Tensor& va
   if (key_cache.size(2) < 1) {
     fail_invalid(kc.prefix(), ": expected Hkv >= 1, got ", key_cache.size(2));
   }
-  return fp8 ? CacheType::kFp8E4M3 : CacheType::kQuery;
+  // A uint8 cache's format is the flag's; a float8 tensor's is its dtype's, which the flag must
+  // not contradict.
+  const DType dtype = key_cache.dtype();
+  if (fp8_e5m2 && dtype != DType::kUInt8 && dtype != DType::kFloat8E5M2) {
+    fail_invalid(op, ": fp8_e5m2: expected False for a ", key_cache.dtype_str(),
+                 " cache (True says a uint8 cache holds e5m2 bytes), got True");
+  }
+  if (!fp8) return CacheType::kQuery;
+  return fp8_e5m2 || dtype == DType::kFloat8E5M2 ? CacheType::kFp8E5M2 : CacheType::kFp8E4M3;
 }
 
 // k_scale / v_scale: only with an fp8 cache; float32 [1] (per tensor) or [Hkv] (per head),
@@ -66,9 +76,10 @@ CacheScale check_scale(const char* op, const char* arg, const std::optional<Tens
                        const Tensor& key_cache, CacheType cache_type) {
   if (!scale) return {nullptr, 0};
   const ArgName name{op, arg};
-  if (cache_type != CacheType::kFp8E4M3) {
+  if (!is_fp8(cache_type)) {
     fail_invalid(name.prefix(), ": expected no scale for a ", key_cache.dtype_str(),
-                 " cache (scales apply to fp8 caches: uint8 or float8_e4m3fn), got a tensor");
+                 " cache (scales apply to fp8 caches: uint8, float8_e4m3fn or float8_e5m2), got "
+                 "a tensor");
   }
   check_dim(*scale, name, 1, "[1] or [Hkv]");
   const int64_t heads_kv = key_cache.size(2), n = scale->size(0);

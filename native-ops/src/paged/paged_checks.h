@@ -33,15 +33,17 @@ using CopyIndicesToHost = void (*)(const HostCopy* copies, size_t count);
 // backend has device memory, with memcpy otherwise.
 void copy_to_host(CopyIndicesToHost copy, std::initializer_list<HostCopy> copies);
 
-// The dtypes that hold an fp8 (e4m3fn) cache: DJL has no fp8 dtype and passes uint8, as vLLM
-// stores its fp8 caches; torch.float8_e4m3fn names the same bytes.
+// The dtypes that hold an fp8 cache: DJL has no fp8 dtype and passes uint8, as vLLM stores its
+// fp8 caches; torch.float8_e4m3fn and torch.float8_e5m2 name the bytes' format too.
 bool is_fp8_dtype(DType dtype);
 
 // The rules both caches follow: [num_blocks, block_size, Hkv, D], contiguous, on the device of
 // `ref` (the query or the new keys), of its dtype or both fp8 of one dtype, supported sizes when
-// `attention`. Returns what they store.
+// `attention`. Returns what they store: a uint8 cache e4m3fn bytes, or e5m2 ones when
+// `fp8_e5m2` (the operators' fp8_e5m2 argument, refused with any dtype but uint8 and
+// float8_e5m2); a float8 cache its dtype's format.
 CacheType check_caches(const char* op, const Tensor& key_cache, const Tensor& value_cache,
-                       const Tensor& ref, ArgName ref_name, bool attention);
+                       const Tensor& ref, ArgName ref_name, bool attention, bool fp8_e5m2);
 
 // The paged KV value (paged_params.h) of checked caches and, for the attention operators, the
 // batch's block tables and context lengths (null for reshape_and_cache): the one place a binding

@@ -23,10 +23,20 @@ constexpr int64_t kPrefillTile = 32;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// The storage type of an fp8 cache's elements (CacheType::kFp8E4M3).
+// The storage types of an fp8 cache's elements (CacheType::kFp8E4M3, kFp8E5M2).
 struct Fp8E4M3 {
   uint8_t bits;
+  static float value(uint8_t b) { return fp8_e4m3_to_float(b); }
+  static uint8_t encode(float x) { return float_to_fp8_e4m3(x); }
 };
+struct Fp8E5M2 {
+  uint8_t bits;
+  static float value(uint8_t b) { return fp8_e5m2_to_float(b); }
+  static uint8_t encode(float x) { return float_to_fp8_e5m2(x); }
+};
+
+template <typename C>
+constexpr bool kIsFp8 = std::is_same_v<C, Fp8E4M3> || std::is_same_v<C, Fp8E5M2>;
 
 float scale_of(const CacheScale& scale, int64_t kv_head) {
   return scale.values != nullptr ? scale.values[kv_head * scale.head_stride] : 1.f;
@@ -67,7 +77,7 @@ struct Row {
 };
 
 // Where one (sequence, kv head) reads its keys and values, elements of type C (the query's
-// type, or Fp8E4M3 bytes whose values are byte * scale).
+// type, or fp8 bytes whose values are byte * scale).
 template <typename C>
 struct SequenceCache {
   const C* key_cache;       // [num_blocks, block_size, Hkv, D]
@@ -77,7 +87,17 @@ struct SequenceCache {
   int64_t heads_kv;
   int64_t head_dim;
   int64_t block_size;
-  float k_scale, v_scale;   // of this kv head; 1 unless C is Fp8E4M3
+  float k_scale, v_scale;   // of this kv head; 1 unless C is an fp8 type
+};
+
+// A chunk's own keys and values as computed (PagedPrefillParams::new_key), for one (sequence,
+// kv head): key position j >= first is row j - first of them instead of the cache's copy.
+template <typename T>
+struct ChunkRows {
+  const T* key = nullptr;    // row 0's [D] of this kv head, or null: every key from the cache
+  const T* value = nullptr;  // row 0's [D] of this kv head
+  int64_t key_stride = 0, value_stride = 0;  // elements between rows
+  int64_t first = 0;         // the position of row 0: context - chunk
 };
 
 struct Workspace {
@@ -98,8 +118,8 @@ template <typename C>
 void to_float_row(const C* src, float* dst, int64_t n, float scale) {
   if constexpr (std::is_same_v<C, float>) {
     std::memcpy(dst, src, n * sizeof(float));
-  } else if constexpr (std::is_same_v<C, Fp8E4M3>) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_float(src[i].bits) * scale;
+  } else if constexpr (kIsFp8<C>) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = C::value(src[i].bits) * scale;
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
   }
@@ -108,10 +128,11 @@ void to_float_row(const C* src, float* dst, int64_t n, float scale) {
 // Attention of `rows` over the sequence's cached tokens: the cache is walked block by block from
 // the first block any row sees (the window's left edge), each block converted to float32 once for
 // all rows, with an online softmax per row. Row r's ALiBi bias for key j is
-// alibi_bias(slope, j, position); softcap > 0 caps scale * q . k first.
+// alibi_bias(slope, j, position); softcap > 0 caps scale * q . k first. Keys
+// from `chunk.first` on come from `chunk` when it has rows.
 template <typename T, typename C>
 void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, float scale,
-                 float softcap, Workspace& ws) {
+                 float softcap, Workspace& ws, const ChunkRows<T>& chunk = {}) {
   const int64_t dim = c.head_dim, bs = c.block_size;
   const int64_t n_rows = static_cast<int64_t>(rows.size());
   ws.reserve(n_rows, dim, bs);
@@ -139,6 +160,15 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
     const C* kb = c.key_cache + block * bs * token_stride + c.kv_head * dim;
     const C* vb = c.value_cache + block * bs * token_stride + c.kv_head * dim;
     for (int64_t t = 0; t < tokens; ++t) {
+      const int64_t j = start + t;
+      if (chunk.key != nullptr && j >= chunk.first) {
+        // A new token of the chunk: its key and value as given, unquantised.
+        to_float_row(chunk.key + (j - chunk.first) * chunk.key_stride, ws.k.data() + t * dim,
+                     dim, 1.f);
+        to_float_row(chunk.value + (j - chunk.first) * chunk.value_stride,
+                     ws.v.data() + t * dim, dim, 1.f);
+        continue;
+      }
       to_float_row(kb + t * token_stride, ws.k.data() + t * dim, dim, c.k_scale);
       to_float_row(vb + t * token_stride, ws.v.data() + t * dim, dim, c.v_scale);
     }
@@ -182,11 +212,11 @@ void attend_rows(const SequenceCache<C>& c, const std::vector<Row<T>>& rows, flo
   }
 }
 
-// Copies (C = T) or quantises (C = Fp8E4M3: byte = sat(rne(x / scale))) one row of D values.
+// Copies (C = T) or quantises (C an fp8 type: byte = sat(rne(x / scale))) one row of D values.
 template <typename T, typename C>
 void store_row(const T* src, C* dst, int64_t n, float scale) {
-  if constexpr (std::is_same_v<C, Fp8E4M3>) {
-    for (int64_t i = 0; i < n; ++i) dst[i].bits = float_to_fp8_e4m3(to_float(src[i]) / scale);
+  if constexpr (kIsFp8<C>) {
+    for (int64_t i = 0; i < n; ++i) dst[i].bits = C::encode(to_float(src[i]) / scale);
   } else {
     std::memcpy(dst, src, n * sizeof(T));
   }
@@ -292,22 +322,41 @@ void paged_prefill_typed(const PagedPrefillParams& p) {
           rows.push_back(row);
         }
       }
-      attend_rows<T, C>(cache, rows, p.scale, p.softcap, ws);
+      ChunkRows<T> own;
+      if (p.new_key != nullptr && chunk >= kMinOwnRowsChunk && chunk <= context) {
+        own.key = static_cast<const T*>(p.new_key) + chunk_begin * p.new_key_token_stride +
+                  kv_head * p.new_key_head_stride;
+        own.value = static_cast<const T*>(p.new_value) + chunk_begin * p.new_value_token_stride +
+                    kv_head * p.new_value_head_stride;
+        own.key_stride = p.new_key_token_stride;
+        own.value_stride = p.new_value_token_stride;
+        own.first = context - chunk;
+      }
+      attend_rows<T, C>(cache, rows, p.scale, p.softcap, ws, own);
     }
   });
+}
+
+// F<T, C> for the query (key) dtype T; C: the fp8 storage type, or void for T itself.
+template <template <typename, typename> class F, typename Params, typename Fp8>
+void dispatch_dtype(const Params& p) {
+  using F32 = std::conditional_t<std::is_void_v<Fp8>, float, Fp8>;
+  using F16 = std::conditional_t<std::is_void_v<Fp8>, Half, Fp8>;
+  using BF16 = std::conditional_t<std::is_void_v<Fp8>, BFloat16, Fp8>;
+  switch (p.dtype) {
+    case ElementType::kFloat32: return F<float, F32>::run(p);
+    case ElementType::kFloat16: return F<Half, F16>::run(p);
+    case ElementType::kBFloat16: return F<BFloat16, BF16>::run(p);
+  }
 }
 
 // Runs F<T, C> for the query (key) dtype T and the cache's element type C.
 template <template <typename, typename> class F, typename Params>
 void dispatch(const Params& p) {
-  const bool fp8 = p.kv.cache_type == CacheType::kFp8E4M3;
-  switch (p.dtype) {
-    case ElementType::kFloat32:
-      return fp8 ? F<float, Fp8E4M3>::run(p) : F<float, float>::run(p);
-    case ElementType::kFloat16:
-      return fp8 ? F<Half, Fp8E4M3>::run(p) : F<Half, Half>::run(p);
-    case ElementType::kBFloat16:
-      return fp8 ? F<BFloat16, Fp8E4M3>::run(p) : F<BFloat16, BFloat16>::run(p);
+  switch (p.kv.cache_type) {
+    case CacheType::kQuery: return dispatch_dtype<F, Params, void>(p);
+    case CacheType::kFp8E4M3: return dispatch_dtype<F, Params, Fp8E4M3>(p);
+    case CacheType::kFp8E5M2: return dispatch_dtype<F, Params, Fp8E5M2>(p);
   }
 }
 

@@ -71,6 +71,20 @@ void check_features(const char* op, int64_t window_left, double softcap) {
   checked_softcap(op, softcap);
 }
 
+// The chunks' own keys or values [T, Hkv, D] (`arg`: key or value) of paged_prefill_attention:
+// the query's rows, dtype and device, the caches' heads and head dim.
+void check_chunk_rows(const Tensor& rows, const char* arg, const Tensor& query,
+                      const Tensor& key_cache) {
+  const ArgName name{kPrefillOp, arg};
+  check_dim(rows, name, 3, "[T, Hkv, D]");
+  check_size(rows, name, 0, "T", query.size(0), "the rows of query");
+  check_size(rows, name, 1, "Hkv", key_cache.size(2), "the heads of key_cache");
+  check_size(rows, name, 2, "D", query.size(2), "the head dim of query");
+  check_same_dtype(rows, name, query, {kPrefillOp, "query"});
+  check_same_device(rows, name, query, {kPrefillOp, "query"});
+  check_last_dim_contiguous(rows, name);
+}
+
 }  // namespace
 
 void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& backend) {
@@ -82,6 +96,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   const bool check_slots = read_bool(stack, 5);
   std::optional<Tensor> k_scale = take_optional_tensor(stack, 6);
   std::optional<Tensor> v_scale = take_optional_tensor(stack, 7);
+  const bool fp8_e5m2 = read_bool(stack, 8);
 
   const ArgName kn{kCacheOp, "key"}, vn{kCacheOp, "value"}, sn{kCacheOp, "slot_mapping"};
   check_dim(key, kn, 3, "[T, Hkv, D]");
@@ -96,7 +111,8 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
   check_size(value, vn, 0, "T", tokens, "the tokens of key");
   check_size(value, vn, 1, "Hkv", heads_kv, "the heads of key");
   check_size(value, vn, 2, "D", dim, "the head dim of key");
-  const CacheType cache_type = check_caches(kCacheOp, key_cache, value_cache, key, kn, false);
+  const CacheType cache_type =
+      check_caches(kCacheOp, key_cache, value_cache, key, kn, false, fp8_e5m2);
   const CacheScale ks = check_scale(kCacheOp, "k_scale", k_scale, key_cache, cache_type);
   const CacheScale vs = check_scale(kCacheOp, "v_scale", v_scale, key_cache, cache_type);
   check_size(key_cache, {kCacheOp, "key_cache"}, 2, "Hkv", heads_kv, "the heads of key");
@@ -154,10 +170,11 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
   std::optional<Tensor> v_scale = take_optional_tensor(stack, 10);
   const int64_t window_left = read_int(stack, 11);
   const double softcap = read_float(stack, 12);
+  const bool fp8_e5m2 = read_bool(stack, 13);
 
   check_query(kDecodeOp, query, "[num_seqs, Hq, D]");
-  const CacheType cache_type =
-      check_caches(kDecodeOp, key_cache, value_cache, query, {kDecodeOp, "query"}, true);
+  const CacheType cache_type = check_caches(kDecodeOp, key_cache, value_cache, query,
+                                            {kDecodeOp, "query"}, true, fp8_e5m2);
   const CacheScale ks = check_scale(kDecodeOp, "k_scale", k_scale, key_cache, cache_type);
   const CacheScale vs = check_scale(kDecodeOp, "v_scale", v_scale, key_cache, cache_type);
   check_query_heads(kDecodeOp, query, key_cache);
@@ -239,13 +256,25 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
   const double softcap = read_float(stack, 13);
   const bool causal = read_bool(stack, 14);
   const int64_t window_right = read_int(stack, 15);
+  std::optional<Tensor> new_key = take_optional_tensor(stack, 16);
+  std::optional<Tensor> new_value = take_optional_tensor(stack, 17);
+  const bool fp8_e5m2 = read_bool(stack, 18);
 
   check_query(kPrefillOp, query, "[T, Hq, D]");
-  const CacheType cache_type =
-      check_caches(kPrefillOp, key_cache, value_cache, query, {kPrefillOp, "query"}, true);
+  const CacheType cache_type = check_caches(kPrefillOp, key_cache, value_cache, query,
+                                            {kPrefillOp, "query"}, true, fp8_e5m2);
   const CacheScale ks = check_scale(kPrefillOp, "k_scale", k_scale, key_cache, cache_type);
   const CacheScale vs = check_scale(kPrefillOp, "v_scale", v_scale, key_cache, cache_type);
   check_query_heads(kPrefillOp, query, key_cache);
+  if (new_key.has_value() != new_value.has_value()) {
+    fail_invalid(kPrefillOp, ": ", new_key ? "value" : "key",
+                 ": expected a tensor when ", new_key ? "key" : "value",
+                 " is given (the chunks' own keys and values go together), got None");
+  }
+  if (new_key) {
+    check_chunk_rows(*new_key, "key", query, key_cache);
+    check_chunk_rows(*new_value, "value", query, key_cache);
+  }
   const int64_t tokens = query.size(0), heads_q = query.size(1), dim = query.size(2);
   check_index_tensor(kPrefillOp, context_lens, "context_lens", 1, "[num_seqs]", DType::kInt32,
                      query);
@@ -296,6 +325,13 @@ void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend
     p.alibi_seq_stride = alibi_seq_stride;
     p.out = out.data();
     p.q_token_stride = query.stride(0), p.q_head_stride = query.stride(1);
+    if (new_key) {
+      p.new_key = new_key->data();
+      p.new_value = new_value->data();
+      p.new_key_token_stride = new_key->stride(0), p.new_key_head_stride = new_key->stride(1);
+      p.new_value_token_stride = new_value->stride(0);
+      p.new_value_head_stride = new_value->stride(1);
+    }
     p.num_seqs = num_seqs;
     p.num_tokens = tokens;
     p.heads_q = heads_q;

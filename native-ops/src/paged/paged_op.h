@@ -22,11 +22,12 @@ struct PagedBackend {
 
 // reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,
 //                   Tensor slot_mapping, bool check_slots=True, Tensor? k_scale=None,
-//                   Tensor? v_scale=None) -> ()
+//                   Tensor? v_scale=None, bool fp8_e5m2=False) -> ()
 //
-// The caches hold the dtype of key/value, or fp8 e4m3fn bytes (a uint8 or float8_e4m3fn cache;
-// paged_params.h, CacheType) with optional float32 scales [1] or [Hkv] (absent: 1), which the
-// attention operators take too.
+// The caches hold the dtype of key/value, or fp8 bytes (paged_params.h, CacheType): e4m3fn in a
+// uint8 or float8_e4m3fn cache, e5m2 in a float8_e5m2 cache or a uint8 one with fp8_e5m2=True
+// (every operator that reads the cache takes the same flag), with optional float32 scales [1]
+// or [Hkv] (absent: 1), which the attention operators take too.
 //
 // check_slots / check_indices=False: the caller vouches for the index values (slots, block ids,
 // context lengths and offsets), which are then not copied to the host and checked (on CUDA that
@@ -37,7 +38,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
 // paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,
 //                 Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes,
 //                 bool check_indices=True, Tensor? k_scale=None, Tensor? v_scale=None,
-//                 int window_left=-1, float softcap=0.) -> Tensor
+//                 int window_left=-1, float softcap=0., bool fp8_e5m2=False) -> Tensor
 //
 // alibi_slopes: float32 [Hq], or [num_seqs, Hq] (row s for sequence s) for both operators.
 void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
@@ -47,11 +48,18 @@ void paged_attention_boxed(shim::StableIValue* stack, const PagedBackend& backen
 //                         float scale, int max_seqlen_q, Tensor? alibi_slopes,
 //                         bool check_indices=True, Tensor? k_scale=None,
 //                         Tensor? v_scale=None, int window_left=-1, float softcap=0.,
-//                         bool causal=True, int window_right=-1) -> Tensor
+//                         bool causal=True, int window_right=-1, Tensor? key=None,
+//                         Tensor? value=None, bool fp8_e5m2=False) -> Tensor
 //
 // causal=False: FlashAttention's non-causal rows (every key of the sequence, or with
 // window_right >= 0 the keys up to position + window_right); a chunk may be longer than its
 // context (Sq > Sk, bottom-right aligned: causal rows before the first key give 0).
+//
+// key / value: the chunks' own keys and values [T, Hkv, D] (as given to reshape_and_cache), both
+// or neither. Given, each chunk of two or more tokens held by its context attends its own tokens
+// from them and only its cached prefix from the cache (vLLM's prefix prefill: on an fp8 cache
+// the new tokens are not read back quantised); a chunk of one, a decode row, reads its token
+// from the cache, as paged_attention does (paged_params.h, kMinOwnRowsChunk).
 void paged_prefill_attention_boxed(shim::StableIValue* stack, const PagedBackend& backend);
 
 }  // namespace djl_attn::paged

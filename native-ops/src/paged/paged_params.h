@@ -99,7 +99,11 @@ inline bool is_supported_block_size(int64_t b) {
 //   kFp8E4M3  OCP e4m3fn bytes (paged/fp8.h), from a uint8 or float8_e4m3fn tensor: a cached
 //             value is byte * scale, the scale of its kv head; reshape_and_cache writes
 //             sat(round_to_nearest_even(x / scale)).
-enum class CacheType { kQuery, kFp8E4M3 };
+//   kFp8E5M2  OCP e5m2 bytes (paged/fp8.h), from a float8_e5m2 tensor or a uint8 one with
+//             fp8_e5m2=True (vLLM's kv_cache_dtype fp8_e5m2); scaled and written as kFp8E4M3.
+enum class CacheType { kQuery, kFp8E4M3, kFp8E5M2 };
+
+DJL_PAGED_HOST_DEVICE constexpr bool is_fp8(CacheType type) { return type != CacheType::kQuery; }
 
 // The dequantisation scales of an fp8 cache, float32: head h's scale is
 // values[h * head_stride], or 1 when values is null.
@@ -133,7 +137,7 @@ struct PagedKv {
   int64_t heads_kv;             // Hkv
   int64_t head_dim;             // D
   CacheType cache_type;
-  CacheScale k_scale, v_scale;  // kFp8E4M3 only; values null otherwise
+  CacheScale k_scale, v_scale;  // fp8 caches only; values null otherwise
 };
 
 // reshape_and_cache: key_cache[slot / bs, slot % bs, h, :] = key[t, h, :] for every token t
@@ -188,6 +192,20 @@ struct PagedAttentionParams {
 // position p = context_len - n + t (negative for the first rows of a chunk longer than its
 // context: FlashAttention's Sq > Sk) and sees the keys visible_span gives it (causal: j <= p;
 // and j >= p - window_left), scored as paged_attention scores them.
+//
+// The chunk's own keys and values (positions context_len - n .. context_len - 1) are read from
+// new_key / new_value when given, n >= kMinOwnRowsChunk and n <= context_len (the chunk is the
+// last n cached tokens; a chunk longer than its context has no such tokens), the prefix before
+// them from the cache: vLLM's prefix prefill, which on an fp8 cache attends the dequantised
+// prefix and the new tokens as computed (not their quantised copies). Otherwise every key comes
+// from the cache.
+//
+// The shortest chunk that attends its own tokens from new_key / new_value: a chunk of one token
+// is a decode row and reads its token back from the cache, as paged_attention's decode kernels
+// do (vLLM's paged decode), so that a sequence's result depends neither on the batch it runs in
+// nor on the kernel that batch takes.
+constexpr int64_t kMinOwnRowsChunk = 2;
+
 struct PagedPrefillParams {
   const void* query;          // [T, Hq, D], last dim contiguous
   PagedKv kv;                 // the caches and the batch's block tables and context lengths
@@ -196,9 +214,14 @@ struct PagedPrefillParams {
   const float* alibi_slopes;  // [Hq] or [num_seqs, Hq] float32, contiguous, or null
   int64_t alibi_seq_stride = 0;  // 0 for [Hq] (one row for every sequence), Hq for [num_seqs, Hq]
   void* out;                  // [T, Hq, D], contiguous, dtype of query
+  const void* new_key;        // [T, Hkv, D], last dim contiguous, dtype of query, or null: the
+                              // chunks' own keys, row cu_seqlens_q[s] + t for chunk row t
+  const void* new_value;      // [T, Hkv, D], likewise; null exactly when new_key is
 
-  // Strides of query in elements.
+  // Strides of query, new_key and new_value in elements.
   int64_t q_token_stride, q_head_stride;
+  int64_t new_key_token_stride = 0, new_key_head_stride = 0;
+  int64_t new_value_token_stride = 0, new_value_head_stride = 0;
 
   int64_t num_seqs;
   int64_t num_tokens;    // T

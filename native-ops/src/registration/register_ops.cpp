@@ -40,18 +40,19 @@ constexpr const char* kSchemas[] = {
     " Tensor beta, float eps) -> Tensor",
     "add_bias_gelu(Tensor x, Tensor? bias, bool tanh_approximation) -> Tensor",
     "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache,"
-    " Tensor slot_mapping, bool check_slots=True, Tensor? k_scale=None, Tensor? v_scale=None)"
-    " -> ()",
+    " Tensor slot_mapping, bool check_slots=True, Tensor? k_scale=None, Tensor? v_scale=None,"
+    " bool fp8_e5m2=False) -> ()",
     "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables,"
     " Tensor context_lens, float scale, int max_context_len, Tensor? alibi_slopes,"
     " bool check_indices=True, Tensor? k_scale=None, Tensor? v_scale=None, int window_left=-1,"
-    " float softcap=0.) -> Tensor",
+    " float softcap=0., bool fp8_e5m2=False) -> Tensor",
     "causal_dot_product(Tensor q, Tensor k, Tensor v) -> Tensor",
     "paged_prefill_attention(Tensor query, Tensor key_cache, Tensor value_cache,"
     " Tensor block_tables, Tensor cu_seqlens_q, Tensor context_lens, float scale,"
     " int max_seqlen_q, Tensor? alibi_slopes, bool check_indices=True, Tensor? k_scale=None,"
     " Tensor? v_scale=None, int window_left=-1, float softcap=0., bool causal=True,"
-    " int window_right=-1) -> Tensor",
+    " int window_right=-1, Tensor? key=None, Tensor? value=None, bool fp8_e5m2=False)"
+    " -> Tensor",
     "add_bias_residual_affine(Tensor x, Tensor? bias, Tensor residual, Tensor scale,"
     " Tensor shift) -> Tensor",
     "remove_padding(Tensor x, Tensor lens) -> (Tensor, Tensor)",
@@ -66,7 +67,7 @@ constexpr const char* kSchemas[] = {
     " Tensor down_weight, Tensor? down_bias, Tensor? mlp_out_norm_weight, int num_heads,"
     " int norm_type, int activation, float norm_eps, float scale, int window_left,"
     " float softcap, bool rope_interleaved, bool check_indices=True, int max_seqlen_q=-1,"
-    " bool fresh_chunks=False) -> ()",
+    " bool fresh_chunks=False, bool fp8_e5m2=False) -> ()",
     // The ends of a decoder step around decoder_layer, writing into the caller's arrays
     // (docs/design/captured-decode-step.md).
     "embed_tokens(Tensor(a!) hidden, Tensor token_ids, Tensor embedding, Tensor? positions,"

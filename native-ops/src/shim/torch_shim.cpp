@@ -40,6 +40,7 @@ TorchApi resolve_all() {
   DJL_ATTN_RESOLVE(dtype_int64);
   DJL_ATTN_RESOLVE(dtype_uint8);
   DJL_ATTN_RESOLVE(dtype_float8_e4m3fn);
+  DJL_ATTN_RESOLVE(dtype_float8_e5m2);
   DJL_ATTN_RESOLVE(device_type_cpu);
   DJL_ATTN_RESOLVE(device_type_cuda);
   DJL_ATTN_RESOLVE(get_data_ptr);
@@ -61,7 +62,8 @@ TorchApi resolve_all() {
 #undef DJL_ATTN_RESOLVE
   api.codes = {api.dtype_float32(), api.dtype_float16(),   api.dtype_bfloat16(),
                api.dtype_int32(),   api.dtype_int64(),     api.dtype_uint8(),
-               api.dtype_float8_e4m3fn(), api.device_type_cpu(), api.device_type_cuda()};
+               api.dtype_float8_e4m3fn(), api.dtype_float8_e5m2(), api.device_type_cpu(),
+               api.device_type_cuda()};
   // The handle stays open on purpose: the functions must outlive every caller.
   return api;
 }

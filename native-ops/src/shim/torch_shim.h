@@ -25,7 +25,7 @@ using BoxedKernel = void (*)(StableIValue* stack, uint64_t num_args, uint64_t nu
 // The dtype and device-type codes of this libtorch, read once: comparing a tensor's code with
 // these costs no call (the getters are functions of the shim).
 struct TorchCodes {
-  int32_t float32, float16, bfloat16, int32, int64, uint8, float8_e4m3fn;
+  int32_t float32, float16, bfloat16, int32, int64, uint8, float8_e4m3fn, float8_e5m2;
   int32_t cpu, cuda;
 };
 
@@ -38,6 +38,7 @@ struct TorchApi {
   int32_t (*dtype_int64)();
   int32_t (*dtype_uint8)();
   int32_t (*dtype_float8_e4m3fn)();
+  int32_t (*dtype_float8_e5m2)();
   int32_t (*device_type_cpu)();
   int32_t (*device_type_cuda)();
 

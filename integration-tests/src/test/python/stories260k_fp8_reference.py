@@ -6,10 +6,12 @@ output is the committed test resource stories260K_fp8_reference.json; rerun by h
 
 STORIES260K.bin is the model zoo's llama2.c checkpoint, GREEDY_REFERENCE.json the greedy
 reference of the paged tests (stories260K_greedy_reference.json). For every reference case the
-prompt and then each reference token but the last are fed one position at a time (teacher forcing)
-through a float64 llama2.c forward written out below, twice: with the K/V cache exact, and with
-every cached key and value rounded to e4m3 by torch's own float8_e4m3fn cast at scale 1 (the
-cache's default), saturated at +-448 as the FP8 cache stores them. OUT.json holds, per case and
+prompt (one prefill step) and then each reference token but the last (one decode step each) are
+fed (teacher forcing) through a float64 llama2.c forward written out below, twice: with the K/V
+cache exact, and with every cached key and value rounded to e4m3 by torch's own float8_e4m3fn
+cast at scale 1 (the cache's default), saturated at +-448 as the FP8 cache stores them; the
+prompt's step attends its own keys and values unrounded (vLLM's prefix prefill, as the paged
+decoders do), every decode step reads them back rounded. OUT.json holds, per case and
 step, the first 16 logits of the FP8 forward and both forwards' argmax, and per case the largest
 logit difference between the two: what the FP8 cache costs this model, independent of the
 kernels under test. It also holds the greedy continuation of GREEDY tokens over the FP8
@@ -86,13 +88,21 @@ def float16(x):
     return x.astype(np.float16).astype(np.float64)
 
 
-def forward(m, tokens, fp8, rounding=e4m3):
-    """Logits after every position, the cache exact or rounded (to e4m3 by default)."""
+def forward(m, tokens, fp8, prompt_length, rounding=e4m3):
+    """Logits after every position, the cache exact or rounded (to e4m3 by default). The first
+    prompt_length tokens are one prefill step, the rest one decode step each, as the paged
+    decoders run them; with a rounded cache (vLLM's semantics, decoder_layer's too) a prefill
+    step of more than one token attends its own keys and values as computed and only what was
+    cached before it rounded, and a decode step reads every key and value back rounded, its own
+    included."""
     head, heads, kv_heads = m["head"], m["heads"], m["kv_heads"]
-    keys = [[] for _ in range(m["layers"])]
+    keys = [[] for _ in range(m["layers"])]  # as the cache holds them
     values = [[] for _ in range(m["layers"])]
+    exact_keys = [[] for _ in range(m["layers"])]  # as computed
+    exact_values = [[] for _ in range(m["layers"])]
     out = []
     for pos, t in enumerate(tokens):
+        own_rows = fp8 and pos < prompt_length and prompt_length > 1
         x = m["emb"][t].copy()
         for l in range(m["layers"]):
             h = rmsnorm(x, m["rms_att"][l])
@@ -101,8 +111,11 @@ def forward(m, tokens, fp8, rounding=e4m3):
             v = m["wv"][l] @ h
             keys[l].append(rounding(k) if fp8 else k)
             values[l].append(rounding(v) if fp8 else v)
-            kk = np.array(keys[l]).reshape(-1, kv_heads, head)
-            vv = np.array(values[l]).reshape(-1, kv_heads, head)
+            exact_keys[l].append(k)
+            exact_values[l].append(v)
+            read_k, read_v = (exact_keys[l], exact_values[l]) if own_rows else (keys[l], values[l])
+            kk = np.array(read_k).reshape(-1, kv_heads, head)
+            vv = np.array(read_v).reshape(-1, kv_heads, head)
             att = np.zeros(m["dim"])
             for hq in range(heads):
                 g = hq // (heads // kv_heads)
@@ -124,13 +137,14 @@ def main():
     for c in cases:
         prompt, generated = c["prompt"], c["generated"]
         tokens = prompt + generated[:-1]
-        exact = forward(m, tokens, False)[len(prompt) - 1 :]
-        fp8 = forward(m, tokens, True)[len(prompt) - 1 :]
-        fp16 = forward(m, tokens, True, float16)[len(prompt) - 1 :]
+        p = len(prompt)
+        exact = forward(m, tokens, False, p)[p - 1 :]
+        fp8 = forward(m, tokens, True, p)[p - 1 :]
+        fp16 = forward(m, tokens, True, p, float16)[p - 1 :]
         greedy = list(prompt)
         margin = float("inf")
         for _ in range(GREEDY):
-            last = forward(m, greedy, True)[-1]
+            last = forward(m, greedy, True, p)[-1]
             top = np.sort(last)[-2:]
             margin = min(margin, float(top[1] - top[0]))
             greedy.append(int(last.argmax()))

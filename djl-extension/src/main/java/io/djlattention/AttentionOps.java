@@ -343,7 +343,9 @@ public final class AttentionOps {
     /**
      * {@link #reshapeAndCache(NDArray, NDArray, NDArray, NDArray, NDArray)} into an FP8 cache:
      * uint8 caches of OCP e4m3fn bytes, each value stored as {@code sat(round(x / scale))}
-     * (saturated at ±448, round to nearest even).
+     * (saturated at ±448, round to nearest even). The array forms take e4m3 caches; an e5m2 cache
+     * is a {@link PagedKvCache} of {@link io.djlattention.paged.KvCacheDtype#FP8_E5M2}, whose
+     * per-layer forms pass its format to the operators.
      *
      * @param key new keys {@code [T, Hkv, D]}, float32 or float16, last dim contiguous
      * @param value new values {@code [T, Hkv, D]}, dtype of {@code key}
@@ -515,6 +517,39 @@ public final class AttentionOps {
             PagedBatch batch,
             PagedAttentionOptions options) {
         return PagedOps.pagedPrefillAttention(query, cache, layer, batch, options);
+    }
+
+    /**
+     * {@link #pagedPrefillAttention(NDArray, PagedKvCache, int, PagedBatch,
+     * PagedAttentionOptions)} that attends each chunk's own tokens as computed: {@code key} and
+     * {@code value} are the rows just written with {@link #reshapeAndCache(NDArray, NDArray,
+     * PagedKvCache, int, PagedBatch)}, and only the cached prefix before each chunk of two or more
+     * tokens is read from the cache (a chunk of one, a decode row, reads its token back, as
+     * {@code pagedAttention} does). vLLM's prefix prefill: on an FP8 cache the new tokens are
+     * attended unquantised, the prefix dequantised; on any other cache the result is the same as
+     * without them.
+     *
+     * @param query packed new tokens {@code [T, Hq, D]}, the cache's dtype and head dim
+     * @param key the chunks' keys {@code [T, Hkv, D]}, dtype of {@code query}, last dim
+     *     contiguous
+     * @param value the chunks' values {@code [T, Hkv, D]}, likewise
+     * @param cache the cache
+     * @param layer the layer, in {@code [0, cache.getNumLayers())}
+     * @param batch the step's batch, prepared by {@code cache} and not closed
+     * @param options scale, window, soft-cap, ALiBi slopes; no FP8 scales (the cache's are used)
+     * @return the output {@code [T, Hq, D]}, dtype of {@code query}
+     * @throws IllegalArgumentException if the batch is not one of this cache's, the options set
+     *     FP8 scales, or an argument breaks a rule of {@code paged_prefill_attention}
+     */
+    public static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray key,
+            NDArray value,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            PagedAttentionOptions options) {
+        return PagedOps.pagedPrefillAttention(query, key, value, cache, layer, batch, options);
     }
 
     /**

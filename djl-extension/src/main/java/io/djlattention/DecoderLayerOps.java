@@ -6,6 +6,7 @@ package io.djlattention;
 import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
 
+import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 
@@ -62,23 +63,25 @@ public final class DecoderLayerOps {
                 batch.getContextLens(),
                 batch.getSlotMapping(),
                 batch.getMaxQueryLen(),
-                isFresh(batch),
+                isFresh(batch, cache.getCacheDtype() != KvCacheDtype.AUTO),
                 weights,
                 options);
     }
 
     /**
      * Whether every sequence's chunk is its whole context (a prompt's first chunk): on CUDA the
-     * layer then attends with the flash kernel over its own keys and values.
+     * layer then attends with the flash kernel over its own keys and values. On an FP8 cache
+     * every chunk must also be longer than one token: a chunk of one reads its token back from
+     * the cache (the operator's rule, docs/operators.md), which the flash kernel does not.
      */
-    private static boolean isFresh(PagedBatch batch) {
+    private static boolean isFresh(PagedBatch batch, boolean fp8) {
         int[] queryLens = batch.getQueryLens();
         int[] contexts = batch.getContextLensHost();
         if (batch.getMaxQueryLen() <= 1) {
             return false; // a decode step: the decode kernels
         }
         for (int s = 0; s < queryLens.length; ++s) {
-            if (queryLens[s] != contexts[s]) {
+            if (queryLens[s] != contexts[s] || (fp8 && queryLens[s] < 2)) {
                 return false;
             }
         }
@@ -158,6 +161,7 @@ public final class DecoderLayerOps {
                 .boolArg(false)
                 .intArg(maxSeqlenQ)
                 .boolArg(freshChunks)
+                .boolArg(cache.getCacheDtype() == KvCacheDtype.FP8_E5M2)
                 .invoke(ptHidden.getManager());
     }
 

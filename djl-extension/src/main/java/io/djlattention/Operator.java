@@ -49,31 +49,32 @@ enum Operator {
     ADD_BIAS_GELU("add_bias_gelu", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_BOOL),
     /**
      * {@code reshape_and_cache(key, value, key_cache!, value_cache!, slot_mapping, check_slots,
-     * k_scale?, v_scale?) -> ()}.
+     * k_scale?, v_scale?, fp8_e5m2) -> ()}.
      */
     RESHAPE_AND_CACHE(
             "reshape_and_cache", 0, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
-            ARG_BOOL, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR),
+            ARG_BOOL, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_BOOL),
     /**
      * {@code paged_attention(query, key_cache, value_cache, block_tables, context_lens, scale,
-     * max_context_len, alibi_slopes?, check_indices, k_scale?, v_scale?, window_left, softcap) ->
-     * out}.
+     * max_context_len, alibi_slopes?, check_indices, k_scale?, v_scale?, window_left, softcap,
+     * fp8_e5m2) -> out}.
      */
     PAGED_ATTENTION(
             "paged_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR, ARG_BOOL, ARG_OPTIONAL_TENSOR,
-            ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT),
+            ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT, ARG_BOOL),
     /** {@code causal_dot_product(q, k, v) -> out}. */
     CAUSAL_DOT_PRODUCT("causal_dot_product", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR),
     /**
      * {@code paged_prefill_attention(query, key_cache, value_cache, block_tables, cu_seqlens_q,
      * context_lens, scale, max_seqlen_q, alibi_slopes?, check_indices, k_scale?, v_scale?,
-     * window_left, softcap, causal, window_right) -> out}.
+     * window_left, softcap, causal, window_right, key?, value?, fp8_e5m2) -> out}.
      */
     PAGED_PREFILL_ATTENTION(
             "paged_prefill_attention", 1, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_TENSOR, ARG_TENSOR, ARG_FLOAT, ARG_INT, ARG_OPTIONAL_TENSOR, ARG_BOOL,
-            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INT),
+            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INT,
+            ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_BOOL),
     /** {@code add_bias_residual_affine(x, bias?, residual, scale, shift) -> out}. */
     ADD_BIAS_RESIDUAL_AFFINE(
             "add_bias_residual_affine", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR,
@@ -88,7 +89,8 @@ enum Operator {
      * attn_norm_bias?, qkv_weight, qkv_bias?, rope_cos_sin?, out_weight, out_bias?,
      * attn_out_norm_weight?, mlp_norm_weight, mlp_norm_bias?, up_weight, up_bias?, down_weight,
      * down_bias?, mlp_out_norm_weight?, num_heads, norm_type, activation, norm_eps, scale,
-     * window_left, softcap, rope_interleaved, check_indices, max_seqlen_q, fresh_chunks) -> ()}.
+     * window_left, softcap, rope_interleaved, check_indices, max_seqlen_q, fresh_chunks,
+     * fp8_e5m2) -> ()}.
      */
     DECODER_LAYER(
             "decoder_layer", 0, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
@@ -97,7 +99,7 @@ enum Operator {
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
             ARG_INT, ARG_INT, ARG_INT, ARG_FLOAT, ARG_FLOAT, ARG_INT, ARG_FLOAT, ARG_BOOL,
-            ARG_BOOL, ARG_INT, ARG_BOOL),
+            ARG_BOOL, ARG_INT, ARG_BOOL, ARG_BOOL),
     /**
      * {@code embed_tokens(hidden!, token_ids, embedding, positions?, position_embedding?, scale,
      * check_indices) -> ()}.

@@ -8,6 +8,7 @@ import static io.djlattention.NativeArrays.pytorchArray;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
+import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
 import java.util.Objects;
@@ -31,7 +32,8 @@ final class PagedOps {
             NDArray slotMapping,
             NDArray kScale,
             NDArray vScale) {
-        reshapeAndCache(key, value, keyCache, valueCache, slotMapping, true, kScale, vScale);
+        reshapeAndCache(
+                key, value, keyCache, valueCache, slotMapping, true, kScale, vScale, false);
     }
 
     static void reshapeAndCache(
@@ -45,7 +47,8 @@ final class PagedOps {
                 batch.getSlotMapping(),
                 false,
                 cache.getKeyScale(layer),
-                cache.getValueScale(layer));
+                cache.getValueScale(layer),
+                isE5m2(cache));
     }
 
     static NDArray pagedAttention(
@@ -68,7 +71,10 @@ final class PagedOps {
                 options,
                 true,
                 options.getKeyScale(),
-                options.getValueScale());
+                options.getValueScale(),
+                null,
+                null,
+                false);
     }
 
     static NDArray pagedAttention(
@@ -89,7 +95,10 @@ final class PagedOps {
                 options,
                 false,
                 cache.getKeyScale(layer),
-                cache.getValueScale(layer));
+                cache.getValueScale(layer),
+                null,
+                null,
+                isE5m2(cache));
     }
 
     static NDArray pagedPrefillAttention(
@@ -113,7 +122,10 @@ final class PagedOps {
                 options,
                 true,
                 options.getKeyScale(),
-                options.getValueScale());
+                options.getValueScale(),
+                null,
+                null,
+                false);
     }
 
     static NDArray pagedPrefillAttention(
@@ -122,7 +134,25 @@ final class PagedOps {
             int layer,
             PagedBatch batch,
             PagedAttentionOptions options) {
+        return pagedPrefillAttention(query, null, null, cache, layer, batch, options);
+    }
+
+    static NDArray pagedPrefillAttention(
+            NDArray query,
+            NDArray key,
+            NDArray value,
+            PagedKvCache cache,
+            int layer,
+            PagedBatch batch,
+            PagedAttentionOptions options) {
         checkCacheCall(cache, batch, options);
+        if ((key == null) != (value == null)) {
+            throw new IllegalArgumentException(
+                    (key == null ? "key" : "value")
+                            + " must not be null when "
+                            + (key == null ? "value" : "key")
+                            + " is given: the chunks' own keys and values go together");
+        }
         return call(
                 query,
                 cache.getKeyCache(layer),
@@ -134,12 +164,16 @@ final class PagedOps {
                 options,
                 false,
                 cache.getKeyScale(layer),
-                cache.getValueScale(layer));
+                cache.getValueScale(layer),
+                key,
+                value,
+                isE5m2(cache));
     }
 
     /**
      * One call of {@code paged_attention} ({@code cuSeqlensQ} null: one query row per sequence)
-     * or {@code paged_prefill_attention} (the query rows of each sequence's chunk).
+     * or {@code paged_prefill_attention} (the query rows of each sequence's chunk, and the
+     * chunks' own keys and values when {@code key} and {@code value} are not null).
      */
     private static NDArray call(
             NDArray query,
@@ -152,7 +186,10 @@ final class PagedOps {
             PagedAttentionOptions options,
             boolean checkIndices,
             NDArray kScale,
-            NDArray vScale) {
+            NDArray vScale,
+            NDArray key,
+            NDArray value,
+            boolean fp8E5m2) {
         PtNDArray ptQuery = pytorchArray(query, "query");
         OperatorCall call =
                 OperatorCall.of(
@@ -169,11 +206,14 @@ final class PagedOps {
         call.tensor(pytorchArray(contextLens, "contextLens"));
         withOptions(call, query, maxLen, options, checkIndices, kScale, vScale);
         if (cuSeqlensQ != null) {
-            // paged_prefill_attention's last two: causal, window_right (a decode query is the
-            // last position of its sequence: it sees every key either way).
-            call.boolArg(options.isCausal()).intArg(options.getWindowRight());
+            // paged_prefill_attention's causal, window_right (a decode query is the last
+            // position of its sequence: it sees every key either way), then the chunks' own rows.
+            call.boolArg(options.isCausal())
+                    .intArg(options.getWindowRight())
+                    .optionalTensor(optionalArray(key, "key"))
+                    .optionalTensor(optionalArray(value, "value"));
         }
-        return call.invoke(ptQuery.getManager())[0];
+        return call.boolArg(fp8E5m2).invoke(ptQuery.getManager())[0];
     }
 
     /**
@@ -206,7 +246,8 @@ final class PagedOps {
             NDArray slotMapping,
             boolean checkSlots,
             NDArray kScale,
-            NDArray vScale) {
+            NDArray vScale,
+            boolean fp8E5m2) {
         PtNDArray ptKey = pytorchArray(key, "key");
         OperatorCall.of(Operator.RESHAPE_AND_CACHE)
                 .tensor(ptKey)
@@ -217,6 +258,7 @@ final class PagedOps {
                 .boolArg(checkSlots)
                 .optionalTensor(optionalArray(kScale, "kScale"))
                 .optionalTensor(optionalArray(vScale, "vScale"))
+                .boolArg(fp8E5m2)
                 .invoke(ptKey.getManager());
     }
 
@@ -230,6 +272,11 @@ final class PagedOps {
                     "options: a PagedKvCache carries its own FP8 scales; leave optKvScales unset"
                             + " for a call on a cache");
         }
+    }
+
+    /** Whether the cache's uint8 arrays hold e5m2 bytes (the operators' fp8_e5m2 argument). */
+    private static boolean isE5m2(PagedKvCache cache) {
+        return cache.getCacheDtype() == KvCacheDtype.FP8_E5M2;
     }
 
     private static long headDim(NDArray query) {

@@ -127,8 +127,9 @@ public final class GenerateCommand implements Callable<Integer> {
             paramLabel = "DTYPE",
             defaultValue = "auto",
             description =
-                    "what the paged KV cache stores: auto (the model's dtype) or fp8 (e4m3, one byte"
-                            + " per element, scale 1) (default ${DEFAULT-VALUE})")
+                    "what the paged KV cache stores: auto (the model's dtype), fp8 / fp8_e4m3 (e4m3,"
+                            + " one byte per element, scale 1) or fp8_e5m2 (e5m2, likewise)"
+                            + " (default ${DEFAULT-VALUE})")
     String kvCacheDtype;
 
     @Option(

@@ -104,9 +104,9 @@ public final class ServeCommand implements Callable<Integer> {
             names = "--kv-cache-dtype",
             defaultValue = "auto",
             description =
-                    "What the KV cache stores: auto (the model's dtype) or fp8 (e4m3, one byte per"
-                            + " element; the model zoo's argument kvCacheDtype) (default:"
-                            + " ${DEFAULT-VALUE}).")
+                    "What the KV cache stores: auto (the model's dtype), fp8 / fp8_e4m3 (e4m3, one"
+                            + " byte per element) or fp8_e5m2 (e5m2; the model zoo's argument"
+                            + " kvCacheDtype) (default: ${DEFAULT-VALUE}).")
     String kvCacheDtype;
 
     @Option(

@@ -18,6 +18,10 @@ import java.util.Locale;
  *       their own scales ({@link KvCacheScales}): stored {@code = sat(round(x / scale))}, read
  *       {@code = byte · scale}. Half the bytes of float16, a quarter of float32; relative rounding
  *       error at most 2<sup>-4</sup> per element in e4m3's normal range.
+ *   <li>{@link #FP8_E5M2}: the same with OCP e5m2 bytes (5 exponent bits, 2 mantissa bits,
+ *       largest finite 57344; the upper byte of an IEEE float16): 2<sup>15</sup> times e4m3's
+ *       range at half its resolution (relative rounding error at most 2<sup>-3</sup>), so unit
+ *       scales suit almost any model.
  * </ul>
  *
  * <p>Keys, values and queries given to the cache and the paged operators stay in the model's data
@@ -26,21 +30,33 @@ import java.util.Locale;
 public enum KvCacheDtype {
     /** The model's data type. */
     AUTO,
-    /** OCP e4m3fn bytes with per-tensor or per-head scales. */
-    FP8_E4M3;
+    /** OCP e4m3fn bytes with per-tensor or per-head scales (vLLM's {@code fp8_e4m3}). */
+    FP8_E4M3,
+    /** OCP e5m2 bytes with per-tensor or per-head scales (vLLM's {@code fp8_e5m2}). */
+    FP8_E5M2;
+
+    /**
+     * Returns whether the cache stores FP8 bytes (with scales).
+     *
+     * @return true for {@link #FP8_E4M3} and {@link #FP8_E5M2}
+     */
+    public boolean isFp8() {
+        return this != AUTO;
+    }
 
     /**
      * Returns the element type of the cache arrays.
      *
      * @param modelType the model's data type (the keys and values written)
-     * @return {@code modelType} for {@link #AUTO}, uint8 for {@link #FP8_E4M3}
+     * @return {@code modelType} for {@link #AUTO}, uint8 for the FP8 ones
      */
     public DataType storageType(DataType modelType) {
-        return this == FP8_E4M3 ? DataType.UINT8 : modelType;
+        return isFp8() ? DataType.UINT8 : modelType;
     }
 
     /**
-     * Parses vLLM's spelling: {@code auto}, {@code fp8} or {@code fp8_e4m3} (case-insensitive).
+     * Parses vLLM's spelling: {@code auto}, {@code fp8} or {@code fp8_e4m3}, {@code fp8_e5m2}
+     * (case-insensitive).
      *
      * @param name the name
      * @return the cache dtype
@@ -53,9 +69,11 @@ public enum KvCacheDtype {
             case "fp8":
             case "fp8_e4m3":
                 return FP8_E4M3;
+            case "fp8_e5m2":
+                return FP8_E5M2;
             default:
                 throw new IllegalArgumentException(
-                        "kv cache dtype: expected auto, fp8 or fp8_e4m3, got " + name);
+                        "kv cache dtype: expected auto, fp8, fp8_e4m3 or fp8_e5m2, got " + name);
         }
     }
 }

@@ -25,7 +25,8 @@ import java.util.List;
  * cache's own manager, survive any {@link NDScope} and are freed by {@link #close} (idempotent).
  *
  * <p>The cache stores the model's data type ({@link KvCacheDtype#AUTO}, the default) or FP8
- * ({@link KvCacheDtype#FP8_E4M3}: uint8 arrays of e4m3 bytes, one byte per element, with each
+ * ({@link KvCacheDtype#FP8_E4M3} or {@link KvCacheDtype#FP8_E5M2}: uint8 arrays of e4m3 or e5m2
+ * bytes, one byte per element, with each
  * layer's {@link KvCacheScales}, passed to every paged operator call through {@link
  * #getKeyScale}/{@link #getValueScale}). Keys, values and queries stay in the model's data type
  * ({@link #getDataType}) either way.
@@ -65,12 +66,12 @@ public final class PagedKvCache implements AutoCloseable {
         DataType storage = b.cacheDtype.storageType(b.dataType);
         keyCaches = new NDArray[b.numLayers];
         valueCaches = new NDArray[b.numLayers];
-        boolean fp8 = b.cacheDtype == KvCacheDtype.FP8_E4M3;
+        boolean fp8 = b.cacheDtype.isFp8();
         KvCacheScales scales = b.scales == null ? KvCacheScales.unit() : b.scales;
         keyScales = fp8 ? new NDArray[b.numLayers] : null;
         valueScales = fp8 ? new NDArray[b.numLayers] : null;
         for (int l = 0; l < b.numLayers; ++l) {
-            // Zero bytes are e4m3 +0, so a fresh FP8 cache reads as zeros like a float one.
+            // Zero bytes are +0 in e4m3 and e5m2: a fresh FP8 cache reads as zeros like a float one.
             keyCaches[l] = manager.zeros(shape, storage);
             valueCaches[l] = manager.zeros(shape, storage);
             NDScope.unregister(keyCaches[l], valueCaches[l]);
@@ -265,7 +266,7 @@ public final class PagedKvCache implements AutoCloseable {
     /**
      * Returns what the cache stores.
      *
-     * @return AUTO (the model's data type) or FP8_E4M3
+     * @return AUTO (the model's data type), FP8_E4M3 or FP8_E5M2
      */
     public KvCacheDtype getCacheDtype() {
         return cacheDtype;
@@ -652,7 +653,7 @@ public final class PagedKvCache implements AutoCloseable {
         /**
          * Sets what the cache stores (default {@link KvCacheDtype#AUTO}: the model's data type).
          *
-         * @param cacheDtype AUTO or FP8_E4M3
+         * @param cacheDtype AUTO, FP8_E4M3 or FP8_E5M2
          * @return this builder
          */
         public Builder optCacheDtype(KvCacheDtype cacheDtype) {
@@ -662,7 +663,7 @@ public final class PagedKvCache implements AutoCloseable {
 
         /**
          * Sets the scales of an FP8 cache (default {@link KvCacheScales#unit()}; see {@link
-         * KvCacheScales} for how to pick them). Only for {@link KvCacheDtype#FP8_E4M3}.
+         * KvCacheScales} for how to pick them). Only for the FP8 cache dtypes.
          *
          * @param scales per layer, per tensor or per KV head
          * @return this builder
@@ -707,16 +708,17 @@ public final class PagedKvCache implements AutoCloseable {
             }
             if (cacheDtype == null) {
                 throw new IllegalArgumentException(
-                        "PagedKvCache: optCacheDtype: expected AUTO or FP8_E4M3, got null");
+                        "PagedKvCache: optCacheDtype: expected AUTO, FP8_E4M3 or FP8_E5M2, got"
+                                + " null");
             }
-            if (cacheDtype == KvCacheDtype.FP8_E4M3) {
+            if (cacheDtype.isFp8()) {
                 if (scales != null) {
                     scales.checkFits("PagedKvCache: optScales", numLayers, numKvHeads);
                 }
             } else if (scales != null) {
                 // Scales on a float cache would be silently unused: the operators reject them.
                 throw new IllegalArgumentException(
-                        "PagedKvCache: optScales: scales apply to an FP8_E4M3 cache, the cache"
+                        "PagedKvCache: optScales: scales apply to an FP8 cache, the cache"
                                 + " dtype is "
                                 + cacheDtype);
             }

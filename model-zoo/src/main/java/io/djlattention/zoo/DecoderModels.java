@@ -69,8 +69,8 @@ import java.util.UUID;
  *       (default 0: each call's cache holds exactly what its requests can use), {@code
  *       prefixSharing} (default true): the paged cache and scheduler;
  *   <li>{@code kvCacheDtype}: what the paged cache stores, {@code auto} (default: the model's
- *       {@code dtype}) or {@code fp8} / {@code fp8_e4m3} (one byte per element, {@link
- *       KvCacheDtype#FP8_E4M3}); {@code kvCacheScale} (default 1; only with fp8): the key and
+ *       {@code dtype}) or {@code fp8} / {@code fp8_e4m3} / {@code fp8_e5m2} (one byte per element,
+ *       {@link KvCacheDtype#FP8_E4M3} or {@link KvCacheDtype#FP8_E5M2}); {@code kvCacheScale} (default 1; only with fp8): the key and
  *       value scale of every layer ({@link KvCacheScales#perTensor});
  *   <li>{@code tokenizer}: a {@code tokenizer.json} to use instead of the checkpoint's.
  * </ul>
@@ -363,7 +363,7 @@ public final class DecoderModels {
         if (!args.containsKey("kvCacheScale")) {
             return null;
         }
-        if (dtype != KvCacheDtype.FP8_E4M3) {
+        if (!dtype.isFp8()) {
             throw new MalformedModelException(
                     "argument kvCacheScale: scales apply to an FP8 cache (kvCacheDtype=fp8), got"
                             + " kvCacheDtype="

@@ -339,7 +339,7 @@ class Fp8KvCacheTest {
     }
 
     /** float64 softmax(scale · q·k) · v over the first {@code visible} keys of a sequence. */
-    private static double[] attend(
+    static double[] attend(
             float[] q,
             int qAt,
             double[] keys,
@@ -377,7 +377,7 @@ class Fp8KvCacheTest {
     }
 
     /** Each sequence's slot of each position, from its block table. */
-    private static int[][] slots(PagedKvCache cache, long[] ids, int[] contexts) {
+    static int[][] slots(PagedKvCache cache, long[] ids, int[] contexts) {
         int[][] out = new int[ids.length][];
         for (int s = 0; s < ids.length; ++s) {
             out[s] = new int[contexts[s]];
@@ -388,7 +388,7 @@ class Fp8KvCacheTest {
         return out;
     }
 
-    private static PagedKvCache layerCache(
+    static PagedKvCache layerCache(
             NDManager m, int hkv, int dim, KvCacheDtype dtype, float[] k, float[] v) {
         PagedKvCache.Builder b =
                 PagedKvCache.builder()
@@ -409,7 +409,7 @@ class Fp8KvCacheTest {
         return x.toType(DataType.FLOAT16, false);
     }
 
-    private static NDArray randn(NDManager m, Random random, Shape shape) {
+    static NDArray randn(NDManager m, Random random, Shape shape) {
         float[] v = new float[Math.toIntExact(shape.size())];
         for (int i = 0; i < v.length; ++i) {
             v[i] = (float) random.nextGaussian();
@@ -631,11 +631,11 @@ class Fp8KvCacheTest {
 
     /**
      * Greedy generation of stories260K through the scheduler over an FP8 cache (paged prefill,
-     * which like the reference reads the prompt's K/V back from the cache, and paged decode)
-     * gives the float64 FP8 forward's greedy ids, {@value #GREEDY_TOKENS} tokens
-     * (smallest top-1/top-2 margin on the way 0.011, far above float32's error). They are not
-     * the float32 cache's ids: stories260K's margins are small enough that e4m3 K/V change its
-     * second token already (case 0: 461 then 392, not 461).
+     * which like the reference attends a prompt's own K/V unquantised, and paged decode, which
+     * reads them back from the cache) gives the float64 FP8 forward's greedy ids, {@value
+     * #GREEDY_TOKENS} tokens (smallest top-1/top-2 margin on the way 0.0049, 200x the 2.5e-5 between
+     * float32 and float64 logits). They are not the float32 cache's ids: stories260K's margins are
+     * small enough that e4m3 K/V change its second token already (case 0: 461 then 392, not 461).
      */
     @Test
     void stories260kGreedyThroughScheduler() throws IOException {
@@ -680,7 +680,11 @@ class Fp8KvCacheTest {
 
     /**
      * Prefix sharing over an FP8 cache reads the shared blocks' bytes as they were written, so it
-     * generates exactly what the same FP8 cache generates without sharing.
+     * generates exactly what the same FP8 cache generates without sharing when the prompts are
+     * prefilled in chunks that end where the shared prefix ends (16 tokens, two blocks of 8): a
+     * chunk attends its own new tokens unquantised and its cached prefix as stored (vLLM's
+     * prefix prefill), so the suffix after a shared prefix sees what it sees after a cached
+     * chunk of its own.
      */
     @Test
     void prefixSharingIsExactOnFp8Cache() throws IOException {
@@ -709,6 +713,7 @@ class Fp8KvCacheTest {
                                     .setCache(cache)
                                     .optPrefillAttention(PrefillAttention.PAGED)
                                     .optPrefixSharing(sharing)
+                                    .optMaxPrefillChunk(16)
                                     .build();
                     long[] ids = new long[prompts.length];
                     for (int r = 0; r < prompts.length; ++r) {
@@ -844,10 +849,10 @@ class Fp8KvCacheTest {
         NDManager m = manager().newSubManager();
         try (m) {
             assertRejected(
-                    "optScales: scales apply to an FP8_E4M3 cache, the cache dtype is AUTO",
+                    "optScales: scales apply to an FP8 cache, the cache dtype is AUTO",
                     () -> small(m).optScales(KvCacheScales.unit()).build());
             assertRejected(
-                    "optCacheDtype: expected AUTO or FP8_E4M3, got null",
+                    "optCacheDtype: expected AUTO, FP8_E4M3 or FP8_E5M2, got null",
                     () -> small(m).optCacheDtype(null).build());
             assertRejected(
                     "PagedKvCache: optScales: expected scales for 2 layers, got 1",
@@ -878,7 +883,7 @@ class Fp8KvCacheTest {
                     () -> KvCacheScales.of(new float[][] {{1}, {1}}, new float[][] {{1}}));
             assertRejected("keyScales: expected one array per layer, got none",
                     () -> KvCacheScales.of(new float[0][], new float[][] {{1}}));
-            assertRejected("kv cache dtype: expected auto, fp8 or fp8_e4m3, got fp16",
+            assertRejected("kv cache dtype: expected auto, fp8, fp8_e4m3 or fp8_e5m2, got fp16",
                     () -> KvCacheDtype.fromString("fp16"));
             try (PagedKvCache fp8 = small(m).optCacheDtype(KvCacheDtype.FP8_E4M3).build()) {
                 IllegalStateException e =
@@ -998,7 +1003,8 @@ class Fp8KvCacheTest {
                 assertThrows(
                         MalformedModelException.class, () -> zoo(Map.of("kvCacheDtype", "int4")));
         assertEquals(
-                "argument kvCacheDtype: kv cache dtype: expected auto, fp8 or fp8_e4m3, got int4",
+                "argument kvCacheDtype: kv cache dtype: expected auto, fp8, fp8_e4m3 or fp8_e5m2, got"
+                        + " int4",
                 dtype.getMessage());
         MalformedModelException scaleOnFloat =
                 assertThrows(

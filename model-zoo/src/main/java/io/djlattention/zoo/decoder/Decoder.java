@@ -536,12 +536,9 @@ public final class Decoder extends AbstractBlock {
                             l,
                             x,
                             qkv -> {
-                                AttentionOps.reshapeAndCache(
-                                        padHeadDim(qkv[1], padKv),
-                                        padHeadDim(qkv[2], padKv),
-                                        cache,
-                                        layer,
-                                        batch);
+                                NDArray k = padHeadDim(qkv[1], padKv);
+                                NDArray v = padHeadDim(qkv[2], padKv);
+                                AttentionOps.reshapeAndCache(k, v, cache, layer, batch);
                                 NDArray attn;
                                 if (flash) {
                                     attn = flashPrefill(qkv, queryLens, flashOptions[layer]);
@@ -563,8 +560,13 @@ public final class Decoder extends AbstractBlock {
                                                             layer,
                                                             batch,
                                                             pagedOptions)
+                                                    // The chunks' own k/v as computed (an
+                                                    // FP8 cache: unquantised, as vLLM's
+                                                    // prefix prefill and decoder_layer).
                                                     : AttentionOps.pagedPrefillAttention(
                                                             q,
+                                                            k,
+                                                            v,
                                                             cache,
                                                             layer,
                                                             batch,

@@ -194,7 +194,7 @@ public final class GenerationBlock extends AbstractBlock {
     /**
      * Returns what the paged KV cache stores.
      *
-     * @return AUTO (the model's data type) or FP8_E4M3
+     * @return AUTO (the model's data type), FP8_E4M3 or FP8_E5M2
      */
     public KvCacheDtype getKvCacheDtype() {
         return kvCacheDtype;
@@ -544,7 +544,7 @@ public final class GenerationBlock extends AbstractBlock {
          * Sets what the paged KV cache stores (default AUTO: the model's data type; FP8_E4M3:
          * one byte per element, see {@link KvCacheDtype}).
          *
-         * @param kvCacheDtype AUTO or FP8_E4M3
+         * @param kvCacheDtype AUTO, FP8_E4M3 or FP8_E5M2
          * @return this builder
          */
         public Builder optKvCacheDtype(KvCacheDtype kvCacheDtype) {
@@ -587,11 +587,12 @@ public final class GenerationBlock extends AbstractBlock {
             }
             if (kvCacheDtype == null) {
                 throw new IllegalArgumentException(
-                        "GenerationBlock: optKvCacheDtype: expected AUTO or FP8_E4M3, got null");
+                        "GenerationBlock: optKvCacheDtype: expected AUTO, FP8_E4M3 or FP8_E5M2,"
+                                + " got null");
             }
-            if (kvCacheScales != null && kvCacheDtype != KvCacheDtype.FP8_E4M3) {
+            if (kvCacheScales != null && !kvCacheDtype.isFp8()) {
                 throw new IllegalArgumentException(
-                        "GenerationBlock: optKvCacheScales: scales apply to an FP8_E4M3 cache,"
+                        "GenerationBlock: optKvCacheScales: scales apply to an FP8 cache,"
                                 + " the cache dtype is "
                                 + kvCacheDtype);
             }

@@ -616,7 +616,7 @@ public final class GenerationEngine implements AutoCloseable {
          * Sets what the KV cache stores (default AUTO: the model's data type; FP8_E4M3 holds
          * twice the tokens of float16 in the same memory, see {@link KvCacheDtype}).
          *
-         * @param kvCacheDtype AUTO or FP8_E4M3
+         * @param kvCacheDtype AUTO, FP8_E4M3 or FP8_E5M2
          * @return this builder
          */
         public Builder optKvCacheDtype(KvCacheDtype kvCacheDtype) {
@@ -780,7 +780,8 @@ public final class GenerationEngine implements AutoCloseable {
             }
             if (kvCacheDtype == null) {
                 throw new IllegalArgumentException(
-                        "GenerationEngine: optKvCacheDtype: expected AUTO or FP8_E4M3, got null");
+                        "GenerationEngine: optKvCacheDtype: expected AUTO, FP8_E4M3 or FP8_E5M2,"
+                                + " got null");
             }
             if (shutdownGrace == null || shutdownGrace.isNegative()) {
                 throw new IllegalArgumentException(
