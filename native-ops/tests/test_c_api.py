@@ -197,7 +197,7 @@ def test_a_rejected_paged_call_logs_nothing(device, capfd):
         "paged_attention",
         [(TENSOR, query), (TENSOR, cache), (TENSOR, cache), (TENSOR, tables), (TENSOR, lens),
          (FLOAT, 0.125), (INT, 20), (OPTIONAL_TENSOR, None), (BOOL, 1), (OPTIONAL_TENSOR, None),
-         (OPTIONAL_TENSOR, None), (INT, -1), (FLOAT, 0.0)],
+         (OPTIONAL_TENSOR, None), (INT, -1), (FLOAT, 0.0), (BOOL, 0)],
         1,
     )
     captured = capfd.readouterr()
