@@ -93,8 +93,8 @@ class MainTest {
         Run bad = run("generate", "--kv-cache-dtype=int4", "--device=cpu");
         assertEquals(2, bad.code());
         assertTrue(
-                bad.err().contains("--kv-cache-dtype: kv cache dtype: expected auto, fp8 or"
-                        + " fp8_e4m3, got int4"),
+                bad.err().contains("--kv-cache-dtype: kv cache dtype: expected auto, fp8,"
+                        + " fp8_e4m3 or fp8_e5m2, got int4"),
                 bad.err());
     }
 

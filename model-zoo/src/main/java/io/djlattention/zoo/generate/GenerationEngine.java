@@ -780,8 +780,7 @@ public final class GenerationEngine implements AutoCloseable {
             }
             if (kvCacheDtype == null) {
                 throw new IllegalArgumentException(
-                        "GenerationEngine: optKvCacheDtype: expected AUTO, FP8_E4M3 or FP8_E5M2,"
-                                + " got null");
+                        "GenerationEngine: optKvCacheDtype: expected a KvCacheDtype, got null");
             }
             if (shutdownGrace == null || shutdownGrace.isNegative()) {
                 throw new IllegalArgumentException(
