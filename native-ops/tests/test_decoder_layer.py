@@ -216,8 +216,9 @@ def check_rows(name, cache, slots, original, truth, low, dtype, scale, e5m2=Fals
         assert err <= bar, "%s: max error %.3g > %.3g" % (name, err, bar)
 
 
-def on_device(tensors, device):
-    return {k: (None if v is None else v.to(device)) for k, v in tensors.items()}
+def on_device(values, device):
+    """The batch's or weights' tensors on `device`; other values (flags) as they are."""
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
 
 
 def check_layer(family, shape, dtype, chunks, block_size=16, fp8=False, check_indices=True,

@@ -110,12 +110,18 @@ def test_small_shape_head_dim_80(gelu_tanh):
     reference.assert_close(actual, expected, torch.float32)
 
 
-def _low_precision_bar(actual, expected, same_precision):
+def _low_precision_bar(actual, expected, same_precision, dtype=None):
+    """Within twice the error of the same layer computed in the low precision; with `dtype`, or
+    within the suite's relative tolerance for that dtype (reference.TOLERANCE) of the output's
+    magnitude: a reference that happens to round luckily on one CPU (its GEMM path is the CPU's:
+    AMX, AVX-512 FP16 or neither) must not set a bar below the dtype's own rounding."""
     err = (actual.double() - expected).abs().max().item()
     bar = (same_precision.double() - expected).abs().max().item()
+    floor = 0.0 if dtype is None else TOLERANCE[dtype] * expected.abs().max().item()
     assert not torch.isnan(actual).any()
-    assert err <= 2 * bar + 1e-6, "error %.3g > twice the same-precision reference's %.3g" % (
-        err, bar)
+    assert err <= max(2 * bar + 1e-6, floor), (
+        "error %.3g > twice the same-precision reference's %.3g and the %s floor %.3g"
+        % (err, bar, dtype, floor))
 
 
 def test_bfloat16_mode():
@@ -167,7 +173,7 @@ def test_16_bit_streams(dtype):
     wd = {k: v.to(dtype) if k.endswith("_weight") and v.dim() == 2 else v for k, v in w.items()}
     lowp = reference.encoder_layer(x.to(dtype), cu, w, heads, 1e-12, 1 / math.sqrt(c // heads),
                                    False, gemm_dtype=dtype)
-    _low_precision_bar(actual.float(), exact, lowp)
+    _low_precision_bar(actual.float(), exact, lowp, dtype)
 
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])

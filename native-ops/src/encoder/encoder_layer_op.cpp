@@ -36,6 +36,10 @@ gemm::Weight check_weight(const Tensor& t, const char* arg, int64_t out, const c
   if (t.dtype() == DType::kUInt8) {
     check_dim(t, name, 1, "[bytes] (a gemm_pack_weight result)");
     check_contiguous(t, name);
+    if (t.device().type != DeviceType::kCpu) {  // its header is read below, on the host
+      fail_invalid(name.prefix(), ": expected a cpu tensor (packed weights serve the CPU GEMMs), "
+                   "got ", t.device().str());
+    }
     if (hidden.dtype() != DType::kFloat32) {
       fail_invalid(name.prefix(), ": expected a [out, in] weight of hidden's dtype ",
                    hidden.dtype_str(), " (packed weights need a float32 hidden), got a packed "
@@ -114,10 +118,6 @@ void encoder_layer_boxed(shim::StableIValue* stack, const EncoderBackend& backen
   check_kernel_dtype(hidden, hn);
   check_supported_device(hidden, hn);
   check_contiguous(hidden, hn);
-  if (backend.run == nullptr) {
-    fail_invalid(hn.prefix(), ": expected a tensor on a device with an encoder_layer kernel "
-                 "(CPU; on CUDA the encoder runs op by op), got ", hidden.device().str());
-  }
   const int64_t tokens = hidden.size(0), c = hidden.size(1);
   if (num_heads < 1 || c % num_heads != 0) {
     fail_invalid(kOp, ": num_heads: expected a value >= 1 dividing the hidden size C = ", c,
@@ -167,6 +167,13 @@ void encoder_layer_boxed(shim::StableIValue* stack, const EncoderBackend& backen
   p.down_bias = check_vector(down_bias, "down_bias", c, kC, hidden);
   p.ffn_norm_weight = check_vector(ffn_norm_weight, "ffn_norm_weight", c, kC, hidden);
   p.ffn_norm_bias = check_vector(ffn_norm_bias, "ffn_norm_bias", c, kC, hidden);
+  // A device without a kernel is named only now: a call that mixes devices reaches the kernel of
+  // its highest device (the dispatcher's choice), and the argument on the other device is the
+  // one to name, by the device checks above.
+  if (backend.run == nullptr) {
+    fail_invalid(hn.prefix(), ": expected a tensor on a device with an encoder_layer kernel "
+                 "(CPU; on CUDA the encoder runs op by op), got ", hidden.device().str());
+  }
   // The values: host memory (the only device with a kernel), so reading them costs no sync.
   check_cu_seqlens(cu_seqlens, tokens, max_seqlen);
   if (tokens == 0) return;
