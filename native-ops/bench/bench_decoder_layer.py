@@ -144,30 +144,67 @@ def time_steps(step, steps, sync):
     return statistics.median(times) * 1e3
 
 
-def kernel_table(step, replays=5):
-    """The device time of each kernel of `replays` steps (torch.profiler), per step: where a
-    captured step's time goes."""
+# Kernel families of a decode step, by the first substring of the (lower-cased) kernel name.
+FAMILIES = (("skinny", "GEMM (skinny)"), ("nvjet", "GEMM (cuBLASLt)"), ("gemm", "GEMM (cuBLASLt)"),
+            ("combine", "attention combine"), ("paged", "attention"), ("decode", "attention"),
+            ("flash", "attention"), ("norm", "norms"), ("cache", "cache write"),
+            ("sample", "token choice"), ("argmax", "token choice"), ("reduce", "token choice"))
+
+
+def family(name):
+    low = name.lower()
+    return next((f for key, f in FAMILIES if key in low), "other")
+
+
+def kernel_table(replay, wall_ms, replays=5):
+    """Where a captured step's time goes (torch.profiler over `replays` back-to-back replays):
+    device time per kernel and per kernel family, the GPU's span per step, the idle time
+    between kernels inside it, and what is left of the step's wall time (`wall_ms`, the timed
+    step with the ids on the host) outside the GPU's span: the host's share."""
     from torch.profiler import ProfilerActivity, profile
 
+    replay()
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
-            step()
+            replay()
         torch.cuda.synchronize()
-    totals = {}
+    totals, families, spans = {}, {}, []
     for evt in prof.events():
         if getattr(evt, "device_type", None) is None or "CUDA" not in str(evt.device_type):
             continue
         us = getattr(evt, "device_time", None) or getattr(evt, "cuda_time", 0.0)
+        spans.append((evt.time_range.start, evt.time_range.end))
+        fam = family(evt.name)
+        calls, total = families.get(fam, (0, 0.0))
+        families[fam] = (calls + 1, total + us)
         name = evt.name if len(evt.name) < 90 else evt.name[:87] + "..."
         calls, total = totals.get(name, (0, 0.0))
         totals[name] = (calls + 1, total + us)
-    rows = sorted(totals.items(), key=lambda kv: -kv[1][1])
+    spans.sort()
+    busy, cur = 0.0, None
+    for s, e in spans:
+        if cur is None or s > cur[1]:
+            busy += 0.0 if cur is None else cur[1] - cur[0]
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    busy += 0.0 if cur is None else cur[1] - cur[0]
+    span = (spans[-1][1] - spans[0][0]) / replays if spans else 0.0
+    busy /= replays
     lines = ["| kernel | calls/step | us/step |", "| --- | ---: | ---: |"]
-    for name, (calls, total) in rows[:12]:
+    for name, (calls, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:12]:
         lines.append("| `%s` | %.0f | %.1f |" % (name.replace("|", "/"), calls / replays,
                                                  total / replays))
     lines.append("| all kernels | %.0f | %.1f |" % (sum(c for c, _ in totals.values()) / replays,
                                                      sum(t for _, t in totals.values()) / replays))
+    lines += ["", "| family | kernels/step | us/step |", "| --- | ---: | ---: |"]
+    for fam, (calls, total) in sorted(families.items(), key=lambda kv: -kv[1][1]):
+        lines.append("| %s | %.0f | %.1f |" % (fam, calls / replays, total / replays))
+    lines += ["", "Per step: wall %.1f us (ids on the host); the GPU's span %.1f us, of which "
+              "kernels run %.1f us and the GPU idles %.1f us between kernels; outside the span "
+              "(replay launch, the ids' copy and the host's wait) %.1f us."
+              % (wall_ms * 1e3, span, busy, span - busy, wall_ms * 1e3 - span)]
     return "\n".join(lines)
 
 
@@ -274,7 +311,7 @@ def run(batch, model, device, steps, rows, notes, profiles, gemm_kernels):
         graph_ms = {kernel: statistics.median(r) for kernel, r in rounds.items()}
         for kernel in gemm_kernels:
             profiles.append(("%d, GEMMs %s" % (batch, kernel),
-                             kernel_table(graph_step_of(graphs[kernel]))))
+                             kernel_table(graphs[kernel].replay, graph_ms[kernel])))
 
     pairs = [(a, b) for hs, fs in zip(hf_ids[:8], fused_ids[:8]) for a, b in zip(hs, fs)]
     agree = sum(1 for a, b in pairs if a == b)

@@ -1,19 +1,41 @@
 """One call of the Hopper flash kernel per (head dim, causal) for Nsight Compute (see
-bench/hopper_check.sh): D 128 and 64 at S = 4096, bfloat16, the benchmark's token count."""
+bench/hopper_check.sh and bench/profile_targets.sh), at S = 4096 and the benchmark's token count
+(16k tokens, hidden 2048); with --cudnn, one call of SDPA's cuDNN backend on the same tensors
+after each, so that one ncu run profiles both kernels of a cell.
 
+Usage: DJL_ATTN_LIB_DIR=... python3 bench/hopper_profile.py [--dims 128,64] [--causal no]
+    [--dtype bfloat16] [--cudnn]
+"""
+
+import argparse
 import os
 import pathlib
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--dims", default="128,64")
+parser.add_argument("--causal", default="no", help="no, yes or both")
+parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+parser.add_argument("--cudnn", action="store_true")
+args = parser.parse_args()
 
 # Switches are read when the libraries load (docs/operators.md, "Switches").
 os.environ["DJL_ATTN_FLASH_HOPPER"] = "on"
 lib = pathlib.Path(os.environ["DJL_ATTN_LIB_DIR"])
 torch.ops.load_library(str(lib / "libdjl_attn.so"))
 torch.ops.load_library(str(lib / "libdjl_attn_cuda.so"))
-for dim in (128, 64):
+dtype = getattr(torch, args.dtype)
+causals = {"no": (False,), "yes": (True,), "both": (False, True)}[args.causal]
+for dim in (int(d) for d in args.dims.split(",")):
     heads = 2048 // dim
-    q, k, v = (torch.randn(4, 4096, heads, dim, dtype=torch.bfloat16, device="cuda") for _ in range(3))
-    for causal in (False,):
+    q, k, v = (torch.randn(4, 4096, heads, dim, dtype=dtype, device="cuda") for _ in range(3))
+    for causal in causals:
         torch.ops.djl_attn.flash_attention(q, k, v, None, dim ** -0.5, causal)
+        if args.cudnn:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                               v.transpose(1, 2), is_causal=causal)
 torch.cuda.synchronize()
