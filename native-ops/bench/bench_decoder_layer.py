@@ -144,11 +144,15 @@ def time_steps(step, steps, sync):
     return statistics.median(times) * 1e3
 
 
-# Kernel families of a decode step, by the first substring of the (lower-cased) kernel name.
-FAMILIES = (("skinny", "GEMM (skinny)"), ("nvjet", "GEMM (cuBLASLt)"), ("gemm", "GEMM (cuBLASLt)"),
-            ("combine", "attention combine"), ("paged", "attention"), ("decode", "attention"),
-            ("flash", "attention"), ("norm", "norms"), ("cache", "cache write"),
-            ("sample", "token choice"), ("argmax", "token choice"), ("reduce", "token choice"))
+# Kernel families of a decode step, by the first key found in the (lower-cased) kernel name.
+FAMILIES = (("skinny_gemm", "GEMM (skinny)"), ("nvjet", "GEMM (cuBLASLt)"),
+            ("gemm", "GEMM (cuBLASLt)"), ("flash_combine", "attention combine"),
+            ("reshape_and_cache", "cache write"), ("flash_decode", "attention"),
+            ("paged", "attention"), ("flash", "attention"), ("norm_rows", "norms"),
+            ("residual", "residual, activation, bias + RoPE"),
+            ("activation", "residual, activation, bias + RoPE"),
+            ("bias_rope", "residual, activation, bias + RoPE"), ("argmax", "token choice"),
+            ("sample", "token choice"), ("logits", "LM head epilogue"))
 
 
 def family(name):

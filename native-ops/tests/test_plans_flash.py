@@ -263,6 +263,17 @@ def test_decode_kernel_rules():
     assert flash_plan(1, 1, 4096, 32, 8, 256, gpu=ADA).startswith("fold+tiled/D256/base/64x32/")
 
 
+def test_decode_splits_only_below_one_full_wave():
+    # Llama-3.2-1B's decode step (Hq 32 / Hkv 8, D 64, 3 blocks per SM on 132 SMs: 396 slots).
+    # Batch 64 folds to 512 blocks, at least one per slot: no ranges, no combine pass; the
+    # wave-efficiency rule alone would take 3 ranges (1.29 waves of one range, 0.65 full).
+    assert flash_plan(64, 1, 1025, 32, 8, 64, decode_per_sm=3) == "fold+decode/D64/splits1"
+    # 50 sequences: 400 blocks, one wave and 4 blocks (0.51 full): one range. 40 sequences fill
+    # 320 of the 396 slots: the wave rule decides, and splits.
+    assert flash_plan(50, 1, 1025, 32, 8, 64, decode_per_sm=3) == "fold+decode/D64/splits1"
+    assert "splits1" not in flash_plan(40, 1, 1025, 32, 8, 64, decode_per_sm=3)
+
+
 def test_the_fold():
     # One query row of grouped heads in the default logsumexp layout: Hq / Hkv rows of Hkv heads.
     assert flash_plan(2, 1, 1024, 8, 2, 64, decode_per_sm=3).startswith("fold+decode/D64/")

@@ -105,6 +105,15 @@ struct int2_64 {
   int64_t lo, hi;
 };
 
+// Asks L2 for `bytes` (a multiple of 16) from 16-byte aligned `src` with one bulk request
+// (sm_90's cp.async.bulk.prefetch; nothing before it). No register holds the data: it is what
+// lets a block keep its whole weight tile in flight while the registers take one step at a time.
+__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
 constexpr bool gated(GemmEpilogue e) {
   return e == GemmEpilogue::kSwiGlu || e == GemmEpilogue::kGeGlu;
 }
@@ -251,6 +260,18 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   // way. The weights are no kernel's output: the first loads go out before the wait, while the
   // previous kernel (which writes the activations, and d for the residual) finishes.
   constexpr int64_t kStride = kSplitWarps * kUnroll;
+  // The register buffers hold ~32 KB per SM in flight, about what an H100's bandwidth needs and
+  // too little for an H200's (Little's law: its GEMMs ran no faster than an H100's): the block's
+  // weight rows are requested into L2 up front, one bulk request per row, and the register loads
+  // below then wait on L2 instead of HBM. A resident grid's tiles (<= 2 per SM: <= 34 MB) fit L2.
+  if (warp == 0 && c == 0) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (w_ok[h]) prefetch_l2(w_row[t][h], static_cast<uint32_t>(chunks * 16));
+      }
+  }
   Step even, odd;
   load_weights(even, warp);
   wait_for_prerequisite_grid();
