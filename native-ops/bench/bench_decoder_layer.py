@@ -182,8 +182,12 @@ def kernel_table(replay, wall_ms, replays=5):
         fam = family(evt.name)
         calls, total = families.get(fam, (0, 0.0))
         families[fam] = (calls + 1, total + us)
-        # Long template names keep their head and their tail (a skinny GEMM's epilogue and norm).
-        name = evt.name if len(evt.name) < 90 else evt.name[:44] + "..." + evt.name[-43:]
+        # A long name keeps its kernel and template arguments (a skinny GEMM's epilogue and norm).
+        name = evt.name.split(">(")[0] + ">" if ">(" in evt.name else evt.name
+        lt = name.find("<")
+        cut = name.rfind("::", 0, lt if lt >= 0 else len(name))
+        name = name[cut + 2:] if cut >= 0 else name
+        name = name if len(name) < 90 else name[:87] + "..."
         calls, total = totals.get(name, (0, 0.0))
         totals[name] = (calls + 1, total + us)
     spans.sort()

@@ -85,9 +85,6 @@ __device__ __forceinline__ float2 row_statistics(const uint4* row, int64_t chunk
                                                  const GemmNorm& norm, int lane) {
   auto total = [&](auto term) {
     float s = 0.f;
-    // Unrolled so that a lane's loads (8 for a 2k row) go out together: a rolled loop waited
-    // for each in turn, ~0.5 us of L2 latency apiece before the GEMM's first multiply.
-#pragma unroll 8
     for (int64_t chunk = lane; chunk < chunks; chunk += 32) {
       const uint4 x = __ldg(row + chunk);
       const T* xe = reinterpret_cast<const T*>(&x);
