@@ -248,11 +248,13 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
     }
   };
   // Two register buffers in turn: a step's mmas run while the next step's weights are on their
-  // way. The weights are no kernel's output: the first loads go out before the wait, while the
-  // previous kernel (which writes the activations, and d for the residual) finishes.
+  // way. The weights are no kernel's output: both buffers' loads go out before the wait, while
+  // the previous kernel (which writes the activations, and d for the residual) finishes — with
+  // a 2k row and 4 spans a step, that is the whole tile.
   constexpr int64_t kStride = kSplitWarps * kUnroll;
   Step even, odd;
   load_weights(even, warp);
+  if (warp + kStride < spans) load_weights(odd, warp + kStride);
   wait_for_prerequisite_grid();
   // The norm's statistics of the activation rows, warp r for row r, while the weights arrive.
   if constexpr (kNorm) {
@@ -264,11 +266,11 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
     __syncthreads();
   }
   for (int64_t first = warp; first < spans; first += 2 * kStride) {
-    if (first + kStride < spans) load_weights(odd, first + kStride);
     multiply(even, first);
-    if (first + kStride >= spans) break;
     if (first + 2 * kStride < spans) load_weights(even, first + 2 * kStride);
+    if (first + kStride >= spans) break;
     multiply(odd, first + kStride);
+    if (first + 3 * kStride < spans) load_weights(odd, first + 3 * kStride);
   }
 
   // The warps' partial sums, added in warp order. [warp][value][lane]: no bank conflicts.
