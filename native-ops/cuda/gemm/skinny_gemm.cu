@@ -80,13 +80,14 @@ __device__ __forceinline__ uint4 normalise8(const uint4& x, int64_t k0, float me
 }
 
 // Mean (LayerNorm; 0 for RMSNorm) and inverse deviation of activation row `row`, by one warp.
-template <typename T>
-__device__ __forceinline__ float2 row_statistics(const uint4* row, int64_t chunks, int64_t k,
+// load(chunk): the row's 16-byte chunk (from global memory, or from the staged copy).
+template <typename T, typename Load>
+__device__ __forceinline__ float2 row_statistics(Load load, int64_t chunks, int64_t k,
                                                  const GemmNorm& norm, int lane) {
   auto total = [&](auto term) {
     float s = 0.f;
     for (int64_t chunk = lane; chunk < chunks; chunk += 32) {
-      const uint4 x = __ldg(row + chunk);
+      const uint4 x = load(chunk);
       const T* xe = reinterpret_cast<const T*>(&x);
 #pragma unroll
       for (int e = 0; e < 8; ++e) s += term(to_float(xe[e]));
@@ -180,7 +181,11 @@ __device__ __forceinline__ void store_rotated(const SkinnyArgs& p, int64_t row, 
 // reads the weight rows of its tile's columns lo and hi (tile_columns; and their up rows n + ...
 // when gated) and activation row g, elements 8c..8c+7 of each span; its accumulators hold, as
 // mma's C fragment, column lo (values 0, 1) and hi (2, 3) of activation rows 2c and 2c + 1.
-template <typename T, GemmEpilogue kEpilogue, bool kNorm>
+// kStaged: the m activation rows are copied into shared memory once (normalised there when
+// kNorm), launch_epilogue's choice where they fit (staged_bytes). A warp does only 2-4 steps of k
+// in a 2k-column GEMM, so an activation load from L2 on each step (and the norm's weights and
+// arithmetic) sat on every step's critical path; from shared memory it is ~30 cycles.
+template <typename T, GemmEpilogue kEpilogue, bool kNorm, bool kStaged>
 __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(SkinnyArgs p) {
   constexpr int kTiles = gated(kEpilogue) ? 2 : 1;  // gate rows, then up rows
   constexpr int kUnroll = unroll(gated(kEpilogue));
@@ -205,6 +210,10 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   const uint4* a_row = static_cast<const uint4*>(p.a) + (a_ok ? g : 0) * (p.lda / 8);
   const uint4 zero = make_uint4(0, 0, 0, 0);
   __shared__ float2 stats[kSkinnyMaxRows];  // per activation row: the norm's mean and inverse
+  // The staged rows, [m][chunks + 1] chunks: the pad chunk spreads the 8 rows a warp reads in
+  // one step over the banks.
+  extern __shared__ uint4 staged[];
+  const int64_t staged_stride = chunks + 1;
 
   using Step = uint4[kTiles][2][kUnroll];
   auto load_weights = [&](Step& wv, int64_t first) {
@@ -227,9 +236,13 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t chunk = (first + u * kSplitWarps) * 4 + c;
-      av[u] = a_ok && chunk < chunks ? __ldg(a_row + chunk) : zero;
-      if (kNorm && a_ok && chunk < chunks) {
-        av[u] = normalise8<T>(av[u], chunk * 8, stats[g].x, stats[g].y, p.norm);
+      if constexpr (kStaged) {
+        av[u] = a_ok && chunk < chunks ? staged[g * staged_stride + chunk] : zero;
+      } else {
+        av[u] = a_ok && chunk < chunks ? __ldg(a_row + chunk) : zero;
+        if (kNorm && a_ok && chunk < chunks) {
+          av[u] = normalise8<T>(av[u], chunk * 8, stats[g].x, stats[g].y, p.norm);
+        }
       }
     }
 #pragma unroll
@@ -250,21 +263,46 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   // Two register buffers in turn: a step's mmas run while the next step's weights are on their
   // way. The weights are no kernel's output: both buffers' loads go out before the wait, while
   // the previous kernel (which writes the activations, and d for the residual) finishes — with
-  // a 2k row and 4 spans a step, that is the whole tile.
+  // a 2k row and 4 spans a step, that is the whole tile. (Not where the unstaged norm reads its
+  // statistics from global memory: with both buffers live through it, it spilled.)
   constexpr int64_t kStride = kSplitWarps * kUnroll;
+  constexpr bool kEarlyOdd = kStaged || !kNorm;
   Step even, odd;
   load_weights(even, warp);
-  if (warp + kStride < spans) load_weights(odd, warp + kStride);
+  if (kEarlyOdd && warp + kStride < spans) load_weights(odd, warp + kStride);
   wait_for_prerequisite_grid();
-  // The norm's statistics of the activation rows, warp r for row r, while the weights arrive.
-  if constexpr (kNorm) {
-    if (warp < p.m) {
-      const float2 s = row_statistics<T>(static_cast<const uint4*>(p.a) + warp * (p.lda / 8),
-                                         chunks, p.k, p.norm, lane);
-      if (lane == 0) stats[warp] = s;
+  // The activation rows into shared memory (every load of a thread out at once), then the
+  // norm's statistics, warp r for row r, and the rows normalised in place — all while the
+  // weights arrive. Unstaged, the statistics read the rows from global memory.
+  const uint4* a_rows = static_cast<const uint4*>(p.a);
+  if constexpr (kStaged) {
+    const int64_t total = p.m * chunks;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < total; i += kSplitWarps * 32) {
+      const int64_t row = i / chunks, chunk = i % chunks;
+      staged[row * staged_stride + chunk] = __ldg(a_rows + row * (p.lda / 8) + chunk);
     }
     __syncthreads();
   }
+  if constexpr (kNorm) {
+    if (warp < p.m) {
+      const uint4* row = kStaged ? staged + warp * staged_stride : a_rows + warp * (p.lda / 8);
+      auto load = [row](int64_t chunk) { return kStaged ? row[chunk] : __ldg(row + chunk); };
+      const float2 s = row_statistics<T>(load, chunks, p.k, p.norm, lane);
+      if (lane == 0) stats[warp] = s;
+    }
+    __syncthreads();
+    if constexpr (kStaged) {
+      const int64_t total = p.m * chunks;
+      for (int64_t i = threadIdx.x; i < total; i += kSplitWarps * 32) {
+        const int64_t row = i / chunks, chunk = i % chunks;
+        uint4& x = staged[row * staged_stride + chunk];
+        x = normalise8<T>(x, chunk * 8, stats[row].x, stats[row].y, p.norm);
+      }
+      __syncthreads();
+    }
+  }
+  if (!kEarlyOdd && warp + kStride < spans) load_weights(odd, warp + kStride);
   for (int64_t first = warp; first < spans; first += 2 * kStride) {
     multiply(even, first);
     if (first + 2 * kStride < spans) load_weights(even, first + 2 * kStride);
@@ -310,17 +348,32 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   }
 }
 
-template <typename T, GemmEpilogue kEpilogue>
-void launch_epilogue(const SkinnyArgs& args, cudaStream_t stream, int device) {
+// Shared memory for the staged activation rows ([m][k / 8 + 1] chunks), or 0 where they do not
+// fit the 48 KiB a block has without opting in (Llama-3.2-1B: 8 rows of 2k, or 2 rows of 8k).
+constexpr int64_t kStageLimit = 48 * 1024;
+int64_t staged_bytes(const SkinnyArgs& args) {
+  const int64_t bytes = args.m * (args.k / 8 + 1) * 16;
+  return bytes <= kStageLimit ? bytes : 0;
+}
+
+template <typename T, GemmEpilogue kEpilogue, bool kNorm>
+void launch_norm(const SkinnyArgs& args, cudaStream_t stream, int device) {
   const dim3 grid(static_cast<unsigned>((args.n + kColumns - 1) / kColumns));
   const dim3 block(kSplitWarps * 32);
   const char* name = "skinny_gemm_kernel";
-  if (args.norm.weight != nullptr) {
-    return launch_after_prerequisite<skinny_gemm_kernel<T, kEpilogue, true>>(
-        name, grid, block, 0, stream, device, args);
+  const int64_t smem = staged_bytes(args);
+  if (smem > 0) {
+    return launch_after_prerequisite<skinny_gemm_kernel<T, kEpilogue, kNorm, true>>(
+        name, grid, block, static_cast<size_t>(smem), stream, device, args);
   }
-  launch_after_prerequisite<skinny_gemm_kernel<T, kEpilogue, false>>(name, grid, block, 0,
-                                                                     stream, device, args);
+  launch_after_prerequisite<skinny_gemm_kernel<T, kEpilogue, kNorm, false>>(name, grid, block, 0,
+                                                                            stream, device, args);
+}
+
+template <typename T, GemmEpilogue kEpilogue>
+void launch_epilogue(const SkinnyArgs& args, cudaStream_t stream, int device) {
+  if (args.norm.weight != nullptr) return launch_norm<T, kEpilogue, true>(args, stream, device);
+  launch_norm<T, kEpilogue, false>(args, stream, device);
 }
 
 template <typename T>
