@@ -181,10 +181,10 @@ __device__ __forceinline__ void store_rotated(const SkinnyArgs& p, int64_t row, 
 // reads the weight rows of its tile's columns lo and hi (tile_columns; and their up rows n + ...
 // when gated) and activation row g, elements 8c..8c+7 of each span; its accumulators hold, as
 // mma's C fragment, column lo (values 0, 1) and hi (2, 3) of activation rows 2c and 2c + 1.
-// kStaged (with kNorm only): the m activation rows are copied into shared memory once and
-// normalised there, launch_epilogue's choice where they fit (staged_bytes). A warp does only 2-4
-// steps of k in a 2k-column GEMM, so the norm's statistics pass over global memory and its
-// per-step loads and arithmetic sat on the critical path of each step.
+// kStaged (with kNorm only): the activation rows are copied into shared memory once and
+// normalised there, launch_epilogue's choice (staged_bytes: one row). A warp does only 2-4 steps
+// of k in a 2k-column GEMM, so the norm's statistics pass over global memory and its per-step
+// loads and arithmetic sat on the critical path of each step.
 template <typename T, GemmEpilogue kEpilogue, bool kNorm, bool kStaged>
 __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(SkinnyArgs p) {
   constexpr int kTiles = gated(kEpilogue) ? 2 : 1;  // gate rows, then up rows
@@ -348,16 +348,16 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
   }
 }
 
-// Shared memory for the staged activation rows ([m][k / 8 + 1] chunks) of a GEMM with a norm,
-// or 0: without a norm, or where they do not fit the 48 KiB a block has without opting in.
-// Staging pays where it replaces the norm's statistics pass and its per-step arithmetic (H200,
-// Llama-3.2-1B's step at batch 1: qkv 9.7 -> 8.2 us, gate+up 24.9 -> 21.3 us a layer); for a
-// plain GEMM it moved the out projection -13%, the down projection +23% and every 8-row shape
-// +32..67% (a many-wave grid stages the rows once per block), so plain GEMMs read them from L1.
+// Shared memory for the staged activation row ([1][k / 8 + 1] chunks) of a one-row GEMM with a
+// norm, or 0. Measured in Llama-3.2-1B's captured step, a layer's norm GEMMs (qkv, gate+up):
+// at batch 1 staged 8.2 + 21.3 us against 9.7 + 24.9 (H200), 9.1 + 27.5 against 10.7 + 31.1
+// (H100); at batch 8 slower, 14.8 + 39.3 against 11.6 + 33.2 (H100: eight rows' statistics and
+// normalisation, one L2 round trip per row, before the first step). Plain GEMMs (no statistics
+// pass to replace) lost too: down +23% at one row, every 8-row shape +32..67% (H200).
 constexpr int64_t kStageLimit = 48 * 1024;
 int64_t staged_bytes(const SkinnyArgs& args) {
   const int64_t bytes = args.m * (args.k / 8 + 1) * 16;
-  return args.norm.weight != nullptr && bytes <= kStageLimit ? bytes : 0;
+  return args.norm.weight != nullptr && args.m == 1 && bytes <= kStageLimit ? bytes : 0;
 }
 
 template <typename T, GemmEpilogue kEpilogue>
