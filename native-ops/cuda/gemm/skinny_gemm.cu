@@ -261,12 +261,12 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
     }
   };
   // Two register buffers in turn: a step's mmas run while the next step's weights are on their
-  // way. The weights are no kernel's output: both buffers' loads go out before the wait, while
-  // the previous kernel (which writes the activations, and d for the residual) finishes — with
-  // a 2k row and 4 spans a step, that is the whole tile. (Not where the unstaged norm reads its
-  // statistics from global memory: with both buffers live through it, it spilled.)
+  // way. The weights are no kernel's output: the first loads go out before the wait, while the
+  // previous kernel (which writes the activations, and d for the residual) finishes; a staged
+  // kernel sends both buffers' (with a 2k row and 4 spans a step, the whole tile) to cover its
+  // staging. (The others keep one: with both live, the RoPE epilogue's kernels spilled.)
   constexpr int64_t kStride = kSplitWarps * kUnroll;
-  constexpr bool kEarlyOdd = kStaged || !kNorm;
+  constexpr bool kEarlyOdd = kStaged;
   Step even, odd;
   load_weights(even, warp);
   if (kEarlyOdd && warp + kStride < spans) load_weights(odd, warp + kStride);
@@ -302,13 +302,14 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) skinny_gemm_kernel(Skinny
       __syncthreads();
     }
   }
-  if (!kEarlyOdd && warp + kStride < spans) load_weights(odd, warp + kStride);
   for (int64_t first = warp; first < spans; first += 2 * kStride) {
+    if ((!kEarlyOdd || first != warp) && first + kStride < spans) {
+      load_weights(odd, first + kStride);
+    }
     multiply(even, first);
-    if (first + 2 * kStride < spans) load_weights(even, first + 2 * kStride);
     if (first + kStride >= spans) break;
+    if (first + 2 * kStride < spans) load_weights(even, first + 2 * kStride);
     multiply(odd, first + kStride);
-    if (first + 3 * kStride < spans) load_weights(odd, first + 3 * kStride);
   }
 
   // The warps' partial sums, added in warp order. [warp][value][lane]: no bank conflicts.
