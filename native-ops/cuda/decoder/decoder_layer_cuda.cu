@@ -15,6 +15,7 @@
 #include "common/tensor.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/scratch.h"
+#include "cuda/common/switches.h"
 #include "cuda/decoder/decoder_layer_kernels.cuh"
 #include "cuda/flash/flash_cuda.h"
 #include "cuda/gemm/gemm_cuda.h"
@@ -186,13 +187,17 @@ void run_typed(const DecoderLayerParams& p, int device) {
   void* gemm_ws = ws + gemm_offset;
   cudaStream_t stream = current_stream(device);
   const Stages<T> s{p, plan, ws, stream};
+  // The GEMM switch, read once for the layer's six GEMM choices.
+  const GemmRequest request = cuda_switches().gemm;
   auto run_gemm = [&](const void* a, const decoder::Projection& w, int64_t d) {
-    run_gemm_cuda(gemm(p, a, w, ws + d), gemm_ws, kGemmWorkspaceBytes, stream, device);
+    run_gemm_cuda(gemm(p, a, w, ws + d), request, gemm_ws, kGemmWorkspaceBytes, stream, device);
   };
 
-  auto skinny = [](const GemmCall& call) { return choose_gemm_kernel(call) == GemmKernel::kSkinny; };
+  auto skinny = [request](const GemmCall& call) {
+    return choose_gemm_kernel(call, request) == GemmKernel::kSkinny;
+  };
   auto run = [&](const GemmCall& call) {
-    run_gemm_cuda(call, gemm_ws, kGemmWorkspaceBytes, stream, device);
+    run_gemm_cuda(call, request, gemm_ws, kGemmWorkspaceBytes, stream, device);
   };
   // Where the skinny kernel runs the GEMMs (a decode step's few rows), the norms, the MLP's
   // activation and the residual adds move into them: the GEMMs read the hidden state through

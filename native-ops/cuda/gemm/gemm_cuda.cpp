@@ -6,7 +6,6 @@
 
 #include "common/error.h"
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/switches.h"
 #include "cuda/gemm/cublaslt_api.h"
 #include "cuda/gemm/skinny_gemm.h"
 
@@ -175,15 +174,15 @@ void run_cublaslt(const GemmCall& call, void* workspace, size_t workspace_bytes,
 
 }  // namespace
 
-GemmKernel choose_gemm_kernel(const GemmCall& call) {
-  if (cuda_switches().gemm == GemmRequest::kCublasLt) return GemmKernel::kCublasLt;
+GemmKernel choose_gemm_kernel(const GemmCall& call, GemmRequest request) {
+  if (request == GemmRequest::kCublasLt) return GemmKernel::kCublasLt;
   return skinny_gemm_fits(call) ? GemmKernel::kSkinny : GemmKernel::kCublasLt;
 }
 
-void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes,
-                   cudaStream_t stream, int device) {
+void run_gemm_cuda(const GemmCall& call, GemmRequest request, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream, int device) {
   if (call.m == 0) return;
-  if (choose_gemm_kernel(call) == GemmKernel::kSkinny) {
+  if (choose_gemm_kernel(call, request) == GemmKernel::kSkinny) {
     return launch_skinny_gemm(call, stream, device);
   }
   if (call.epilogue != GemmEpilogue::kStore || call.norm != nullptr) {

@@ -74,17 +74,18 @@ enum class GemmRequest { kAuto, kCublasLt };
 // Which kernel runs `call`: the skinny kernel where it applies (at most kSkinnyMaxRows rows of
 // float16/bfloat16, k a multiple of 8, 16-byte aligned operands) unless the switch says
 // cuBLASLt; cuBLASLt otherwise. A call with an epilogue other than kStore or a norm needs
-// kSkinny: the caller asks first and runs the unfused kernels otherwise.
-GemmKernel choose_gemm_kernel(const GemmCall& call);
+// kSkinny: the caller asks first and runs the unfused kernels otherwise. `request` is
+// cuda_switches().gemm, which a caller reads once per operator call (not once per GEMM).
+GemmKernel choose_gemm_kernel(const GemmCall& call, GemmRequest request);
 
 // Bytes of device workspace a cuBLASLt matmul may use; the caller passes a buffer this large.
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
-// Launches the GEMM on `stream`, on choose_gemm_kernel's kernel. cuBLASLt's matmul descriptor,
+// Launches the GEMM on `stream`, on choose_gemm_kernel(call, request)'s kernel. cuBLASLt's matmul descriptor,
 // layouts and algorithm are chosen once per (device, dtype, m, n, k, lda, ldd) and cached: a
 // decode step's GEMMs repeat the same shapes every step, and a heuristic query costs tens of
 // microseconds of host time (issue 22: host time is what the step loses).
-void run_gemm_cuda(const GemmCall& call, void* workspace, size_t workspace_bytes,
-                   cudaStream_t stream, int device);
+void run_gemm_cuda(const GemmCall& call, GemmRequest request, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream, int device);
 
 }  // namespace djl_attn::cuda

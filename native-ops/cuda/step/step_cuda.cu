@@ -11,6 +11,7 @@
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/scratch.h"
+#include "cuda/common/switches.h"
 #include "cuda/decoder/decoder_layer_kernels.cuh"
 #include "cuda/gemm/gemm_cuda.h"
 
@@ -88,8 +89,8 @@ void head_typed(const step::HeadParams& p, cudaStream_t stream, int device) {
       static_cast<const T*>(p.hidden), normed, c, p.norm.weight, p.norm.bias,
       p.norm_type == decoder::NormType::kLayer, p.norm_eps, p.rows);
   DJL_ATTN_CUDA_CHECK_LAUNCH("decoder_head norm_rows_kernel");
-  run_gemm_cuda(GemmCall{p.dtype, normed, p.head_weight, product, r, v, c, c, v}, gemm_ws,
-                kGemmWorkspaceBytes, stream, device);
+  run_gemm_cuda(GemmCall{p.dtype, normed, p.head_weight, product, r, v, c, c, v},
+                cuda_switches().gemm, gemm_ws, kGemmWorkspaceBytes, stream, device);
   if (sizeof(T) == sizeof(float) && p.softcap == 0.f) return;
   logits_kernel<T><<<grid_for(r * v, device), kThreads, 0, stream>>>(p.logits, product, r * v,
                                                                    p.softcap);
