@@ -1,17 +1,19 @@
 """djl_attn.encoder_layer (one whole post-norm BERT encoder layer over packed tokens) against the
 float64 reference of reference.py: awkward lengths (1, 7, 113, 511, 512) and ragged batches,
 plain and packed weights (gemm_pack_weight: MKL's packed layout, the bfloat16 and int8 modes), every
-stream dtype, both GEMM backends, one and two threads, the workspace reused across calls, and bad
+stream dtype, both GEMM backends, one and two threads on both thread backends, the workspace reused across calls, and bad
 inputs. Low precision meets the suite's bar: the kernel's error is at most twice the error of the
 same reference computed in that precision. encoder_layer has a CPU kernel only (the CUDA encoder
 runs op by op), so these run on the CPU."""
 
+import ctypes
 import math
 
 import pytest
 import torch
 
 import reference
+from conftest import _find
 from reference import TOLERANCE
 
 encoder_layer = torch.ops.djl_attn.encoder_layer
@@ -183,15 +185,35 @@ def test_gemm_backends(backend, options):
     reference.assert_close(actual, expected, torch.float32)
 
 
+@pytest.mark.parametrize("pool", ["auto", "own"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_threads(threads):
+def test_threads(threads, pool, options):
+    # The kernels' loops on libtorch's OpenMP team (auto) and on the library's own pool.
+    options.set("DJL_ATTN_CPU_THREADS", pool)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        actual, expected, *_ = run_case(MINILM, BATCHES["ragged"], packing="f32")
+        actual, expected, *_ = run_case(MINILM, BATCHES["awkward"], packing="f32")
     finally:
         torch.set_num_threads(before)
     reference.assert_close(actual, expected, torch.float32)
+
+
+def test_thread_count_follows_torch():
+    # Unset, the kernels' thread count is libtorch's, read at every call (DJL sets it after the
+    # library is loaded); an explicit djl_attn_set_num_threads overrides it until reset with 0.
+    lib = ctypes.CDLL(str(_find("libdjl_attn.so")))
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 3, 2):
+            torch.set_num_threads(n)
+            assert lib.djl_attn_get_num_threads() == n
+        lib.djl_attn_set_num_threads(5)
+        assert lib.djl_attn_get_num_threads() == 5
+    finally:
+        lib.djl_attn_set_num_threads(0)
+        torch.set_num_threads(before)
+    assert lib.djl_attn_get_num_threads() == before
 
 
 def test_repeated_calls_give_the_same_result():

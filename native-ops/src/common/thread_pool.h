@@ -1,10 +1,12 @@
-// The library's one CPU thread pool.
+// The CPU kernels' parallel loops.
 //
-// DJL's libtorch brings its own OpenMP runtime; linking a second one into this library would
-// double the thread pools and oversubscribe the cores. So the CPU kernels share one small pool
-// of plain threads, sized like libtorch's intra-op pool: the Java loader passes DJL's setting,
-// otherwise OMP_NUM_THREADS, otherwise the CPUs this process may run on. The calling thread
-// always takes part, and small problems never leave it.
+// They run on libtorch's OpenMP threads, the ones MKL's GEMMs run on (GOMP_parallel, found in
+// the loaded libtorch's dependencies with dlsym: nothing linked, so no second OpenMP runtime),
+// with as many threads as libtorch's setting (MKL's thread count, which at::set_num_threads and
+// DJL's JniUtils.setNumThreads set) unless set_num_threads overrides it. Where libtorch carries
+// no OpenMP, or DJL_ATTN_CPU_THREADS=own, a small pool of plain threads of this library runs
+// them, sized by set_num_threads, else OMP_NUM_THREADS, else the CPUs this process may run on.
+// The calling thread always takes part, and small problems never leave it.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,8 @@
 namespace djl_attn {
 
 // Sets the number of threads (the caller included) used by later parallel_for calls; values
-// below 1 restore the default. Safe to call at any time.
+// below 1 restore the default (libtorch's setting, followed at every call). Safe to call at any
+// time.
 void set_num_threads(int num_threads);
 int get_num_threads();
 

@@ -5,7 +5,6 @@ package io.djlattention.jni;
 
 import ai.djl.engine.Engine;
 import ai.djl.engine.EngineException;
-import ai.djl.pytorch.jni.JniUtils;
 import java.io.File;
 import java.io.IOException;
 import java.net.URL;
@@ -93,8 +92,8 @@ public final class LibraryLoader {
                         "djl_attn operators are not registered: "
                                 + DjlAttnLibrary.registrationMessage());
             }
-            // Same pool size as libtorch's intra-op pool, which DJL configures.
-            DjlAttnLibrary.setNumThreads(JniUtils.getNumThreads());
+            // The kernels' thread count is left unset: the library then follows libtorch's
+            // intra-op setting at every call (JniUtils.setNumThreads after loading included).
             Boolean mapped = libtorchCudaMapped(Paths.get("/proc/self/maps"));
             torchHasCuda = mapped != null ? mapped : engine.getGpuCount() > 0;
             if (torchHasCuda) {
