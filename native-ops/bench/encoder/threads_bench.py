@@ -1,5 +1,5 @@
 # encoder_layer (MKL-packed float32 weights) with the kernels' loops on libtorch's OpenMP team
-# (DJL_ATTN_CPU_THREADS=auto) or on the library's own pool (own), switched in-process and
+# (DJL_ATTN_CPU_THREADS=openmp) or on the library's own pool (own, the default), switched in-process and
 # interleaved round by round, at 1 and 2 threads; median ms per forward of L layers.
 # Usage: OMP_WAIT_POLICY=... python threads_bench.py [rounds]  (the wait policy is per process)
 import ctypes, math, os, statistics, sys, time, torch
@@ -37,17 +37,17 @@ for name, m, b, s in [("MiniLM-L6", minilm, 1, 16), ("MiniLM-L6", minilm, 8, 128
     reps = max(1, 2048 // (b * s))
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        times = {"own": [], "auto": []}
+        times = {"own": [], "openmp": []}
         for rnd in range(rounds + 1):
-            for mode in ("own", "auto"):
+            for mode in ("own", "openmp"):
                 lib.djl_attn_set_option(b"DJL_ATTN_CPU_THREADS", mode.encode())
-                # The own pool at the same thread count (0: the team follows torch's setting).
-                lib.djl_attn_set_num_threads(threads if mode == "own" else 0)
+                # Both follow torch's setting (0: no override).
+                lib.djl_attn_set_num_threads(0)
                 x = x0.clone()
                 t0 = time.perf_counter()
                 for _ in range(reps): forward(m, x, cu, s)
                 if rnd > 0: times[mode].append((time.perf_counter() - t0) / reps * 1e3)
-        o, a = statistics.median(times["own"]), statistics.median(times["auto"])
+        o, a = statistics.median(times["own"]), statistics.median(times["openmp"])
         print(f"| {name} | {b} x {s} | {threads} | {o:.2f} | {a:.2f} | {o / a:.2f}x |", flush=True)
 lib.djl_attn_set_option(b"DJL_ATTN_CPU_THREADS", b"")
 lib.djl_attn_set_num_threads(0)

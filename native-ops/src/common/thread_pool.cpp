@@ -19,16 +19,20 @@
 namespace djl_attn {
 namespace {
 
-Option kCpuThreads("DJL_ATTN_CPU_THREADS", {"auto", "own"},
-                   "where the CPU kernels' parallel loops run: libtorch's OpenMP threads (the "
-                   "GEMMs' threads) when libtorch carries OpenMP, or the library's own pool");
+Option kCpuThreads("DJL_ATTN_CPU_THREADS", {"own", "openmp"},
+                   "where the CPU kernels' parallel loops run: the library's own pool, or "
+                   "libtorch's OpenMP threads (the GEMMs' threads) when libtorch carries OpenMP");
 
 // libtorch's OpenMP runtime (libgomp in the Linux builds of DJL and PyPI), reached through
-// libtorch_cpu.so's dependencies like MKL: nothing linked. Running the kernels' loops on the team
-// that runs MKL's GEMMs keeps one set of threads on the cores. With a pool of our own next to it,
-// a third thread competes for 2 cores: under libgomp's default wait policy its worker spins after
-// each GEMM while ours wakes for the attention (perf, MiniLM 8 x 128 on 2 threads, 2026-11-27:
-// 15% of the samples in libgomp's spin, the attention split 30/70 between the two threads).
+// libtorch_cpu.so's dependencies like MKL: nothing linked. Its thread count is the one the kernels
+// follow. Running the loops on its team (DJL_ATTN_CPU_THREADS=openmp) keeps one set of threads on
+// the cores: next to our own pool a third thread competes for 2 cores, and under libgomp's default
+// wait policy its worker spins after each GEMM while ours waits for a core (perf, MiniLM 8 x 128
+// on 2 threads, 2026-11-27: 15% of the samples in libgomp's spin). It is not the default because
+// each of its regions ends in a barrier that waits for every team thread: on an oversubscribed
+// machine with the default (spinning) policy a one-sentence request took 256 ms against 5 ms on
+// the own pool, whose caller runs every chunk a descheduled worker has not claimed
+// (docs/design/fused-encoder-layer.md section 12).
 struct OpenMp {
   void (*parallel)(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
   int (*max_threads)();  // MKL's thread count (global: at::set_num_threads sets it), else OpenMP's
@@ -49,7 +53,7 @@ const OpenMp& openmp() {
   return api;
 }
 
-bool use_openmp() { return !kCpuThreads.is("own") && openmp().present(); }
+bool use_openmp() { return kCpuThreads.is("openmp") && openmp().present(); }
 
 int default_num_threads() {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
@@ -167,7 +171,7 @@ int get_num_threads() {
   if (n > 0) return n;
   // Unset: libtorch's own setting (DJL's JniUtils.setNumThreads, torch.set_num_threads), read at
   // every call so that a later change is followed, as libtorch's own operators follow it.
-  if (use_openmp()) return std::max(1, openmp().max_threads());
+  if (openmp().max_threads != nullptr) return std::max(1, openmp().max_threads());
   static const int fallback = default_num_threads();
   return fallback;
 }

@@ -1,12 +1,13 @@
 // The CPU kernels' parallel loops.
 //
-// They run on libtorch's OpenMP threads, the ones MKL's GEMMs run on (GOMP_parallel, found in
-// the loaded libtorch's dependencies with dlsym: nothing linked, so no second OpenMP runtime),
-// with as many threads as libtorch's setting (MKL's thread count, which at::set_num_threads and
-// DJL's JniUtils.setNumThreads set) unless set_num_threads overrides it. Where libtorch carries
-// no OpenMP, or DJL_ATTN_CPU_THREADS=own, a small pool of plain threads of this library runs
-// them, sized by set_num_threads, else OMP_NUM_THREADS, else the CPUs this process may run on.
-// The calling thread always takes part, and small problems never leave it.
+// DJL's libtorch brings its own OpenMP runtime; linking a second one into this library would
+// double the thread pools. So the loops run on a small pool of plain threads of this library, or,
+// with DJL_ATTN_CPU_THREADS=openmp, on libtorch's OpenMP threads, the ones MKL's GEMMs run on
+// (GOMP_parallel, found in the loaded libtorch's dependencies with dlsym: nothing linked). Either
+// way the thread count is libtorch's setting (MKL's thread count, which at::set_num_threads and
+// DJL's JniUtils.setNumThreads set), read at every call, unless set_num_threads overrides it;
+// without libtorch's OpenMP, OMP_NUM_THREADS, else the CPUs this process may run on. The calling
+// thread always takes part, and small problems never leave it.
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,16 @@ class LibraryBridgeTest {
     @Test
     void threadPoolFollowsDjlsIntraOpSetting() {
         LibraryLoader.load();
-        assertEquals(
-                ai.djl.pytorch.jni.JniUtils.getNumThreads(), DjlAttnLibrary.getNumThreads());
+        int before = ai.djl.pytorch.jni.JniUtils.getNumThreads();
+        assertEquals(before, DjlAttnLibrary.getNumThreads());
+        try {
+            // Changed after loading (as EncoderVsOrtBenchmark and the thread tests do): followed.
+            for (int n : new int[] {1, 3}) {
+                ai.djl.pytorch.jni.JniUtils.setNumThreads(n);
+                assertEquals(n, DjlAttnLibrary.getNumThreads());
+            }
+        } finally {
+            ai.djl.pytorch.jni.JniUtils.setNumThreads(before);
+        }
     }
 }
