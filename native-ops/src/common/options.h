@@ -5,9 +5,9 @@
 // Tests and benchmarks switch in-process through djl_attn_set_option (the C interface), which
 // refuses an unknown name or value with an InvalidArgument naming the choices.
 //
-// The list, documented in docs/operators.md ("Switches"): DJL_ATTN_CPU_ISA and DJL_ATTN_CPU_GEMM
-// (libdjl_attn.so, with their kernels); DJL_ATTN_FLASH_DECODE, DJL_ATTN_FLASH_HOPPER,
-// DJL_ATTN_FLASH_CONFIG, DJL_ATTN_FLASH_HOPPER_SCHED, DJL_ATTN_FLASH_FP32,
+// The list, documented in docs/operators.md ("Switches"): DJL_ATTN_CPU_ISA, DJL_ATTN_CPU_GEMM
+// and DJL_ATTN_CPU_THREADS (libdjl_attn.so, with their code); DJL_ATTN_FLASH_DECODE,
+// DJL_ATTN_FLASH_HOPPER, DJL_ATTN_FLASH_CONFIG, DJL_ATTN_FLASH_HOPPER_SCHED, DJL_ATTN_FLASH_FP32,
 // DJL_ATTN_PAGED_KERNEL, DJL_ATTN_PAGED_CONFIG, DJL_ATTN_PAGED_PARTITION and
 // DJL_ATTN_LINEAR_KERNEL (libdjl_attn_cuda.so: declared in cuda/common/switches.cpp and read
 // by its launchers only as one typed config, cuda/common/switches.h).
