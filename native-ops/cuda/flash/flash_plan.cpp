@@ -182,12 +182,13 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   {
     const bool fold = folds_query_groups(params, /*decode_kernel=*/true);
     const FlashParams p = fold ? fold_query_groups(params) : params;
+    const std::optional<DecodeKernel> kernel = decode_kernel(p, /*paged=*/false);
     if (sw.decode != DecodeMode::kOff && !any_bias(p) &&
         p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 && p.seqlen_q <= decode::kMaxRows &&
-        decode_runs_on(p.head_dim, device)) {
+        kernel && decode_runs_on(p.head_dim, device)) {
       plan.fold = fold;
       plan.path = FlashPath::kDecode;
-      plan.decode = decode_kernel(p, /*paged=*/false);
+      plan.decode = *kernel;
       plan.split = plan_decode_split(p.batch, p.heads_q, p.seqlen_q, decode_walked_keys(p, fold),
                                      p.head_dim, residency.decode(plan.decode), device.sm_count);
       return plan;
@@ -330,9 +331,16 @@ int64_t decode_walked_keys(const FlashParams& p, bool folded) {
   return std::min<int64_t>(p.seqlen_k, p.window_left + positions + decode::kBlockN - 1);
 }
 
-DecodeKernel decode_kernel(const FlashParams& p, bool paged) {
-  return DecodeKernel{p.dtype, static_cast<int>(p.head_dim), paged, has_flash_features(p),
-                      p.alibi_slopes != nullptr};
+std::optional<DecodeKernel> decode_kernel(const FlashParams& p, bool paged) {
+  if (p.dtype != ElementType::kFloat16 && p.dtype != ElementType::kBFloat16) return std::nullopt;
+  if (!decode::head_dim_compiled(p.head_dim)) return std::nullopt;
+  static_assert(decode::head_dim_compiled(64) && decode::head_dim_compiled(128) &&
+                    decode::head_dim_compiled(256),
+                "DecodeHeadDim names the compiled head dims");
+  return DecodeKernel{
+      p.dtype == ElementType::kFloat16 ? DecodeType::kFloat16 : DecodeType::kBFloat16,
+      static_cast<DecodeHeadDim>(p.head_dim), paged, has_flash_features(p),
+      p.alibi_slopes != nullptr};
 }
 
 KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t walked_keys,
@@ -444,7 +452,7 @@ std::string describe(const FlashPlan& plan) {
              std::to_string(plan.hopper.consumers) + "/grid" + std::to_string(plan.hopper_grid) +
              "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
     case FlashPath::kDecode:
-      return out + "decode/D" + std::to_string(plan.decode.head_dim) +
+      return out + "decode/D" + std::to_string(static_cast<int>(plan.decode.head_dim)) +
              (plan.decode.alibi ? "/alibi" : (plan.decode.features ? "/features" : "")) +
              "/splits" +
              std::to_string(plan.split.num_splits);

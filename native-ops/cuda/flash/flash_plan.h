@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "cuda/common/device_facts.h"
@@ -88,10 +89,16 @@ struct TiledKernel {
   bool features;  // sliding window, soft-capping or ALiBi (base tiles, no bias)
 };
 
+// The element types and head dims the decode kernel is compiled for (flash_decode_{fp16,bf16}*.cu,
+// decode::head_dim_compiled): a DecodeKernel can name only an instantiation that exists, so its
+// launcher (flash_decode.cu) has no value to refuse.
+enum class DecodeType { kFloat16, kBFloat16 };
+enum class DecodeHeadDim { k64 = 64, k128 = 128, k256 = 256 };
+
 // One instantiation of the decode kernel (flash_decode_*.cu).
 struct DecodeKernel {
-  ElementType dtype;
-  int head_dim;
+  DecodeType dtype = DecodeType::kFloat16;
+  DecodeHeadDim head_dim = DecodeHeadDim::k64;
   bool paged;
   bool features;  // the sliding window, soft-cap or ALiBi (kFeatures; has_flash_features)
   bool alibi;     // ALiBi (kAlibi, with features): the instantiation that reads the slopes
@@ -176,8 +183,9 @@ KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t w
 int64_t decode_walked_keys(const FlashParams& p, bool folded);
 
 // The decode instantiation for `p` (float16/bfloat16, D 64/128/256): with the features when it
-// has a sliding window, soft-cap or ALiBi, and the ALiBi one when it has ALiBi.
-DecodeKernel decode_kernel(const FlashParams& p, bool paged);
+// has a sliding window, soft-cap or ALiBi, and the ALiBi one when it has ALiBi. None for another
+// dtype or head dim.
+std::optional<DecodeKernel> decode_kernel(const FlashParams& p, bool paged);
 
 // Whether the decode kernel for `head_dim` is compiled and fits the device (sm_80+, its shared
 // memory).

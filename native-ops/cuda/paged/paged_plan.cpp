@@ -151,6 +151,7 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
     // One block per (sequence, kv head) and partition: v2's partitions, and one pass where they
     // come to a single one.
     plan.kernel = DecodeKernel::kFlashFp8;
+    plan.fp8_head_dim = static_cast<Fp8MmaHeadDim>(p.head_dim);  // fp8_mma_head_dim: one of them
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
     const Split split =
         split_context(walked_context(p), options.partition_size, p.num_seqs * p.heads_kv, wanted);
@@ -162,17 +163,19 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
     }
     return plan;
   }
+  // The instantiation, as flash_attention's plan makes it for a decode call (plan_flash).
+  const std::optional<flash::DecodeKernel> flash_kernel =
+      flash::decode_kernel(folded_call(p), /*paged=*/true);
   if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
-      flash_runs(p, device)) {
+      flash_kernel && flash_runs(p, device)) {
     plan.kernel = DecodeKernel::kFlash;
     // The flash grid is (batch x kv heads) blocks in x.
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridX / p.heads_kv);
-    // The instantiation and its split, as flash_attention's plan makes them for a decode call
-    // (plan_flash), for a full launch; a shorter last one (past 2^31 / Hkv sequences) runs the
-    // same split, whose scratch rows then bound its own.
+    // Its split for a full launch; a shorter last one (past 2^31 / Hkv sequences) runs the same
+    // split, whose scratch rows then bound its own.
     flash::FlashParams f = folded_call(p);
     f.batch = plan.seqs_per_launch;
-    plan.flash = flash::decode_kernel(f, /*paged=*/true);
+    plan.flash = *flash_kernel;
     // The problem carries no addresses: ALiBi is its flag (flash_decode_params sets the slopes).
     plan.flash.alibi = p.alibi;
     plan.flash.features = plan.flash.features || p.alibi;

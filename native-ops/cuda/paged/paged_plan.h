@@ -69,6 +69,10 @@ enum class StreamConfig { kDefault, kSmem4, kW8L2, kSmem8, kPf, kW8L2Pf };
 
 enum class DecodeKernel { kFlash, kV1, kV2, kRows, kFlashFp8 };
 
+// The head dims of the fp8 tensor-core kernel (fp8_mma_head_dim) as the plan names them to its
+// launcher (paged_fp8_mma.cuh), which then has none to refuse.
+enum class Fp8MmaHeadDim { k64 = 64, k128 = 128, k256 = 256 };
+
 // What the switches ask of the decode launcher.
 struct DecodeOptions {
   DecodeRequest kernel = DecodeRequest::kAuto;
@@ -127,6 +131,7 @@ struct DecodePlan {
   int64_t workspace_floats;  // v2, flash_fp8 with partitions: float32 scratch of one launch
                              // ([seqs, Hq, partitions] maxima and sums, [seqs, Hq, partitions,
                              // D] outputs); 0 otherwise
+  Fp8MmaHeadDim fp8_head_dim = Fp8MmaHeadDim::k64;  // kFlashFp8: its instantiation
   flash::DecodeKernel flash;  // kFlash: the flash decode instantiation (paged rows)
   flash::KeySplit split;      // kFlash: its key split for a launch of seqs_per_launch sequences
 };
