@@ -104,12 +104,20 @@ struct DecodeKernel {
   bool alibi;     // ALiBi (kAlibi, with features): the instantiation that reads the slopes
 };
 
+// The Hopper kernel's compiled (head dim, consumer warpgroups) pairs (hopper::consumers_compiled)
+// as the plan names them to its launcher (hopper/flash_hopper.cu), which then has none to refuse.
+enum class HopperTile { kD64C2, kD64C3, kD128C2, kD256C2 };
+constexpr int head_dim_of(HopperTile t) {
+  return t == HopperTile::kD256C2 ? 256 : (t == HopperTile::kD128C2 ? 128 : 64);
+}
+// Consumer warpgroups of 64 query rows: the work item's rows are 64 x this.
+constexpr int consumers_of(HopperTile t) { return t == HopperTile::kD64C3 ? 3 : 2; }
+
 // One instantiation of the Hopper kernel (hopper/flash_hopper.cu).
 struct HopperKernel {
-  ElementType dtype;
-  int head_dim;
-  int consumers;   // consumer warpgroups of 64 query rows: the work item's rows are 64 x this
-  bool ping_pong;  // the consumers take turns issuing their GEMMs
+  ElementType dtype = ElementType::kFloat16;  // float16 or bfloat16
+  HopperTile tile = HopperTile::kD128C2;
+  bool ping_pong = true;  // the consumers take turns issuing their GEMMs
 };
 
 // Resident blocks per SM of a kernel on the device: the CUDA occupancy API's answer, which
@@ -147,8 +155,8 @@ struct FlashPlan {
   DecodeKernel decode{};
   // kTiled and kDecode
   KeySplit split{};
-  // kHopper: work items (hopper::block_m(hopper.consumers)-row query tiles of every (batch, head))
-  // over a persistent grid.
+  // kHopper: work items (hopper::block_m(consumers_of(hopper.tile))-row query tiles of every
+  // (batch, head)) over a persistent grid.
   HopperKernel hopper{};
   int hopper_items = 0;
   int hopper_grid = 0;
