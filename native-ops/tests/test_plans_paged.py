@@ -180,6 +180,17 @@ def test_decode_unaligned_caches_take_the_row_kernel():
     assert decode_plan(8, 4096, cache_address=ALIGNED + 8, element_size=4)["kernel"] == "rows"
 
 
+@pytest.mark.parametrize("kernel", ["v1", "v2"])
+@pytest.mark.parametrize("block_size", [4, 12, 64])
+def test_decode_block_sizes_off_the_list_take_the_row_kernel(kernel, block_size):
+    # v1/v2 have a kernel per listed block size (the bindings refuse others): the plan names one
+    # of them to the launcher, or runs the row kernel; fp8 caches take any at run time.
+    assert decode_plan(4, 1000, kernel=kernel, block_size=block_size)["kernel"] == "rows"
+    assert decode_plan(4, 1000, kernel=kernel, block_size=32)["kernel"] == kernel
+    fp8 = decode_plan(4, 1000, kernel=kernel, block_size=block_size, fp8=True)
+    assert (fp8["kernel"], fp8["block_size"]) == (kernel, "run_time")
+
+
 def test_decode_batches_past_the_grid_limit_run_in_slices():
     # v1/v2 put the sequences in grid y (at most 65535); the flash kernel puts batch x Hkv
     # blocks in grid x (at most 2^31 - 1).

@@ -91,21 +91,25 @@ void run_typed(const FlashParams& params, bool folded, const paged::PagedKv* pag
 }
 
 // Calls visit.template operator()<T, kHeadDim, kPaged, kFeatures, kAlibi>() for the
-// instantiation `kernel` names (ALiBi: the features instantiation with kAlibi).
+// instantiation `kernel` names (ALiBi: the features instantiation with kAlibi). Its dtype and
+// head dim are enumerations of the compiled ones (flash_plan.h), every one handled here.
 template <typename Visit>
-auto visit_kernel(const DecodeKernel& kernel, Visit&& visit) {
+int visit_kernel(const DecodeKernel& kernel, Visit&& visit) {
   auto with_type = [&](auto type_tag) {
     using T = decltype(type_tag);
     auto with_flags = [&](auto paged_tag, auto features_tag, auto alibi_tag) {
       constexpr bool kPaged = decltype(paged_tag)::value;
       constexpr bool kFeatures = decltype(features_tag)::value;
       constexpr bool kAlibi = decltype(alibi_tag)::value;
-      switch (kernel.head_dim) {
-        case 64: return visit.template operator()<T, 64, kPaged, kFeatures, kAlibi>();
-        case 128: return visit.template operator()<T, 128, kPaged, kFeatures, kAlibi>();
-        case 256: return visit.template operator()<T, 256, kPaged, kFeatures, kAlibi>();
-        default: fail_native("flash decode: no kernel for head dim ", kernel.head_dim);
+      switch (kernel.head_dim) {  // every DecodeHeadDim
+        case DecodeHeadDim::k64:
+          return visit.template operator()<T, 64, kPaged, kFeatures, kAlibi>();
+        case DecodeHeadDim::k128:
+          return visit.template operator()<T, 128, kPaged, kFeatures, kAlibi>();
+        case DecodeHeadDim::k256:
+          break;
       }
+      return visit.template operator()<T, 256, kPaged, kFeatures, kAlibi>();
     };
     auto with_paged = [&](auto paged_tag) {
       if (kernel.alibi) return with_flags(paged_tag, std::true_type{}, std::true_type{});
@@ -114,11 +118,7 @@ auto visit_kernel(const DecodeKernel& kernel, Visit&& visit) {
     };
     return kernel.paged ? with_paged(std::true_type{}) : with_paged(std::false_type{});
   };
-  switch (kernel.dtype) {
-    case ElementType::kFloat16: return with_type(__half{});
-    case ElementType::kBFloat16: return with_type(__nv_bfloat16{});
-    default: fail_native("flash decode: unsupported element type ", static_cast<int>(kernel.dtype));
-  }
+  return kernel.dtype == DecodeType::kFloat16 ? with_type(__half{}) : with_type(__nv_bfloat16{});
 }
 
 // The occupancy query of one instantiation, for visit_kernel.

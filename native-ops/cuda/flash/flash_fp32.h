@@ -23,8 +23,16 @@ namespace djl_attn::flash::fp32 {
 // only (output columns in groups of 32), one flash_fp32_hdim*.cu file each.
 #define DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(X) X(32) X(64) X(96) X(128) X(256)
 
+// The same list as a tile names it: only a compiled head dim, so the launcher (flash_fp32.cu) has
+// none to refuse. The value is the head dim.
+enum class Fp32HeadDim {
+#define DJL_FLASH_FP32_ENUMERATOR_(D) k##D = D,
+  DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(DJL_FLASH_FP32_ENUMERATOR_)
+#undef DJL_FLASH_FP32_ENUMERATOR_
+};
+
 struct Fp32Tile {
-  int head_dim;      // compiled head dim the problem's D is padded to (32, 64, 96, 128 or 256)
+  Fp32HeadDim head_dim = Fp32HeadDim::k32;  // compiled head dim the problem's D is padded to
   int warps;         // 4 or 8; each warp owns 16 query rows, so a block owns 16 * warps rows
   bool split_tf32;   // true: 3xTF32 (float32 accuracy); false: 1xTF32 (opt-in, ~1e-3)
   bool bias;         // q/k/v bias added in shared memory (the fused BERT path)

@@ -11,13 +11,13 @@
 namespace djl_attn::flash::fp32 {
 namespace {
 
-// The smallest compiled head dim >= dim, or 0 above them all.
-int compiled_head_dim(int64_t dim) {
+// The smallest compiled head dim >= dim, or none above them all.
+std::optional<Fp32HeadDim> compiled_head_dim(int64_t dim) {
 #define DJL_FLASH_FP32_PAD_(D) \
-  if (dim <= D) return D;
+  if (dim <= D) return Fp32HeadDim::k##D;
   DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(DJL_FLASH_FP32_PAD_)
 #undef DJL_FLASH_FP32_PAD_
-  return 0;
+  return std::nullopt;
 }
 
 bool fits(int head_dim, int warps, const cuda::DeviceFacts& device) {
@@ -40,13 +40,14 @@ Fp32Mode parse_fp32_mode(const char* value, const char* what) {
 
 std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
                                         bool tuning_build, const cuda::DeviceFacts& device) {
-  const int head_dim = compiled_head_dim(p.head_dim);
+  const std::optional<Fp32HeadDim> compiled = compiled_head_dim(p.head_dim);
   if (mode == Fp32Mode::kSimple || p.dtype != ElementType::kFloat32 || device.cc_major < 8 ||
-      head_dim == 0) {
+      !compiled) {
     return std::nullopt;
   }
+  const int head_dim = static_cast<int>(*compiled);
   Fp32Tile tile{};
-  tile.head_dim = head_dim;
+  tile.head_dim = *compiled;
   tile.split_tf32 =
       mode != Fp32Mode::kTf32 || !fp32_tile_compiled(head_dim, 4, false, tuning_build);
   tile.bias = p.q_bias != nullptr || p.k_bias != nullptr || p.v_bias != nullptr;
@@ -77,8 +78,8 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
 }
 
 std::string describe(const Fp32Tile& tile) {
-  std::string s = concat(tile.split_tf32 ? "3xtf32" : "tf32", "/d", tile.head_dim, "/",
-                         tile.warps, "w");
+  std::string s = concat(tile.split_tf32 ? "3xtf32" : "tf32", "/d",
+                         static_cast<int>(tile.head_dim), "/", tile.warps, "w");
   if (tile.bias) s += "/bias";
   if (tile.features) s += "/features";
   if (!tile.vectorized) s += "/scalar";

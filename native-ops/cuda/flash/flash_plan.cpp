@@ -137,6 +137,19 @@ int hopper_consumers(const FlashParams& p) {
   return p.causal && p.seqlen_q <= 1024 ? 2 : 3;
 }
 
+// The instantiation of a head dim and consumer count, or none where none is compiled.
+std::optional<HopperTile> hopper_tile(int64_t head_dim, int consumers) {
+  for (HopperTile t : {HopperTile::kD64C2, HopperTile::kD64C3, HopperTile::kD128C2,
+                       HopperTile::kD256C2}) {
+    if (head_dim_of(t) == head_dim && consumers_of(t) == consumers) return t;
+  }
+  return std::nullopt;
+}
+static_assert(hopper::consumers_compiled(64, 3) && hopper::consumers_compiled(64, 2) &&
+                  hopper::consumers_compiled(128, 2) && hopper::consumers_compiled(256, 2) &&
+                  !hopper::consumers_compiled(128, 3) && !hopper::consumers_compiled(256, 3),
+              "HopperTile names the compiled instantiations");
+
 // Whether the Hopper kernel takes `p` (folded already) on this device: float16/bfloat16,
 // D = 64 or 128, batched, no bias, a positive scale, a logsumexp to write, 32-bit row and
 // item counts, 16-byte aligned bases, 4-byte output pairs and 16-byte value rows (its
@@ -182,12 +195,13 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   {
     const bool fold = folds_query_groups(params, /*decode_kernel=*/true);
     const FlashParams p = fold ? fold_query_groups(params) : params;
+    const std::optional<DecodeKernel> kernel = decode_kernel(p, /*paged=*/false);
     if (sw.decode != DecodeMode::kOff && !any_bias(p) &&
         p.cu_seqlens_q == nullptr && p.seqlen_q >= 1 && p.seqlen_q <= decode::kMaxRows &&
-        decode_runs_on(p.head_dim, device)) {
+        kernel && decode_runs_on(p.head_dim, device)) {
       plan.fold = fold;
       plan.path = FlashPath::kDecode;
-      plan.decode = decode_kernel(p, /*paged=*/false);
+      plan.decode = *kernel;
       plan.split = plan_decode_split(p.batch, p.heads_q, p.seqlen_q, decode_walked_keys(p, fold),
                                      p.head_dim, residency.decode(plan.decode), device.sm_count);
       return plan;
@@ -213,13 +227,13 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
     const int64_t m_blocks = hopper::m_blocks(p.seqlen_q, consumers);
     const int64_t tiles = m_blocks * p.batch * p.heads_q;
     const bool fills = tiles >= 0.8 * device.sm_count;
-    if ((sw.hopper == HopperMode::kOn || fills) && hopper_supports(p, device)) {
+    const std::optional<HopperTile> tile = hopper_tile(p.head_dim, consumers);
+    if ((sw.hopper == HopperMode::kOn || fills) && tile && hopper_supports(p, device)) {
       plan.path = FlashPath::kHopper;
       plan.m_blocks = static_cast<int>(m_blocks);
       plan.hopper_items = static_cast<int>(plan.m_blocks * p.batch * p.heads_q);
       plan.hopper_grid = std::min(plan.hopper_items, device.sm_count);
-      plan.hopper = HopperKernel{p.dtype, static_cast<int>(p.head_dim), consumers,
-                                 sw.hopper_ping_pong};
+      plan.hopper = HopperKernel{p.dtype, *tile, sw.hopper_ping_pong};
       return plan;
     }
   }
@@ -330,9 +344,16 @@ int64_t decode_walked_keys(const FlashParams& p, bool folded) {
   return std::min<int64_t>(p.seqlen_k, p.window_left + positions + decode::kBlockN - 1);
 }
 
-DecodeKernel decode_kernel(const FlashParams& p, bool paged) {
-  return DecodeKernel{p.dtype, static_cast<int>(p.head_dim), paged, has_flash_features(p),
-                      p.alibi_slopes != nullptr};
+std::optional<DecodeKernel> decode_kernel(const FlashParams& p, bool paged) {
+  if (p.dtype != ElementType::kFloat16 && p.dtype != ElementType::kBFloat16) return std::nullopt;
+  if (!decode::head_dim_compiled(p.head_dim)) return std::nullopt;
+  static_assert(decode::head_dim_compiled(64) && decode::head_dim_compiled(128) &&
+                    decode::head_dim_compiled(256),
+                "DecodeHeadDim names the compiled head dims");
+  return DecodeKernel{
+      p.dtype == ElementType::kFloat16 ? DecodeType::kFloat16 : DecodeType::kBFloat16,
+      static_cast<DecodeHeadDim>(p.head_dim), paged, has_flash_features(p),
+      p.alibi_slopes != nullptr};
 }
 
 KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t walked_keys,
@@ -440,11 +461,12 @@ std::string describe(const FlashPlan& plan) {
     case FlashPath::kFp32:
       return out + "fp32/" + fp32::describe(plan.fp32);
     case FlashPath::kHopper:
-      return out + "hopper/D" + std::to_string(plan.hopper.head_dim) + "/consumers" +
-             std::to_string(plan.hopper.consumers) + "/grid" + std::to_string(plan.hopper_grid) +
+      return out + "hopper/D" + std::to_string(head_dim_of(plan.hopper.tile)) + "/consumers" +
+             std::to_string(consumers_of(plan.hopper.tile)) + "/grid" +
+             std::to_string(plan.hopper_grid) +
              "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
     case FlashPath::kDecode:
-      return out + "decode/D" + std::to_string(plan.decode.head_dim) +
+      return out + "decode/D" + std::to_string(static_cast<int>(plan.decode.head_dim)) +
              (plan.decode.alibi ? "/alibi" : (plan.decode.features ? "/features" : "")) +
              "/splits" +
              std::to_string(plan.split.num_splits);

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "cuda/common/device_facts.h"
@@ -88,21 +89,35 @@ struct TiledKernel {
   bool features;  // sliding window, soft-capping or ALiBi (base tiles, no bias)
 };
 
+// The element types and head dims the decode kernel is compiled for (flash_decode_{fp16,bf16}*.cu,
+// decode::head_dim_compiled): a DecodeKernel can name only an instantiation that exists, so its
+// launcher (flash_decode.cu) has no value to refuse.
+enum class DecodeType { kFloat16, kBFloat16 };
+enum class DecodeHeadDim { k64 = 64, k128 = 128, k256 = 256 };
+
 // One instantiation of the decode kernel (flash_decode_*.cu).
 struct DecodeKernel {
-  ElementType dtype;
-  int head_dim;
+  DecodeType dtype = DecodeType::kFloat16;
+  DecodeHeadDim head_dim = DecodeHeadDim::k64;
   bool paged;
   bool features;  // the sliding window, soft-cap or ALiBi (kFeatures; has_flash_features)
   bool alibi;     // ALiBi (kAlibi, with features): the instantiation that reads the slopes
 };
 
+// The Hopper kernel's compiled (head dim, consumer warpgroups) pairs (hopper::consumers_compiled)
+// as the plan names them to its launcher (hopper/flash_hopper.cu), which then has none to refuse.
+enum class HopperTile { kD64C2, kD64C3, kD128C2, kD256C2 };
+constexpr int head_dim_of(HopperTile t) {
+  return t == HopperTile::kD256C2 ? 256 : (t == HopperTile::kD128C2 ? 128 : 64);
+}
+// Consumer warpgroups of 64 query rows: the work item's rows are 64 x this.
+constexpr int consumers_of(HopperTile t) { return t == HopperTile::kD64C3 ? 3 : 2; }
+
 // One instantiation of the Hopper kernel (hopper/flash_hopper.cu).
 struct HopperKernel {
-  ElementType dtype;
-  int head_dim;
-  int consumers;   // consumer warpgroups of 64 query rows: the work item's rows are 64 x this
-  bool ping_pong;  // the consumers take turns issuing their GEMMs
+  ElementType dtype = ElementType::kFloat16;  // float16 or bfloat16
+  HopperTile tile = HopperTile::kD128C2;
+  bool ping_pong = true;  // the consumers take turns issuing their GEMMs
 };
 
 // Resident blocks per SM of a kernel on the device: the CUDA occupancy API's answer, which
@@ -140,8 +155,8 @@ struct FlashPlan {
   DecodeKernel decode{};
   // kTiled and kDecode
   KeySplit split{};
-  // kHopper: work items (hopper::block_m(hopper.consumers)-row query tiles of every (batch, head))
-  // over a persistent grid.
+  // kHopper: work items (hopper::block_m(consumers_of(hopper.tile))-row query tiles of every
+  // (batch, head)) over a persistent grid.
   HopperKernel hopper{};
   int hopper_items = 0;
   int hopper_grid = 0;
@@ -176,8 +191,9 @@ KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t w
 int64_t decode_walked_keys(const FlashParams& p, bool folded);
 
 // The decode instantiation for `p` (float16/bfloat16, D 64/128/256): with the features when it
-// has a sliding window, soft-cap or ALiBi, and the ALiBi one when it has ALiBi.
-DecodeKernel decode_kernel(const FlashParams& p, bool paged);
+// has a sliding window, soft-cap or ALiBi, and the ALiBi one when it has ALiBi. None for another
+// dtype or head dim.
+std::optional<DecodeKernel> decode_kernel(const FlashParams& p, bool paged);
 
 // Whether the decode kernel for `head_dim` is compiled and fits the device (sm_80+, its shared
 // memory).

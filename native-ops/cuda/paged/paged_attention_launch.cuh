@@ -68,12 +68,11 @@ void launch_block_size(const PagedAttentionParams& p, const DecodePlan& plan,
     return launch_shape<T, C, kHeadDim, kRunTimeBlockSize, Config>(p, plan, ws, stream);
   } else {
     // One kernel per block size of the one list (src/paged/paged_params.h).
-    switch (p.kv.block_size) {
+    switch (plan.block_size) {  // every PagedBlockSize
 #define DJL_PAGED_BLOCK_CASE(b) \
-  case b: return launch_shape<T, C, kHeadDim, b, Config>(p, plan, ws, stream);
+  case PagedBlockSize::k##b: return launch_shape<T, C, kHeadDim, b, Config>(p, plan, ws, stream);
       DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_CASE)
 #undef DJL_PAGED_BLOCK_CASE
-      default: fail_native("paged_attention: no CUDA kernel for block size ", p.kv.block_size);
     }
   }
 }
@@ -118,13 +117,12 @@ void launch_paged_attention(const PagedAttentionParams& p, const DecodePlan& pla
                             const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // One kernel per head dim of the one list (src/paged/paged_params.h); a head dim between them
-  // runs on the plan's padded_head_dim.
-  switch (plan.padded_head_dim > 0 ? plan.padded_head_dim : p.kv.head_dim) {
+  // runs on the next one up, which the plan names.
+  switch (plan.kernel_head_dim) {  // every PagedHeadDim
 #define DJL_PAGED_HEAD_DIM_CASE(d) \
-  case d: return launch_head_dim<T, C, d>(p, plan, ws, s);
+  case PagedHeadDim::k##d: return launch_head_dim<T, C, d>(p, plan, ws, s);
     DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_HEAD_DIM_CASE)
 #undef DJL_PAGED_HEAD_DIM_CASE
-    default: fail_native("paged_attention: no CUDA kernel for head dim ", p.kv.head_dim);
   }
 }
 

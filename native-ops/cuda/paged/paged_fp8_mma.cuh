@@ -438,12 +438,10 @@ template <typename T, typename C>
 void launch_fp8_mma(const PagedAttentionParams& p, const DecodePlan& plan,
                     const PartitionWorkspace& ws, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  // The head dims fp8_mma_head_dim (paged_plan.h) accepts.
-  switch (p.kv.head_dim) {
-    case 64: return launch_fp8_mma_head_dim<T, C, 64>(p, plan, ws, s);
-    case 128: return launch_fp8_mma_head_dim<T, C, 128>(p, plan, ws, s);
-    case 256: return launch_fp8_mma_head_dim<T, C, 256>(p, plan, ws, s);
-    default: fail_native("paged_attention: no fp8 tensor-core kernel for head dim ", p.kv.head_dim);
+  switch (plan.fp8_head_dim) {
+    case Fp8MmaHeadDim::k64: return launch_fp8_mma_head_dim<T, C, 64>(p, plan, ws, s);
+    case Fp8MmaHeadDim::k128: return launch_fp8_mma_head_dim<T, C, 128>(p, plan, ws, s);
+    case Fp8MmaHeadDim::k256: return launch_fp8_mma_head_dim<T, C, 256>(p, plan, ws, s);
   }
 }
 

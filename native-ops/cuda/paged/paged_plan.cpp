@@ -115,6 +115,15 @@ Split split_context(int64_t max_context, int64_t base_partition, int64_t base_bl
   return {partition_size, split};
 }
 
+// The block size's v1/v2 instantiation, or none off the list (which the bindings refuse).
+std::optional<PagedBlockSize> compiled_block_size(int64_t block_size) {
+#define DJL_PAGED_BLOCK_SIZE_CASE_(b) \
+  if (block_size == b) return PagedBlockSize::k##b;
+  DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_BLOCK_SIZE_CASE_)
+#undef DJL_PAGED_BLOCK_SIZE_CASE_
+  return std::nullopt;
+}
+
 const char* stream_config_name(StreamConfig config) {
   switch (config) {
     case StreamConfig::kDefault: return "default";
@@ -151,6 +160,7 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
     // One block per (sequence, kv head) and partition: v2's partitions, and one pass where they
     // come to a single one.
     plan.kernel = DecodeKernel::kFlashFp8;
+    plan.fp8_head_dim = static_cast<Fp8MmaHeadDim>(p.head_dim);  // fp8_mma_head_dim: one of them
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridYZ);
     const Split split =
         split_context(walked_context(p), options.partition_size, p.num_seqs * p.heads_kv, wanted);
@@ -162,17 +172,19 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
     }
     return plan;
   }
+  // The instantiation, as flash_attention's plan makes it for a decode call (plan_flash).
+  const std::optional<flash::DecodeKernel> flash_kernel =
+      flash::decode_kernel(folded_call(p), /*paged=*/true);
   if (options.kernel != DecodeRequest::kV1 && options.kernel != DecodeRequest::kV2 &&
-      flash_runs(p, device)) {
+      flash_kernel && flash_runs(p, device)) {
     plan.kernel = DecodeKernel::kFlash;
     // The flash grid is (batch x kv heads) blocks in x.
     plan.seqs_per_launch = std::min(p.num_seqs, kMaxGridX / p.heads_kv);
-    // The instantiation and its split, as flash_attention's plan makes them for a decode call
-    // (plan_flash), for a full launch; a shorter last one (past 2^31 / Hkv sequences) runs the
-    // same split, whose scratch rows then bound its own.
+    // Its split for a full launch; a shorter last one (past 2^31 / Hkv sequences) runs the same
+    // split, whose scratch rows then bound its own.
     flash::FlashParams f = folded_call(p);
     f.batch = plan.seqs_per_launch;
-    plan.flash = flash::decode_kernel(f, /*paged=*/true);
+    plan.flash = *flash_kernel;
     // The problem carries no addresses: ALiBi is its flag (flash_decode_params sets the slopes).
     plan.flash.alibi = p.alibi;
     plan.flash.features = plan.flash.features || p.alibi;
@@ -182,6 +194,14 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
     return plan;
   }
 
+  // v1/v2 have a kernel per block size of the one list, or one for every block size
+  // (block_size_at_run_time); any other block size (the bindings refuse one) runs on `rows`.
+  const std::optional<PagedBlockSize> block_size = compiled_block_size(p.block_size);
+  if (!block_size && !block_size_at_run_time(p.cache_type)) {
+    plan.kernel = DecodeKernel::kRows;
+    return plan;
+  }
+  if (block_size) plan.block_size = *block_size;
   // v1/v2 walk at most this many keys of a sequence (a window's span): it sizes the split.
   const int64_t max_context = walked_context(p);
   const int64_t base_partition = options.partition_size;
@@ -200,7 +220,8 @@ DecodePlan plan_paged_attention(const DecodeProblem& p, const DecodeOptions& opt
              (base_blocks >= wanted && max_context <= kV1MaxAutoContext);
   }
   plan.kernel = use_v1 ? DecodeKernel::kV1 : DecodeKernel::kV2;
-  const int64_t kernel_head_dim = compiled_head_dim(p.head_dim);
+  const int64_t kernel_head_dim = compiled_head_dim(p.head_dim);  // a value of the list
+  plan.kernel_head_dim = static_cast<PagedHeadDim>(kernel_head_dim);
   plan.padded_head_dim = kernel_head_dim == p.head_dim ? 0 : static_cast<int>(kernel_head_dim);
   plan.config = has_stream_configs(p.dtype, p.cache_type, kernel_head_dim)
                     ? options.config

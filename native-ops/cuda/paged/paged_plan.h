@@ -69,6 +69,20 @@ enum class StreamConfig { kDefault, kSmem4, kW8L2, kSmem8, kPf, kW8L2Pf };
 
 enum class DecodeKernel { kFlash, kV1, kV2, kRows, kFlashFp8 };
 
+// The head dims of the fp8 tensor-core kernel (fp8_mma_head_dim) as the plan names them to its
+// launcher (paged_fp8_mma.cuh), which then has none to refuse.
+enum class Fp8MmaHeadDim { k64 = 64, k128 = 128, k256 = 256 };
+
+// The head dims and block sizes v1/v2 are compiled for (the lists of src/paged/paged_params.h)
+// as the plan names them to their launcher (paged_attention_launch.cuh), which then has none to
+// refuse. The value is the head dim or block size.
+enum class PagedHeadDim {
+#define DJL_PAGED_ENUMERATOR_(n) k##n = n,
+  DJL_PAGED_FOR_EACH_HEAD_DIM(DJL_PAGED_ENUMERATOR_)
+};
+enum class PagedBlockSize { DJL_PAGED_FOR_EACH_BLOCK_SIZE(DJL_PAGED_ENUMERATOR_) };
+#undef DJL_PAGED_ENUMERATOR_
+
 // What the switches ask of the decode launcher.
 struct DecodeOptions {
   DecodeRequest kernel = DecodeRequest::kAuto;
@@ -114,6 +128,9 @@ DecodeProblem decode_problem(const PagedAttentionParams& p);
 struct DecodePlan {
   DecodeKernel kernel;
   StreamConfig config;      // v1/v2: what runs (kDefault where the asked one has no kernel)
+  PagedHeadDim kernel_head_dim = PagedHeadDim::k64;  // v1/v2: the compiled head dim that runs
+                                                     // the call (its own, or padded_head_dim)
+  PagedBlockSize block_size = PagedBlockSize::k16;   // v1/v2 unless run_time_block_size
   int padded_head_dim;      // v1/v2: the compiled head dim (kHeadDims) that runs a call whose
                             // head dim has no kernel of its own; 0 when it has one
   int head_tiles;           // v1/v2: tiles of kHeadTile query heads per kv head (grid x / Hkv)
@@ -127,6 +144,7 @@ struct DecodePlan {
   int64_t workspace_floats;  // v2, flash_fp8 with partitions: float32 scratch of one launch
                              // ([seqs, Hq, partitions] maxima and sums, [seqs, Hq, partitions,
                              // D] outputs); 0 otherwise
+  Fp8MmaHeadDim fp8_head_dim = Fp8MmaHeadDim::k64;  // kFlashFp8: its instantiation
   flash::DecodeKernel flash;  // kFlash: the flash decode instantiation (paged rows)
   flash::KeySplit split;      // kFlash: its key split for a launch of seqs_per_launch sequences
 };

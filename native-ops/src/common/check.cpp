@@ -96,6 +96,14 @@ void check_contiguous(const Tensor& t, ArgName name) {
   }
 }
 
+StreamShape check_stream(const Tensor& hidden, ArgName name) {
+  check_dim(hidden, name, 2, "[T, C]");
+  check_kernel_dtype(hidden, name);
+  check_supported_device(hidden, name);
+  check_contiguous(hidden, name);
+  return {hidden.size(0), hidden.size(1)};
+}
+
 void check_window_size(ArgName name, int64_t size) {
   if (size < -1) {
     fail_invalid(name.prefix(), ": expected -1 (unbounded) or a value >= 0, got ", size);

@@ -34,6 +34,14 @@ void check_supported_device(const Tensor& t, ArgName name);
 void check_last_dim_contiguous(const Tensor& t, ArgName name);
 void check_contiguous(const Tensor& t, ArgName name);
 
+// The residual stream of the layer and step operators (encoder_layer, decoder_layer,
+// embed_tokens, decoder_head): [T, C], a kernel dtype, on a supported device, contiguous.
+struct StreamShape {
+  int64_t tokens;       // T
+  int64_t hidden_size;  // C
+};
+StreamShape check_stream(const Tensor& hidden, ArgName name);
+
 // The attention features flash_attention and the paged operators share. A window size is -1
 // (unbounded) or >= 0. A soft-cap is 0 (none) or a float32 the kernels can divide by: the double
 // the schema carries must stay finite and normal once rounded to float (1e39 would become inf and

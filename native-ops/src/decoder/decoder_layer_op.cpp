@@ -99,15 +99,11 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
 
   // The stream: [T, C], contiguous, of a kernel dtype.
   const ArgName hn{kOp, "hidden"};
-  check_dim(hidden, hn, 2, "[T, C]");
-  check_kernel_dtype(hidden, hn);
-  check_supported_device(hidden, hn);
-  check_contiguous(hidden, hn);
+  const auto [tokens, c] = check_stream(hidden, hn);
   if (backend.run == nullptr) {
     fail_invalid(hn.prefix(), ": expected a tensor on a device with a decoder_layer kernel "
                  "(CPU or CUDA), got ", hidden.device().str());
   }
-  const int64_t tokens = hidden.size(0), c = hidden.size(1);
   if (c < 1) fail_invalid(hn.prefix(), ": expected a hidden size C >= 1, got ", c);
 
   // Enums and scalars.

@@ -114,11 +114,7 @@ void encoder_layer_boxed(shim::StableIValue* stack, const EncoderBackend& backen
 
   // The stream: [T, C], contiguous, of a kernel dtype, on a device with a kernel.
   const ArgName hn{kOp, "hidden"};
-  check_dim(hidden, hn, 2, "[T, C]");
-  check_kernel_dtype(hidden, hn);
-  check_supported_device(hidden, hn);
-  check_contiguous(hidden, hn);
-  const int64_t tokens = hidden.size(0), c = hidden.size(1);
+  const auto [tokens, c] = check_stream(hidden, hn);
   if (num_heads < 1 || c % num_heads != 0) {
     fail_invalid(kOp, ": num_heads: expected a value >= 1 dividing the hidden size C = ", c,
                  ", got ", num_heads);

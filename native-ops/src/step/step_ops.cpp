@@ -12,14 +12,6 @@
 namespace djl_attn::step {
 namespace {
 
-// A floating matrix [rows, cols] of the stream: contiguous, of a kernel dtype.
-void check_stream(const Tensor& t, ArgName name, const char* layout) {
-  check_dim(t, name, 2, layout);
-  check_kernel_dtype(t, name);
-  check_supported_device(t, name);
-  check_contiguous(t, name);
-}
-
 // A table [rows, C] in the stream's dtype, on its device, contiguous.
 void check_table(const Tensor& t, ArgName name, const char* layout, int64_t c, const Tensor& ref,
                  ArgName ref_name) {
@@ -54,8 +46,7 @@ void embed_tokens_boxed(shim::StableIValue* stack, const StepBackend& backend) {
   const bool check_indices = read_bool(stack, 6);
 
   const ArgName hn{kOp, "hidden"};
-  check_stream(hidden, hn, "[T, C]");
-  const int64_t tokens = hidden.size(0), c = hidden.size(1);
+  const auto [tokens, c] = check_stream(hidden, hn);
   paged::check_index_tensor(kOp, token_ids, "token_ids", 1, "[T]", DType::kInt64, hidden,
                             "hidden");
   check_size(token_ids, {kOp, "token_ids"}, 0, "T", tokens, "the rows of hidden");
@@ -124,8 +115,7 @@ void decoder_head_boxed(shim::StableIValue* stack, const StepBackend& backend) {
   const bool check_indices = read_bool(stack, 9);
 
   const ArgName hn{kOp, "hidden"};
-  check_stream(hidden, hn, "[T, C]");
-  const int64_t tokens = hidden.size(0), c = hidden.size(1);
+  const auto [tokens, c] = check_stream(hidden, hn);
   check_table(head_weight, {kOp, "head_weight"}, "[V, C]", c, hidden, hn);
   const int64_t vocab = head_weight.size(0);
   int64_t num_rows = tokens;

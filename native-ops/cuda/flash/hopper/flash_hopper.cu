@@ -99,22 +99,15 @@ void launch(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int de
   }
 }
 
-// The instantiations the plan may choose (hopper::consumers_compiled): D = 64 with 2 or 3
-// consumers, D = 128 and 256 with 2.
+// The instantiations the plan may choose (HopperTile, hopper::consumers_compiled): D = 64 with 2
+// or 3 consumers, D = 128 and 256 with 2.
 template <typename T>
 void launch_for(HopperArgs& args, const FlashPlan& plan, cudaStream_t stream, int device) {
-  const HopperKernel& kernel = plan.hopper;
-  if (kernel.head_dim == 64 && kernel.consumers == 3) {
-    launch<T, 64, 3>(args, plan, stream, device);
-  } else if (kernel.head_dim == 64 && kernel.consumers == 2) {
-    launch<T, 64, 2>(args, plan, stream, device);
-  } else if (kernel.head_dim == 128 && kernel.consumers == 2) {
-    launch<T, 128, 2>(args, plan, stream, device);
-  } else if (kernel.head_dim == 256 && kernel.consumers == 2) {
-    launch<T, 256, 2>(args, plan, stream, device);
-  } else {
-    fail_native("flash_attention: the Hopper kernel has no head dim ", kernel.head_dim, " with ",
-                kernel.consumers, " consumer warpgroups; the plan should not have chosen it");
+  switch (plan.hopper.tile) {  // every HopperTile
+    case HopperTile::kD64C3: return launch<T, 64, 3>(args, plan, stream, device);
+    case HopperTile::kD64C2: return launch<T, 64, 2>(args, plan, stream, device);
+    case HopperTile::kD128C2: return launch<T, 128, 2>(args, plan, stream, device);
+    case HopperTile::kD256C2: return launch<T, 256, 2>(args, plan, stream, device);
   }
 }
 
@@ -132,7 +125,7 @@ void run(const FlashParams& p, const FlashPlan& plan, cudaStream_t stream, int d
                 "Hopper kernel; DJL_ATTN_FLASH_HOPPER=off avoids it)");
   }
   if (!make_map(&args.q_map, p, p.q, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_seq_stride,
-                p.q_head_stride, block_m(plan.hopper.consumers)) ||
+                p.q_head_stride, block_m(consumers_of(plan.hopper.tile))) ||
       !make_map(&args.k_map, p, p.k, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride,
                 p.k_head_stride, block_n(p.head_dim)) ||
       !make_map(&args.v_map, p, p.v, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride,

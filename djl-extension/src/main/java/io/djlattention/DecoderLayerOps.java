@@ -9,6 +9,7 @@ import ai.djl.pytorch.engine.PtNDArray;
 import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.paged.PagedOperands;
 
 /**
  * The fused decoder-layer operator on DJL NDArrays: one {@code djl_attn::decoder_layer} call runs
@@ -50,20 +51,25 @@ public final class DecoderLayerOps {
             PagedBatch batch,
             DecoderLayerWeights weights,
             DecoderLayerOptions options) {
-        cache.checkBatch(batch);
+        // The cache checks that the batch is its own and open.
+        PagedOperands operands = cache.operands(layer, batch);
+        boolean fp8 = operands.getKeyScale() != null; // an FP8 cache carries its scales
         // The batch's longest chunk, known on the host: on CUDA a decode step (1) takes the
         // split-KV decode kernels without reading the batch back.
-        decoderLayer(
+        run(
                 hidden,
                 positions,
-                cache,
-                layer,
+                operands.getKeyCache(),
+                operands.getValueCache(),
+                operands.getKeyScale(),
+                operands.getValueScale(),
+                operands.isFp8E5m2(),
                 batch.getBlockTables(),
                 batch.getCuSeqlensQ(),
                 batch.getContextLens(),
                 batch.getSlotMapping(),
                 batch.getMaxQueryLen(),
-                isFresh(batch, cache.getCacheDtype() != KvCacheDtype.AUTO),
+                isFresh(batch, fp8),
                 weights,
                 options);
     }
@@ -123,18 +129,53 @@ public final class DecoderLayerOps {
             boolean freshChunks,
             DecoderLayerWeights weights,
             DecoderLayerOptions options) {
+        run(
+                hidden,
+                positions,
+                cache.getKeyCache(layer),
+                cache.getValueCache(layer),
+                cache.getKeyScale(layer),
+                cache.getValueScale(layer),
+                cache.getCacheDtype() == KvCacheDtype.FP8_E5M2,
+                blockTables,
+                cuSeqlensQ,
+                contextLens,
+                slotMapping,
+                maxSeqlenQ,
+                freshChunks,
+                weights,
+                options);
+    }
+
+    /** One {@code decoder_layer} call on a layer's cache arrays and a batch's index arrays. */
+    private static void run(
+            NDArray hidden,
+            NDArray positions,
+            NDArray keyCache,
+            NDArray valueCache,
+            NDArray kScale,
+            NDArray vScale,
+            boolean fp8E5m2,
+            NDArray blockTables,
+            NDArray cuSeqlensQ,
+            NDArray contextLens,
+            NDArray slotMapping,
+            int maxSeqlenQ,
+            boolean freshChunks,
+            DecoderLayerWeights weights,
+            DecoderLayerOptions options) {
         PtNDArray ptHidden = AttentionOps.pytorchArray(hidden, "hidden");
         OperatorCall.of(Operator.DECODER_LAYER)
                 .tensor(ptHidden)
                 .tensor(AttentionOps.pytorchArray(positions, "positions"))
-                .tensor(AttentionOps.pytorchArray(cache.getKeyCache(layer), "keyCache"))
-                .tensor(AttentionOps.pytorchArray(cache.getValueCache(layer), "valueCache"))
+                .tensor(AttentionOps.pytorchArray(keyCache, "keyCache"))
+                .tensor(AttentionOps.pytorchArray(valueCache, "valueCache"))
                 .tensor(AttentionOps.pytorchArray(blockTables, "blockTables"))
                 .tensor(AttentionOps.pytorchArray(cuSeqlensQ, "cuSeqlensQ"))
                 .tensor(AttentionOps.pytorchArray(contextLens, "contextLens"))
                 .tensor(AttentionOps.pytorchArray(slotMapping, "slotMapping"))
-                .optionalTensor(optional(cache.getKeyScale(layer), "kScale"))
-                .optionalTensor(optional(cache.getValueScale(layer), "vScale"))
+                .optionalTensor(optional(kScale, "kScale"))
+                .optionalTensor(optional(vScale, "vScale"))
                 .tensor(AttentionOps.pytorchArray(weights.attnNormWeight, "attnNormWeight"))
                 .optionalTensor(optional(weights.attnNormBias, "attnNormBias"))
                 .tensor(AttentionOps.pytorchArray(weights.qkvWeight, "qkvWeight"))
@@ -161,7 +202,7 @@ public final class DecoderLayerOps {
                 .boolArg(false)
                 .intArg(maxSeqlenQ)
                 .boolArg(freshChunks)
-                .boolArg(cache.getCacheDtype() == KvCacheDtype.FP8_E5M2)
+                .boolArg(fp8E5m2)
                 .invoke(ptHidden.getManager());
     }
 

@@ -8,9 +8,9 @@ import static io.djlattention.NativeArrays.pytorchArray;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.pytorch.engine.PtNDArray;
-import io.djlattention.paged.KvCacheDtype;
 import io.djlattention.paged.PagedBatch;
 import io.djlattention.paged.PagedKvCache;
+import io.djlattention.paged.PagedOperands;
 import java.util.Objects;
 
 /**
@@ -38,17 +38,17 @@ final class PagedOps {
 
     static void reshapeAndCache(
             NDArray key, NDArray value, PagedKvCache cache, int layer, PagedBatch batch) {
-        cache.checkBatch(batch);
+        PagedOperands operands = cache.operands(layer, batch);
         reshapeAndCache(
                 key,
                 value,
-                cache.getKeyCache(layer),
-                cache.getValueCache(layer),
+                operands.getKeyCache(),
+                operands.getValueCache(),
                 batch.getSlotMapping(),
                 false,
-                cache.getKeyScale(layer),
-                cache.getValueScale(layer),
-                isE5m2(cache));
+                operands.getKeyScale(),
+                operands.getValueScale(),
+                operands.isFp8E5m2());
     }
 
     static NDArray pagedAttention(
@@ -83,22 +83,22 @@ final class PagedOps {
             int layer,
             PagedBatch batch,
             PagedAttentionOptions options) {
-        checkCacheCall(cache, batch, options);
+        PagedOperands operands = cacheOperands(cache, layer, batch, options);
         return call(
                 query,
-                cache.getKeyCache(layer),
-                cache.getValueCache(layer),
+                operands.getKeyCache(),
+                operands.getValueCache(),
                 batch.getBlockTables(),
                 null,
                 batch.getContextLens(),
                 batch.getMaxContextLen(),
                 options,
                 false,
-                cache.getKeyScale(layer),
-                cache.getValueScale(layer),
+                operands.getKeyScale(),
+                operands.getValueScale(),
                 null,
                 null,
-                isE5m2(cache));
+                operands.isFp8E5m2());
     }
 
     static NDArray pagedPrefillAttention(
@@ -145,7 +145,7 @@ final class PagedOps {
             int layer,
             PagedBatch batch,
             PagedAttentionOptions options) {
-        checkCacheCall(cache, batch, options);
+        PagedOperands operands = cacheOperands(cache, layer, batch, options);
         if ((key == null) != (value == null)) {
             throw new IllegalArgumentException(
                     (key == null ? "key" : "value")
@@ -155,19 +155,19 @@ final class PagedOps {
         }
         return call(
                 query,
-                cache.getKeyCache(layer),
-                cache.getValueCache(layer),
+                operands.getKeyCache(),
+                operands.getValueCache(),
                 batch.getBlockTables(),
                 batch.getCuSeqlensQ(),
                 batch.getContextLens(),
                 batch.getMaxQueryLen(),
                 options,
                 false,
-                cache.getKeyScale(layer),
-                cache.getValueScale(layer),
+                operands.getKeyScale(),
+                operands.getValueScale(),
                 key,
                 value,
-                isE5m2(cache));
+                operands.isFp8E5m2());
     }
 
     /**
@@ -262,21 +262,20 @@ final class PagedOps {
                 .invoke(ptKey.getManager());
     }
 
-    /** A call on a cache's batch: the batch is this cache's, the scales are the cache's. */
-    private static void checkCacheCall(
-            PagedKvCache cache, PagedBatch batch, PagedAttentionOptions options) {
+    /**
+     * The operands of a call on a cache's batch (the cache checks that the batch is its own);
+     * the scales are the cache's, not the options'.
+     */
+    private static PagedOperands cacheOperands(
+            PagedKvCache cache, int layer, PagedBatch batch, PagedAttentionOptions options) {
         Objects.requireNonNull(options, "options must not be null");
-        cache.checkBatch(batch);
+        PagedOperands operands = cache.operands(layer, batch);
         if (options.getKeyScale() != null || options.getValueScale() != null) {
             throw new IllegalArgumentException(
                     "options: a PagedKvCache carries its own FP8 scales; leave optKvScales unset"
                             + " for a call on a cache");
         }
-    }
-
-    /** Whether the cache's uint8 arrays hold e5m2 bytes (the operators' fp8_e5m2 argument). */
-    private static boolean isE5m2(PagedKvCache cache) {
-        return cache.getCacheDtype() == KvCacheDtype.FP8_E5M2;
+        return operands;
     }
 
     private static long headDim(NDArray query) {

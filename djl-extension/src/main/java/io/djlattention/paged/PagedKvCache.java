@@ -488,16 +488,19 @@ public final class PagedKvCache implements AutoCloseable {
     }
 
     /**
-     * Checks that a batch was prepared by this cache ({@link #prepare}) and is still open: its
-     * block tables, context lengths, query offsets and slots were then checked against this
-     * cache's blocks once, when it was built, and the per-layer paged operators need not check
-     * them again.
+     * Returns what the paged operators read for one layer in one step: the layer's caches and
+     * scales with the batch. The batch must be this cache's ({@link #prepare}) and open: its block
+     * tables, context lengths, query offsets and slots were then checked against this cache's
+     * blocks once, when it was built, and the per-layer operators need not check them again.
      *
-     * @param batch the batch
-     * @throws IllegalArgumentException if the batch is another cache's or closed
+     * @param layer the layer, in {@code [0, getNumLayers())}
+     * @param batch the step's batch
+     * @return the layer's operands for the batch
+     * @throws IllegalArgumentException if the layer is out of range, or the batch is another
+     *     cache's or closed
      * @throws IllegalStateException if this cache is closed
      */
-    public void checkBatch(PagedBatch batch) {
+    public PagedOperands operands(int layer, PagedBatch batch) {
         checkOpen();
         if (batch == null || !batch.isOf(blocks)) {
             throw new IllegalArgumentException(
@@ -506,6 +509,17 @@ public final class PagedKvCache implements AutoCloseable {
         if (batch.isClosed()) {
             throw new IllegalArgumentException("batch: the PagedBatch is closed");
         }
+        if (layer < 0 || layer >= keyCaches.length) {
+            throw new IllegalArgumentException(
+                    "layer: expected a value in [0, " + keyCaches.length + "), got " + layer);
+        }
+        return new PagedOperands(
+                keyCaches[layer],
+                valueCaches[layer],
+                keyScales == null ? null : keyScales[layer],
+                valueScales == null ? null : valueScales[layer],
+                cacheDtype == KvCacheDtype.FP8_E5M2,
+                batch);
     }
 
     /**
