@@ -114,8 +114,8 @@ def generate_batch_anchor(model, gen):
             long, short = lifespans(1 + NEW), lifespans(1)
             per_step = (statistics.median(long) - statistics.median(short)) * 1e3 / NEW
             # A 1B decode step takes well over 0.1 ms on any GPU here: a smaller or negative
-            # difference means the lifespans do not time the decode (on an H100, transformers
-            # 5.17 gave 0.00 ms: both lifespans end before the tokens are generated).
+            # difference means the lifespans do not time the decode (on an H100 with
+            # transformers 5.17 the difference was 0.00 ms).
             if per_step < 0.1:
                 raise RuntimeError("generate_batch's lifespans do not time the decode: median "
                                    "lifespan %.3f ms with %d new tokens, %.3f ms with 1"
