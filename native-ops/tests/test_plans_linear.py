@@ -67,6 +67,10 @@ def test_linear_plan_respects_shared_memory():
 def test_linear_forced_variants():
     assert linear_plan(1, 1, 64, 2, H200, "chunked") == "chunked"
     assert linear_plan(4096, 4096, 64, 4, H200, "chunked") == "per_thread"  # no float32 chunked
+    assert linear_plan(4096, 4096, 256, 2, H200, "chunked") == "per_thread"  # E > 128
+    # E = 128 with 64-column tiles needs more shared memory than sm_89 allows a block.
+    assert linear_plan(1, 4096, 128, 2, ADA, "chunked") == "per_thread"
+    assert linear_plan(1, 4096, 128, 2, ADA, "chunked", dim_v=32) == "chunked"
     assert linear_plan(4096, 4096, 64, 2, H200, "low_occupancy").startswith("low_occupancy/")
     assert linear_plan(1, 4096, 64, 2, H200, "per_thread") == "per_thread"
     assert linear_plan(1, 4096, 64, 2, H200, "fastest").startswith(

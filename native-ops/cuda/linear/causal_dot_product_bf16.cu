@@ -4,8 +4,11 @@
 
 namespace djl_attn::linear {
 
-template void launch_per_thread<__nv_bfloat16>(const CausalDotProductParams&, bool, cudaStream_t);
-template void launch_low_occupancy<__nv_bfloat16>(const CausalDotProductParams&, int, bool, cudaStream_t);
-template void launch_chunked<__nv_bfloat16>(const CausalDotProductParams&, bool, cudaStream_t);
+template void launch_per_thread<__nv_bfloat16>(const CausalDotProductParams&, LinearRows, bool,
+                                               cudaStream_t);
+template void launch_low_occupancy<__nv_bfloat16>(const CausalDotProductParams&, LinearRows, int,
+                                                  bool, cudaStream_t);
+template void launch_chunked<__nv_bfloat16>(const CausalDotProductParams&, ChunkedDim, ChunkedCols,
+                                            bool, cudaStream_t);
 
 }  // namespace djl_attn::linear

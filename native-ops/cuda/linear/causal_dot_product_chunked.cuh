@@ -344,27 +344,19 @@ __global__ void __launch_bounds__(kChunkThreads, chunked_min_blocks(EMax))
   }
 }
 
+// `dim` and `cols` are the plan's, which names this kernel only where its shared memory fits
+// the device's opt-in limit; the binding holds the grid to the CUDA limit.
 template <typename T>
-void launch_chunked(const CausalDotProductParams& p, bool vectorised, cudaStream_t stream) {
-  const int mt = chunked_cols(p.dim_v);
+void launch_chunked(const CausalDotProductParams& p, ChunkedDim dim, ChunkedCols cols,
+                    bool vectorised, cudaStream_t stream) {
+  const int mt = static_cast<int>(cols);
   const int64_t col_tiles = (p.dim_v + mt - 1) / mt;
-  const int64_t blocks = p.batch * p.heads * col_tiles;
-  if (blocks > 0x7fffffff) fail_native("causal_dot_product: too many blocks (", blocks, ")");
-  if (p.dim_qk > kChunkMaxDim) {
-    fail_native("causal_dot_product: no chunked kernel for E = ", p.dim_qk);
-  }
-  const unsigned grid = static_cast<unsigned>(blocks);
-  int device = 0, smem_limit = 0;
-  DJL_ATTN_CUDA_CHECK(cudaGetDevice(&device));
-  DJL_ATTN_CUDA_CHECK(
-      cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  auto launch = [&](auto kernel, size_t smem) {
-    // Checked here so that a GPU with less shared memory gets a clear error and no failed CUDA
-    // call (whose error cudaGetLastError would report later).
-    if (smem > static_cast<size_t>(smem_limit)) {
-      fail_native("causal_dot_product: the chunked kernel for E = ", p.dim_qk, " needs ", smem,
-                  " bytes of shared memory per block, this GPU allows ", smem_limit);
-    }
+  const unsigned grid = static_cast<unsigned>(p.batch * p.heads * col_tiles);
+  // One instantiation per padded E and column tile.
+  auto launch_shape = [&](auto e_max, auto mt_tag) {
+    constexpr int kE = decltype(e_max)::value, kMt = decltype(mt_tag)::value;
+    auto kernel = causal_dot_product_chunked_kernel<T, kE, kMt>;
+    constexpr size_t smem = ChunkedShape<kE, kMt>::kBytes;
     // Over 48 KiB of dynamic shared memory needs an explicit opt-in per kernel; the carveout
     // asks for all of L1 as shared memory so that two or more blocks fit per SM.
     DJL_ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -373,22 +365,16 @@ void launch_chunked(const CausalDotProductParams& p, bool vectorised, cudaStream
         kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     kernel<<<grid, kChunkThreads, smem, stream>>>(p, col_tiles, vectorised);
   };
-  // One instantiation per padded E and column tile.
-  auto launch_shape = [&](auto e_max, auto mt_tag) {
-    constexpr int kE = decltype(e_max)::value, kMt = decltype(mt_tag)::value;
-    launch(causal_dot_product_chunked_kernel<T, kE, kMt>, ChunkedShape<kE, kMt>::kBytes);
-  };
   auto launch_e = [&](auto mt_tag) {
-    switch (chunked_dim(p.dim_qk)) {
-      case 32: return launch_shape(std::integral_constant<int, 32>{}, mt_tag);
-      case 64: return launch_shape(std::integral_constant<int, 64>{}, mt_tag);
-      default: return launch_shape(std::integral_constant<int, 128>{}, mt_tag);
+    switch (dim) {
+      case ChunkedDim::k32: return launch_shape(std::integral_constant<int, 32>{}, mt_tag);
+      case ChunkedDim::k64: return launch_shape(std::integral_constant<int, 64>{}, mt_tag);
+      case ChunkedDim::k128: return launch_shape(std::integral_constant<int, 128>{}, mt_tag);
     }
   };
-  if (mt == 32) {
-    launch_e(std::integral_constant<int, 32>{});
-  } else {
-    launch_e(std::integral_constant<int, 64>{});
+  switch (cols) {
+    case ChunkedCols::k32: launch_e(std::integral_constant<int, 32>{}); break;
+    case ChunkedCols::k64: launch_e(std::integral_constant<int, 64>{}); break;
   }
   DJL_ATTN_CUDA_CHECK_LAUNCH("causal_dot_product_chunked_kernel");
 }

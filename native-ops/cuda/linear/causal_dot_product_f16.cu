@@ -4,8 +4,11 @@
 
 namespace djl_attn::linear {
 
-template void launch_per_thread<__half>(const CausalDotProductParams&, bool, cudaStream_t);
-template void launch_low_occupancy<__half>(const CausalDotProductParams&, int, bool, cudaStream_t);
-template void launch_chunked<__half>(const CausalDotProductParams&, bool, cudaStream_t);
+template void launch_per_thread<__half>(const CausalDotProductParams&, LinearRows, bool,
+                                        cudaStream_t);
+template void launch_low_occupancy<__half>(const CausalDotProductParams&, LinearRows, int, bool,
+                                           cudaStream_t);
+template void launch_chunked<__half>(const CausalDotProductParams&, ChunkedDim, ChunkedCols, bool,
+                                     cudaStream_t);
 
 }  // namespace djl_attn::linear

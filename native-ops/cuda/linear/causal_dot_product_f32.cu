@@ -4,7 +4,9 @@
 
 namespace djl_attn::linear {
 
-template void launch_per_thread<float>(const CausalDotProductParams&, bool, cudaStream_t);
-template void launch_low_occupancy<float>(const CausalDotProductParams&, int, bool, cudaStream_t);
+template void launch_per_thread<float>(const CausalDotProductParams&, LinearRows, bool,
+                                       cudaStream_t);
+template void launch_low_occupancy<float>(const CausalDotProductParams&, LinearRows, int, bool,
+                                          cudaStream_t);
 
 }  // namespace djl_attn::linear

@@ -11,6 +11,7 @@
 
 #include "cuda/common/convert.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/linear/causal_dot_product_plan.h"
 #include "cuda/linear/causal_dot_product_shapes.h"
 #include "linear/linear_params.h"
 
@@ -360,60 +361,56 @@ __global__ void __launch_bounds__(ROWS >= 8 ? 256 : 512)
 
 // --- typed launchers -----------------------------------------------------------------------------
 
+// The binding holds B * H * M to the CUDA grid limit of 2^31 - 1 (causal_dot_product_op.cpp),
+// and no kernel has more blocks per (batch, head) than M columns: the grids below fit.
+
 template <typename T>
-void launch_per_thread(const CausalDotProductParams& p, bool vectorised, cudaStream_t stream) {
-  const int groups = per_thread_groups(p.dim_qk);
+void launch_per_thread(const CausalDotProductParams& p, LinearRows groups, bool vectorised,
+                       cudaStream_t stream) {
   const int64_t col_tiles = (p.dim_v + per_thread_columns(p.dim_qk) - 1) / per_thread_columns(p.dim_qk);
-  const int64_t blocks = p.batch * p.heads * col_tiles;
-  if (blocks > 0x7fffffff) fail_native("causal_dot_product: too many blocks (", blocks, ")");
+  const unsigned grid = static_cast<unsigned>(p.batch * p.heads * col_tiles);
   switch (groups) {
-    case 1:
+    case LinearRows::k1:
       causal_dot_product_per_thread_kernel<T, 1>
-          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+          <<<grid, kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
       break;
-    case 2:
+    case LinearRows::k2:
       causal_dot_product_per_thread_kernel<T, 2>
-          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+          <<<grid, kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
       break;
-    case 4:
+    case LinearRows::k4:
       causal_dot_product_per_thread_kernel<T, 4>
-          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+          <<<grid, kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
       break;
-    case 8:
+    case LinearRows::k8:
       causal_dot_product_per_thread_kernel<T, 8>
-          <<<static_cast<unsigned>(blocks), kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
+          <<<grid, kPerThreadThreads, 0, stream>>>(p, col_tiles, vectorised);
       break;
-    default: fail_native("causal_dot_product: no per_thread kernel for E = ", p.dim_qk);
   }
   DJL_ATTN_CUDA_CHECK_LAUNCH("causal_dot_product_per_thread_kernel");
 }
 
+// `warps` is the plan's: 4 to low_occupancy_max_warps(E).
 template <typename T>
-void launch_low_occupancy(const CausalDotProductParams& p, int warps, bool vectorised,
-                          cudaStream_t stream) {
-  const int rows = low_occupancy_rows(p.dim_qk);
-  if (warps < 1 || warps > low_occupancy_max_warps(p.dim_qk)) {
-    fail_native("causal_dot_product: ", warps, " warps per block for E = ", p.dim_qk);
-  }
-  const int64_t blocks = p.batch * p.heads * p.dim_v;
-  if (blocks > 0x7fffffff) fail_native("causal_dot_product: too many blocks (", blocks, ")");
+void launch_low_occupancy(const CausalDotProductParams& p, LinearRows rows, int warps,
+                          bool vectorised, cudaStream_t stream) {
   const unsigned threads = static_cast<unsigned>(warps * kWarpSize);
-  const size_t smem = 2 * static_cast<size_t>(warps) * rows * kWarpSize * sizeof(float);
-  const unsigned grid = static_cast<unsigned>(blocks);
+  const size_t smem =
+      2 * static_cast<size_t>(warps) * static_cast<int>(rows) * kWarpSize * sizeof(float);
+  const unsigned grid = static_cast<unsigned>(p.batch * p.heads * p.dim_v);
   switch (rows) {
-    case 1:
+    case LinearRows::k1:
       causal_dot_product_low_occupancy_kernel<T, 1><<<grid, threads, smem, stream>>>(p, vectorised);
       break;
-    case 2:
+    case LinearRows::k2:
       causal_dot_product_low_occupancy_kernel<T, 2><<<grid, threads, smem, stream>>>(p, vectorised);
       break;
-    case 4:
+    case LinearRows::k4:
       causal_dot_product_low_occupancy_kernel<T, 4><<<grid, threads, smem, stream>>>(p, vectorised);
       break;
-    case 8:
+    case LinearRows::k8:
       causal_dot_product_low_occupancy_kernel<T, 8><<<grid, threads, smem, stream>>>(p, vectorised);
       break;
-    default: fail_native("causal_dot_product: no low_occupancy kernel for E = ", p.dim_qk);
   }
   DJL_ATTN_CUDA_CHECK_LAUNCH("causal_dot_product_low_occupancy_kernel");
 }

@@ -17,19 +17,22 @@
 namespace djl_attn::linear {
 
 // Instantiated in causal_dot_product_{f32,f16,bf16}.cu.
-extern template void launch_per_thread<float>(const CausalDotProductParams&, bool, cudaStream_t);
-extern template void launch_per_thread<__half>(const CausalDotProductParams&, bool, cudaStream_t);
-extern template void launch_per_thread<__nv_bfloat16>(const CausalDotProductParams&, bool,
-                                                      cudaStream_t);
-extern template void launch_low_occupancy<float>(const CausalDotProductParams&, int, bool,
-                                                 cudaStream_t);
-extern template void launch_low_occupancy<__half>(const CausalDotProductParams&, int, bool,
-                                                  cudaStream_t);
-extern template void launch_low_occupancy<__nv_bfloat16>(const CausalDotProductParams&, int, bool,
-                                                         cudaStream_t);
-extern template void launch_chunked<__half>(const CausalDotProductParams&, bool, cudaStream_t);
-extern template void launch_chunked<__nv_bfloat16>(const CausalDotProductParams&, bool,
-                                                   cudaStream_t);
+extern template void launch_per_thread<float>(const CausalDotProductParams&, LinearRows, bool,
+                                              cudaStream_t);
+extern template void launch_per_thread<__half>(const CausalDotProductParams&, LinearRows, bool,
+                                               cudaStream_t);
+extern template void launch_per_thread<__nv_bfloat16>(const CausalDotProductParams&, LinearRows,
+                                                      bool, cudaStream_t);
+extern template void launch_low_occupancy<float>(const CausalDotProductParams&, LinearRows, int,
+                                                 bool, cudaStream_t);
+extern template void launch_low_occupancy<__half>(const CausalDotProductParams&, LinearRows, int,
+                                                  bool, cudaStream_t);
+extern template void launch_low_occupancy<__nv_bfloat16>(const CausalDotProductParams&,
+                                                         LinearRows, int, bool, cudaStream_t);
+extern template void launch_chunked<__half>(const CausalDotProductParams&, ChunkedDim,
+                                            ChunkedCols, bool, cudaStream_t);
+extern template void launch_chunked<__nv_bfloat16>(const CausalDotProductParams&, ChunkedDim,
+                                                   ChunkedCols, bool, cudaStream_t);
 
 namespace {
 
@@ -49,15 +52,14 @@ void run_typed(const CausalDotProductParams& p, const LinearPlan& plan, cudaStre
       loads_16_bytes(p.k, size, p.k_batch_stride, p.k_head_stride, p.k_seq_stride) &&
       loads_16_bytes(p.v, size, p.v_batch_stride, p.v_head_stride, p.v_seq_stride);
   if (plan.variant == LinearVariant::kPerThread) {
-    launch_per_thread<T>(p, vectorised, stream);
+    launch_per_thread<T>(p, plan.rows, vectorised, stream);
   } else if (plan.variant == LinearVariant::kChunked) {
+    // The plan names the chunked kernel for 2-byte elements only (no float32 instantiation).
     if constexpr (sizeof(T) == 2) {
-      launch_chunked<T>(p, vectorised, stream);
-    } else {
-      fail_native("causal_dot_product: no chunked kernel for float32");  // the plan excludes it
+      launch_chunked<T>(p, plan.chunked_dim, plan.chunked_cols, vectorised, stream);
     }
   } else {
-    launch_low_occupancy<T>(p, plan.warps, vectorised, stream);
+    launch_low_occupancy<T>(p, plan.rows, plan.warps, vectorised, stream);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "linear/linear_params.h"
 #include "cuda/linear/causal_dot_product_shapes.h"
 
 namespace djl_attn::linear {
@@ -18,15 +19,47 @@ constexpr int64_t kChunkedMinLength = 2 * kChunk;
 // With fewer per-thread blocks than SMs, the chunked kernel only above this E (see below).
 constexpr int64_t kChunkedSmallGridMinDim = 64;
 
+// The per_thread kernel's groups and the low_occupancy kernel's rows are one function of E.
+constexpr bool rows_agree(int64_t dim_qk) {
+  return per_thread_groups(dim_qk) == low_occupancy_rows(dim_qk);
+}
+static_assert(rows_agree(1) && rows_agree(32) && rows_agree(33) && rows_agree(64) &&
+              rows_agree(65) && rows_agree(128) && rows_agree(129) && rows_agree(kMaxDim));
+
+LinearRows linear_rows(int64_t dim_qk) {
+  switch (low_occupancy_rows(dim_qk)) {
+    case 1: return LinearRows::k1;
+    case 2: return LinearRows::k2;
+    case 4: return LinearRows::k4;
+    default: return LinearRows::k8;
+  }
+}
+
+ChunkedDim chunked_dim_of(int64_t dim_qk) {
+  switch (chunked_dim(dim_qk)) {
+    case 32: return ChunkedDim::k32;
+    case 64: return ChunkedDim::k64;
+    default: return ChunkedDim::k128;
+  }
+}
+
+ChunkedCols chunked_cols_of(int64_t dim_v) {
+  return chunked_cols(dim_v) == 32 ? ChunkedCols::k32 : ChunkedCols::k64;
+}
+
 }  // namespace
 
 LinearPlan plan_causal_dot_product(int64_t batch_heads, int64_t seqlen, int64_t dim_qk,
                                    int64_t dim_v, int64_t element_size, LinearVariant requested,
                                    const cuda::DeviceFacts& device) {
-  LinearPlan plan{requested, 0};
-  // The tensor-core kernel takes float16/bfloat16 with E <= 128; other requests for it run the
-  // per-thread kernel.
-  if (plan.variant == LinearVariant::kChunked && (element_size != 2 || dim_qk > kChunkMaxDim)) {
+  LinearPlan plan{requested, 0, linear_rows(dim_qk), chunked_dim_of(dim_qk),
+                  chunked_cols_of(dim_v)};
+  // The tensor-core kernel takes float16/bfloat16 with E <= 128 where its shared memory fits the
+  // device; other requests for it run the per-thread kernel.
+  const bool chunked_runs =
+      element_size == 2 && dim_qk <= kChunkMaxDim &&
+      static_cast<int64_t>(chunked_smem_bytes(dim_qk, dim_v)) <= device.smem_optin;
+  if (plan.variant == LinearVariant::kChunked && !chunked_runs) {
     plan.variant = LinearVariant::kPerThread;
   }
   const int64_t per_thread_blocks =
@@ -43,10 +76,8 @@ LinearPlan plan_causal_dot_product(int64_t batch_heads, int64_t seqlen, int64_t 
     // within 3% of chunked at E = 64, 7-11% ahead at E = 32); at E > 64 its per-column blocks
     // each walk the whole state column and the chunked kernel is 1.3x faster at every L >= 1k
     // (docs/benchmarks.md, causal_dot_product table). The chunked kernel is chosen only where
-    // its shared memory fits the device (forced, it fails with the sizes instead).
-    const bool chunked_fits =
-        element_size == 2 && dim_qk <= kChunkMaxDim && seqlen >= kChunkedMinLength &&
-        static_cast<int64_t>(chunked_smem_bytes(dim_qk, dim_v)) <= device.smem_optin;
+    // its shared memory fits the device.
+    const bool chunked_fits = chunked_runs && seqlen >= kChunkedMinLength;
     if (per_thread_blocks < device.sm_count) {
       plan.variant = chunked_fits && dim_qk > kChunkedSmallGridMinDim
                          ? LinearVariant::kChunked

@@ -14,7 +14,8 @@
 //   chunked        one block per (batch, head, tile of 64 columns, 32 when M <= 32); per chunk of
 //                  64 steps the masked intra-chunk product, q times the carried float32 state
 //                  (tf32) and the state update run on tensor cores (mma.sync). float16/bfloat16
-//                  with E <= 128 only: other requests for it run per_thread.
+//                  with E <= 128 whose shared memory fits the device only: other requests for it
+//                  run per_thread.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +27,21 @@ namespace djl_attn::linear {
 
 enum class LinearVariant { kAuto, kPerThread, kLowOccupancy, kChunked };
 
+// The compiled instantiations a plan names (causal_dot_product_shapes.h), so that a launcher's
+// switch covers every value and refuses none.
+// State rows per thread: the per_thread kernel's thread groups per column, the low_occupancy
+// kernel's rows per lane; E <= 32 * rows (the binding holds E to [1, 256]).
+enum class LinearRows { k1 = 1, k2 = 2, k4 = 4, k8 = 8 };
+// The chunked kernel's zero-padded E and its tile of value columns.
+enum class ChunkedDim { k32 = 32, k64 = 64, k128 = 128 };
+enum class ChunkedCols { k32 = 32, k64 = 64 };
+
 struct LinearPlan {
   LinearVariant variant;  // never kAuto
-  int warps;              // low_occupancy only: warps per block
+  int warps;              // low_occupancy only: warps per block, 4 to low_occupancy_max_warps(E)
+  LinearRows rows;        // per_thread and low_occupancy
+  ChunkedDim chunked_dim;    // chunked only
+  ChunkedCols chunked_cols;  // chunked only: fits the device's opt-in shared memory
 };
 
 
