@@ -101,10 +101,10 @@ void launch(const ElementwiseParams& p, const ElementwisePlan& plan, cudaStream_
 
 template <typename T, typename P>
 void run_typed(const ElementwiseParams& p, const ElementwisePlan& plan, cudaStream_t stream) {
-  constexpr int kVector = vector_width<T>();
-  if (plan.vector == kVector) return launch<T, P, kVector>(p, plan, stream);
-  if (plan.vector == 1) return launch<T, P, 1>(p, plan, stream);
-  fail_native("bert elementwise: no kernel for plan ", describe(plan));
+  switch (plan.width) {
+    case VectorWidth::k16Bytes: return launch<T, P, vector_width<T>()>(p, plan, stream);
+    case VectorWidth::kScalar: return launch<T, P, 1>(p, plan, stream);
+  }
 }
 
 }  // namespace

@@ -181,10 +181,10 @@ void launch_layernorm(const LayerNormParams& p, const LayerNormPlan& plan, cudaS
 
 template <typename T, typename P>
 void run_typed(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
-  constexpr int kVector = vector_width<T>();
-  if (plan.vector == kVector) return launch_layernorm<T, P, kVector>(p, plan, stream);
-  if (plan.vector == 1) return launch_layernorm<T, P, 1>(p, plan, stream);
-  fail_native("add_bias_residual_layernorm: no kernel for plan ", describe(plan));
+  switch (plan.width) {
+    case VectorWidth::k16Bytes: return launch_layernorm<T, P, vector_width<T>()>(p, plan, stream);
+    case VectorWidth::kScalar: return launch_layernorm<T, P, 1>(p, plan, stream);
+  }
 }
 
 }  // namespace

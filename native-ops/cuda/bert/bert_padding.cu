@@ -81,12 +81,11 @@ void dispatch_unit(const PaddingParams& p, int64_t rows, const char* name) {
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::current_stream(device);
   const unsigned blocks = static_cast<unsigned>(plan.blocks);
-  switch (plan.unit_bytes) {
-    case 16: Launch<uint4>::run(p, plan.row_units, blocks, stream); break;
-    case 8: Launch<uint2>::run(p, plan.row_units, blocks, stream); break;
-    case 4: Launch<uint32_t>::run(p, plan.row_units, blocks, stream); break;
-    case 2: Launch<uint16_t>::run(p, plan.row_units, blocks, stream); break;
-    default: fail_native(name, ": no kernel for plan ", describe(plan));
+  switch (plan.unit) {
+    case PaddingUnit::k16: Launch<uint4>::run(p, plan.row_units, blocks, stream); break;
+    case PaddingUnit::k8: Launch<uint2>::run(p, plan.row_units, blocks, stream); break;
+    case PaddingUnit::k4: Launch<uint32_t>::run(p, plan.row_units, blocks, stream); break;
+    case PaddingUnit::k2: Launch<uint16_t>::run(p, plan.row_units, blocks, stream); break;
   }
   DJL_ATTN_CUDA_CHECK_LAUNCH(name);
 }

@@ -36,6 +36,7 @@ LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& 
                           aligned(p.gamma, param_bytes) && aligned(p.beta, param_bytes) &&
                           aligned_or_null(p.bias, param_bytes);
   LayerNormPlan plan{};
+  plan.width = vectorised ? VectorWidth::k16Bytes : VectorWidth::kScalar;
   plan.vector = vectorised ? vector : 1;
   const int64_t vecs = p.channels / plan.vector;
   // Registers per lane grow with lane_vectors * vector floats, so short rows get a short array:
@@ -66,6 +67,7 @@ LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& 
       device.smem_optin - static_cast<int64_t>(sizeof(float)) * (kLayerNormMaxThreads / kWarpSize);
   if (bytes > kDefaultSharedBytes && bytes > limit) {
     plan.kernel = LayerNormKernel::kBlockStreamed;
+    plan.width = VectorWidth::kScalar;
     plan.vector = 1;
   } else {
     plan.kernel = LayerNormKernel::kBlockStaged;
@@ -85,6 +87,7 @@ ElementwisePlan plan_elementwise(const ElementwiseParams& p) {
                           aligned_or_null(p.scale, param_bytes) &&
                           aligned_or_null(p.shift, param_bytes);
   ElementwisePlan plan{};
+  plan.width = vectorised ? VectorWidth::k16Bytes : VectorWidth::kScalar;
   plan.vector = vectorised ? vector : 1;
   plan.blocks = grid_size(ceil_div(p.rows * (p.channels / plan.vector), kElementwiseThreads));
   return plan;
@@ -94,16 +97,17 @@ PaddingPlan plan_padding(const PaddingParams& p, int64_t rows) {
   PaddingPlan plan{};
   // The widest copy unit that divides the row and keeps every row start aligned.
   const int64_t row_bytes = p.channels * p.element_size;
-  plan.unit_bytes = 2;
-  for (int unit : {16, 8, 4}) {
-    if (row_bytes % unit == 0 && (p.padded_batch_stride * p.element_size) % unit == 0 &&
-        (p.padded_seq_stride * p.element_size) % unit == 0 && aligned(p.padded, unit) &&
-        aligned(p.packed, unit)) {
-      plan.unit_bytes = unit;
+  plan.unit = PaddingUnit::k2;
+  for (PaddingUnit unit : {PaddingUnit::k16, PaddingUnit::k8, PaddingUnit::k4}) {
+    const int bytes = static_cast<int>(unit);
+    if (row_bytes % bytes == 0 && (p.padded_batch_stride * p.element_size) % bytes == 0 &&
+        (p.padded_seq_stride * p.element_size) % bytes == 0 && aligned(p.padded, bytes) &&
+        aligned(p.packed, bytes)) {
+      plan.unit = unit;
       break;
     }
   }
-  plan.row_units = row_bytes / plan.unit_bytes;
+  plan.row_units = row_bytes / static_cast<int>(plan.unit);
   plan.blocks = grid_size(ceil_div(rows, kPaddingWarps));
   return plan;
 }
@@ -133,7 +137,7 @@ std::string describe(const ElementwisePlan& plan) {
 }
 
 std::string describe(const PaddingPlan& plan) {
-  return "unit_bytes=" + std::to_string(plan.unit_bytes) +
+  return "unit_bytes=" + std::to_string(static_cast<int>(plan.unit)) +
          " row_units=" + std::to_string(plan.row_units) + " threads=" +
          std::to_string(kPaddingWarps * kWarpSize) + " blocks=" + std::to_string(plan.blocks);
 }

@@ -23,6 +23,13 @@ constexpr int kElementwiseThreads = 256;
 // remove_padding / restore_padding: warps per block, one warp per row.
 constexpr int kPaddingWarps = 8;
 
+// The access widths every kernel is compiled for: 16 bytes' worth of elements (8 float16 or
+// bfloat16, 4 float32), or one element (odd C, unaligned views).
+enum class VectorWidth { kScalar, k16Bytes };
+
+// The copy units the padding kernels are compiled for; the value is the unit's bytes.
+enum class PaddingUnit { k2 = 2, k4 = 4, k8 = 8, k16 = 16 };
+
 enum class LayerNormKernel {
   kWarp,          // one warp per row, the row in registers (lane_vectors vectors per lane)
   kBlockStaged,   // one block per row, the row staged in shared memory as float32
@@ -32,7 +39,8 @@ enum class LayerNormKernel {
 
 struct LayerNormPlan {
   LayerNormKernel kernel;
-  int vector;        // elements per access: 16 bytes' worth, or 1 (odd C, unaligned views)
+  VectorWidth width;
+  int vector;        // elements per access of `width`: 16 bytes' worth, or 1
   int lane_vectors;  // kWarp: the register array per lane, 1, 4 or 8 vectors
   int threads;       // per block
   int64_t blocks;
@@ -43,14 +51,15 @@ struct LayerNormPlan {
 LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& device);
 
 struct ElementwisePlan {
-  int vector;  // elements per access: 16 bytes' worth, or 1
+  VectorWidth width;
+  int vector;  // elements per access of `width`: 16 bytes' worth, or 1
   int64_t blocks;
 };
 
 ElementwisePlan plan_elementwise(const ElementwiseParams& p);
 
 struct PaddingPlan {
-  int unit_bytes;     // the copy unit: 16, 8, 4 or 2 bytes
+  PaddingUnit unit;   // the copy unit
   int64_t row_units;  // units per row
   int64_t blocks;
 };
