@@ -179,7 +179,10 @@ FlashPlan plan_flash(const FlashParams& p, const FlashSwitches& switches,
 // The split of a decode-kernel call: one block per (batch row, head) with `rows` query rows
 // (<= decode::kMaxRows), walking at most `walked_keys` keys (decode_walked_keys),
 // `blocks_per_sm` resident blocks per SM. Shared with paged_attention, which runs the same
-// kernel through block tables.
+// kernel through block tables. Precondition, which no caller can break: batch * heads <=
+// 2^31 - 1, the blocks of one grid. flash_attention's bindings refuse B * Hq * ceil(Sq / 64)
+// past it (check_query_tiles) and the decode kernel needs Sq >= 1; paged_attention plans
+// launches of at most (2^31 - 1) / Hkv sequences (plan_paged_attention).
 KeySplit plan_decode_split(int64_t batch, int64_t heads, int64_t rows, int64_t walked_keys,
                            int64_t head_dim, int blocks_per_sm, int sm_count);
 
