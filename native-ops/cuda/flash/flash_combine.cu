@@ -24,6 +24,8 @@ constexpr int kColumnsPerThread = 2;
 // padded_head_dim(n) is 0 when no compiled head dim reaches n (flash_shapes.h).
 static_assert(padded_head_dim(kColumnsPerThread * kCombineThreads + 1) == 0,
               "every head dim the flash kernels are compiled for fits the combine's columns");
+static_assert(kMaxHeadDim <= kColumnsPerThread * kCombineThreads,
+              "every head dim the bindings accept fits the combine's columns");
 
 // Merges the partial results of the key ranges of each (head, row): with per-range logsumexps
 // l_s and outputs O_s (each normalised by its own sum), the row's logsumexp is
@@ -133,19 +135,10 @@ __global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(const fw
 
 void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream, int device) {
   const FlashParams& p = args.params;
+  // The plans split only grids that leave part of one wave of the GPU idle, whose rows are
+  // few (far below the grid limit), into at most kMaxKeySplits ranges (flash_plan.cpp); the
+  // bindings hold D to kMaxHeadDim (static_assert above).
   const int64_t rows = p.heads_q * args.accum_rows;
-  // Splits happen only on grids that leave the GPU idle, whose rows are few.
-  if (rows > 0x7fffffffLL) {
-    fail_native("flash_attention: ", rows, " rows to combine exceed the CUDA grid limit");
-  }
-  if (args.num_splits > kMaxCombineSplits) {
-    fail_native("flash_attention: ", args.num_splits, " key ranges exceed the combine kernel's ",
-                kMaxCombineSplits);
-  }
-  if (p.head_dim > kColumnsPerThread * kCombineThreads) {
-    fail_native("flash_attention: head dim ", p.head_dim, " exceeds the combine kernel's ",
-                kColumnsPerThread * kCombineThreads);
-  }
   if (rows == 0) return;
   DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
     cuda::launch_after_prerequisite<flash_combine_kernel<T>>(

@@ -16,6 +16,8 @@ constexpr int kMaxCombineSplits = kMaxKeySplits;
 // (rows b * Sq + i, see fwd::FwdArgs) into args.params.out, and writes args.params.lse unless
 // it is null. float16/bfloat16 outputs. Launched on `device` as a programmatic dependent of the
 // split kernel before it on the stream (dependent_launch.cuh), which may let it start early.
+// Preconditions, which the plans keep (plan_flash, plan_decode_split): num_splits <=
+// kMaxCombineSplits, heads_q * accum_rows within one grid, head_dim <= kMaxHeadDim.
 void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream, int device);
 
 }  // namespace djl_attn::flash
