@@ -31,9 +31,13 @@ enum class Fp32HeadDim {
 #undef DJL_FLASH_FP32_ENUMERATOR_
 };
 
+// The warps per block the kernel is compiled for: each warp owns 16 query rows, so a block owns
+// 16 * warps rows. The value is the warp count.
+enum class Fp32Warps { k4 = 4, k8 = 8 };
+
 struct Fp32Tile {
   Fp32HeadDim head_dim = Fp32HeadDim::k32;  // compiled head dim the problem's D is padded to
-  int warps;         // 4 or 8; each warp owns 16 query rows, so a block owns 16 * warps rows
+  Fp32Warps warps = Fp32Warps::k4;
   bool split_tf32;   // true: 3xTF32 (float32 accuracy); false: 1xTF32 (opt-in, ~1e-3)
   bool bias;         // q/k/v bias added in shared memory (the fused BERT path)
   bool features;     // sliding window, soft-capping or ALiBi: 4 warps, 3xTF32, no bias

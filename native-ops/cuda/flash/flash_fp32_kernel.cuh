@@ -497,11 +497,9 @@ void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
     if (device >= 0 && device < kMaxDevices) prepared[device].store(true);
   }
   const int64_t m_blocks = (p.seqlen_q + Sh::kBlockM - 1) / Sh::kBlockM;
+  // Within the grid limit: the bindings hold B * Hq * ceil(Sq / 64) to it (check_query_tiles),
+  // and kBlockM >= 64.
   const int64_t blocks = m_blocks * p.batch * p.heads_q;
-  if (blocks > 0x7fffffffLL) {
-    // The binding holds B * Hq * ceil(Sq / 64) to the limit, and kBlockM >= 64.
-    fail_native("flash_fp32: ", blocks, " blocks exceed the CUDA grid limit of 2^31 - 1");
-  }
   if (blocks == 0) return;
   kernel<<<static_cast<unsigned>(blocks), Sh::kThreads, Sh::kSmemBytes, stream>>>(
       p, static_cast<int>(m_blocks), vectorized);
@@ -533,15 +531,16 @@ template <int kHeadDim>
 void launch_flash_fp32_hdim(const FlashParams& p, const Fp32Tile& tile, cudaStream_t stream) {
   if (tile.features) {
     // The plan gives feature calls 4-warp 3xTF32 tiles without bias (plan_flash_fp32).
-    if (tile.warps != 4 || !tile.split_tf32 || tile.bias) {
+    if (tile.warps != Fp32Warps::k4 || !tile.split_tf32 || tile.bias) {
       fail_native("flash_fp32: the sliding window, soft-capping and ALiBi run only in 4-warp ",
                   "3xTF32 tiles without bias, got ", describe(tile));
     }
     return launch<kHeadDim, 4, true, false, true>(p, tile.vectorized, stream);
   }
-  if (tile.warps == 8) return launch_warps<kHeadDim, 8>(p, tile, stream);
-  if (tile.warps == 4) return launch_warps<kHeadDim, 4>(p, tile, stream);
-  fail_native("flash_fp32: no ", tile.warps, "-warp tiles compiled for head dim ", kHeadDim);
+  switch (tile.warps) {
+    case Fp32Warps::k8: return launch_warps<kHeadDim, 8>(p, tile, stream);
+    case Fp32Warps::k4: return launch_warps<kHeadDim, 4>(p, tile, stream);
+  }
 }
 
 }  // namespace djl_attn::flash::fp32

@@ -60,26 +60,26 @@ std::optional<Fp32Tile> plan_flash_fp32(const FlashParams& p, Fp32Mode mode,
   const bool eight_built = fp32_tile_compiled(head_dim, 8, tile.split_tf32, tuning_build);
   const bool eight_fit = head_dim > 64 && eight_built && fits(head_dim, 8, device);
   if (mode == Fp32Mode::kWarps8) {
-    tile.warps = eight_built && fits(head_dim, 8, device) ? 8 : 4;
+    tile.warps = eight_built && fits(head_dim, 8, device) ? Fp32Warps::k8 : Fp32Warps::k4;
   } else if (mode == Fp32Mode::kWarps4) {
-    tile.warps = 4;
+    tile.warps = Fp32Warps::k4;
   } else {
-    tile.warps = eight_fit && tiles_of_128 >= device.sm_count ? 8 : 4;
+    tile.warps = eight_fit && tiles_of_128 >= device.sm_count ? Fp32Warps::k8 : Fp32Warps::k4;
   }
   // The sliding window, soft-capping and ALiBi have one instantiation per head dim: 4 warps,
   // 3xTF32 (DJL_ATTN_FLASH_FP32=8w and tf32 do not apply to such calls; describe() shows it).
   tile.features = has_flash_features(p);
   if (tile.features) {
-    tile.warps = 4;
+    tile.warps = Fp32Warps::k4;
     tile.split_tf32 = true;
   }
-  if (!fits(head_dim, tile.warps, device)) return std::nullopt;
+  if (!fits(head_dim, static_cast<int>(tile.warps), device)) return std::nullopt;
   return tile;
 }
 
 std::string describe(const Fp32Tile& tile) {
   std::string s = concat(tile.split_tf32 ? "3xtf32" : "tf32", "/d",
-                         static_cast<int>(tile.head_dim), "/", tile.warps, "w");
+                         static_cast<int>(tile.head_dim), "/", static_cast<int>(tile.warps), "w");
   if (tile.bias) s += "/bias";
   if (tile.features) s += "/features";
   if (!tile.vectorized) s += "/scalar";
