@@ -159,31 +159,19 @@ void launch_block(const LayerNormParams& p, const LayerNormPlan& plan, cudaStrea
   DJL_ATTN_CUDA_CHECK_LAUNCH("layernorm_block_kernel");
 }
 
-// The kernels of one vector width N. Scalar rows (odd C, unaligned views) are rare: one warp
-// tier for them keeps the build lean, and only they have the streamed block kernel.
-template <typename T, typename P, int N>
-void launch_layernorm(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
-  switch (plan.kernel) {
-    case LayerNormKernel::kWarp:
-      if constexpr (N > 1) {
-        if (plan.lane_vectors == 1) return launch_warp<T, P, N, 1>(p, plan, stream);
-        if (plan.lane_vectors == 4) return launch_warp<T, P, N, 4>(p, plan, stream);
-      }
-      if (plan.lane_vectors == 8) return launch_warp<T, P, N, 8>(p, plan, stream);
-      break;
-    case LayerNormKernel::kBlockStaged: return launch_block<T, P, N, true>(p, plan, stream);
-    case LayerNormKernel::kBlockStreamed:
-      if constexpr (N == 1) return launch_block<T, P, N, false>(p, plan, stream);
-      break;
-  }
-  fail_native("add_bias_residual_layernorm: no kernel for plan ", describe(plan));
-}
-
+// The plan's kernel: every LayerNormKernel, at T's 16-byte width W or one element per access.
 template <typename T, typename P>
 void run_typed(const LayerNormParams& p, const LayerNormPlan& plan, cudaStream_t stream) {
-  switch (plan.width) {
-    case VectorWidth::k16Bytes: return launch_layernorm<T, P, vector_width<T>()>(p, plan, stream);
-    case VectorWidth::kScalar: return launch_layernorm<T, P, 1>(p, plan, stream);
+  constexpr int W = vector_width<T>();
+  switch (plan.kernel) {
+    case LayerNormKernel::kWarp1: return launch_warp<T, P, W, 1>(p, plan, stream);
+    case LayerNormKernel::kWarp4: return launch_warp<T, P, W, 4>(p, plan, stream);
+    case LayerNormKernel::kWarp8: return launch_warp<T, P, W, 8>(p, plan, stream);
+    case LayerNormKernel::kBlockStaged: return launch_block<T, P, W, true>(p, plan, stream);
+    case LayerNormKernel::kScalarWarp8: return launch_warp<T, P, 1, 8>(p, plan, stream);
+    case LayerNormKernel::kScalarBlockStaged: return launch_block<T, P, 1, true>(p, plan, stream);
+    case LayerNormKernel::kScalarBlockStreamed:
+      return launch_block<T, P, 1, false>(p, plan, stream);
   }
 }
 

@@ -36,7 +36,6 @@ LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& 
                           aligned(p.gamma, param_bytes) && aligned(p.beta, param_bytes) &&
                           aligned_or_null(p.bias, param_bytes);
   LayerNormPlan plan{};
-  plan.width = vectorised ? VectorWidth::k16Bytes : VectorWidth::kScalar;
   plan.vector = vectorised ? vector : 1;
   const int64_t vecs = p.channels / plan.vector;
   // Registers per lane grow with lane_vectors * vector floats, so short rows get a short array:
@@ -51,8 +50,10 @@ LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& 
     lane_vectors = 8;
   }
   if (lane_vectors > 0) {
-    plan.kernel = LayerNormKernel::kWarp;
-    plan.lane_vectors = lane_vectors;
+    plan.kernel = !vectorised        ? LayerNormKernel::kScalarWarp8
+                  : lane_vectors == 1 ? LayerNormKernel::kWarp1
+                  : lane_vectors == 4 ? LayerNormKernel::kWarp4
+                                      : LayerNormKernel::kWarp8;
     plan.threads = kLayerNormWarps * kWarpSize;
     plan.blocks = grid_size(ceil_div(p.rows, kLayerNormWarps));
     return plan;
@@ -66,11 +67,10 @@ LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& 
   const int64_t limit =
       device.smem_optin - static_cast<int64_t>(sizeof(float)) * (kLayerNormMaxThreads / kWarpSize);
   if (bytes > kDefaultSharedBytes && bytes > limit) {
-    plan.kernel = LayerNormKernel::kBlockStreamed;
-    plan.width = VectorWidth::kScalar;
+    plan.kernel = LayerNormKernel::kScalarBlockStreamed;
     plan.vector = 1;
   } else {
-    plan.kernel = LayerNormKernel::kBlockStaged;
+    plan.kernel = vectorised ? LayerNormKernel::kBlockStaged : LayerNormKernel::kScalarBlockStaged;
     plan.smem_bytes = bytes;
     plan.smem_opt_in = bytes > kDefaultSharedBytes;
   }
@@ -112,19 +112,31 @@ PaddingPlan plan_padding(const PaddingParams& p, int64_t rows) {
   return plan;
 }
 
-std::string describe(const LayerNormPlan& plan) {
-  std::string s;
-  switch (plan.kernel) {
-    case LayerNormKernel::kWarp: s = "kernel=warp"; break;
-    case LayerNormKernel::kBlockStaged: s = "kernel=block_staged"; break;
-    case LayerNormKernel::kBlockStreamed: s = "kernel=block_streamed"; break;
+int lane_vectors(LayerNormKernel kernel) {
+  switch (kernel) {
+    case LayerNormKernel::kWarp1: return 1;
+    case LayerNormKernel::kWarp4: return 4;
+    case LayerNormKernel::kWarp8:
+    case LayerNormKernel::kScalarWarp8: return 8;
+    case LayerNormKernel::kBlockStaged:
+    case LayerNormKernel::kScalarBlockStaged:
+    case LayerNormKernel::kScalarBlockStreamed: return 0;
   }
+  return 0;
+}
+
+std::string describe(const LayerNormPlan& plan) {
+  const bool staged = plan.kernel == LayerNormKernel::kBlockStaged ||
+                      plan.kernel == LayerNormKernel::kScalarBlockStaged;
+  std::string s = lane_vectors(plan.kernel) > 0 ? "kernel=warp"
+                  : staged                      ? "kernel=block_staged"
+                                                : "kernel=block_streamed";
   s += " vector=" + std::to_string(plan.vector);
-  if (plan.kernel == LayerNormKernel::kWarp) {
-    s += " lane_vectors=" + std::to_string(plan.lane_vectors);
+  if (lane_vectors(plan.kernel) > 0) {
+    s += " lane_vectors=" + std::to_string(lane_vectors(plan.kernel));
   }
   s += " threads=" + std::to_string(plan.threads) + " blocks=" + std::to_string(plan.blocks);
-  if (plan.kernel == LayerNormKernel::kBlockStaged) {
+  if (staged) {
     s += " smem_bytes=" + std::to_string(plan.smem_bytes) +
          " smem_opt_in=" + (plan.smem_opt_in ? "1" : "0");
   }

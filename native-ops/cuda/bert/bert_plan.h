@@ -30,22 +30,30 @@ enum class VectorWidth { kScalar, k16Bytes };
 // The copy units the padding kernels are compiled for; the value is the unit's bytes.
 enum class PaddingUnit { k2 = 2, k4 = 4, k8 = 8, k16 = 16 };
 
+// Every compiled layernorm kernel: a tier, at the 16-byte width or (kScalar*) one element per
+// access. Scalar rows (odd C, unaligned views) are rare: one warp tier for them keeps the build
+// lean, and only they are streamed.
 enum class LayerNormKernel {
-  kWarp,          // one warp per row, the row in registers (lane_vectors vectors per lane)
-  kBlockStaged,   // one block per row, the row staged in shared memory as float32
-  kBlockStreamed  // one block per row, read from global memory once per pass: rows longer than
-                  // the device's shared memory holds
+  kWarp1,  // one warp per row, the row in registers: 1, 4 or 8 vectors per lane
+  kWarp4,
+  kWarp8,
+  kScalarWarp8,
+  kBlockStaged,  // one block per row, the row staged in shared memory as float32
+  kScalarBlockStaged,
+  kScalarBlockStreamed  // one block per row, read from global memory once per pass: rows longer
+                        // than the device's shared memory holds
 };
+
+// The register array per lane of a warp kernel (1, 4 or 8 vectors), 0 for the block kernels.
+int lane_vectors(LayerNormKernel kernel);
 
 struct LayerNormPlan {
   LayerNormKernel kernel;
-  VectorWidth width;
-  int vector;        // elements per access of `width`: 16 bytes' worth, or 1
-  int lane_vectors;  // kWarp: the register array per lane, 1, 4 or 8 vectors
+  int vector;        // elements per access: 16 bytes' worth, or 1 for the kScalar* kernels
   int threads;       // per block
   int64_t blocks;
-  int64_t smem_bytes;  // kBlockStaged: dynamic shared memory, C float32 values
-  bool smem_opt_in;    // kBlockStaged: more than the 48 KiB a kernel gets without opting in
+  int64_t smem_bytes;  // block_staged: dynamic shared memory, C float32 values
+  bool smem_opt_in;    // block_staged: more than the 48 KiB a kernel gets without opting in
 };
 
 LayerNormPlan plan_layernorm(const LayerNormParams& p, const cuda::DeviceFacts& device);
