@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "linear/linear_params.h"
 #include "cuda/linear/causal_dot_product_shapes.h"
+#include "linear/linear_params.h"
 
 namespace djl_attn::linear {
 namespace {
