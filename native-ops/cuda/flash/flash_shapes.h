@@ -193,11 +193,12 @@ constexpr bool head_dim_compiled(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// Dynamic shared memory (Layout<D, consumers>::kSmemBytes in flash_hopper.cu, which static_asserts
-// this): the block_m(consumers)-row query tile, 2 stages of K and V tiles, 14 mbarriers, 2
-// work-item slots and 1 KiB of slack for the 1024-byte alignment of the 128-byte swizzle.
-constexpr int smem_bytes(int64_t head_dim, int consumers) {
-  const int tile = static_cast<int>(head_dim) * 2;
+// Dynamic shared memory (Layout<D, consumers, bytes>::kSmemBytes in hopper_layout.cuh, which
+// static_asserts this): the block_m(consumers)-row query tile, 2 stages of K and V tiles, 14
+// mbarriers, 2 work-item slots and 1 KiB of slack for the 1024-byte alignment of the 128-byte
+// swizzle. element_bytes: 2 (float16, bfloat16) or 1 (the e4m3 kernel).
+constexpr int smem_bytes(int64_t head_dim, int consumers, int element_bytes = 2) {
+  const int tile = static_cast<int>(head_dim) * element_bytes;
   return block_m(consumers) * tile + 2 * 2 * block_n(head_dim) * tile + 14 * 8 + 2 * 4 + 1024;
 }
 

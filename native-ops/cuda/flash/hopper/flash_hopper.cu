@@ -14,31 +14,10 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/flash/hopper/flash_hopper.h"
 #include "cuda/flash/hopper/hopper_kernel.cuh"
+#include "cuda/flash/hopper/hopper_tensor_map.h"
 
 namespace djl_attn::flash::hopper {
 namespace {
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled from the driver the runtime already loaded (the library links no
-// libcuda), or null when the driver does not have it.
-EncodeTiled encode_fn() {
-  static const EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult status;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<EncodeTiled>(nullptr);
-    }
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return fn;
-}
 
 // A map over one [B, S, H, D] operand whose boxes are 64 columns x `rows` rows of one (batch,
 // head), 128-byte swizzled; rows past S read as zeros. The plan checked the strides against
@@ -46,21 +25,15 @@ EncodeTiled encode_fn() {
 bool make_map(CUtensorMap* map, const FlashParams& p, const void* ptr, int64_t seqlen,
               int64_t heads, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
               int rows) {
-  const EncodeTiled encode = encode_fn();
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(seqlen),
                               static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(p.batch)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(seq_stride) * 2,
                                  static_cast<cuuint64_t>(head_stride) * 2,
                                  static_cast<cuuint64_t>(batch_stride) * 2};
-  const cuuint32_t box[4] = {static_cast<cuuint32_t>(kPanelCols), static_cast<cuuint32_t>(rows), 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type = p.dtype == ElementType::kFloat16
                                        ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                        : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 4, const_cast<void*>(ptr), dims, strides, box, elem_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return make_tiled_map(map, type, ptr, dims, strides, kPanelCols, static_cast<cuuint32_t>(rows));
 }
 
 template <typename T, int kHeadDim, int kConsumers, bool kPingPong>

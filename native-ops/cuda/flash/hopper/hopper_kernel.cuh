@@ -50,10 +50,13 @@ namespace djl_attn::flash::hopper {
 // The load ring, the query buffer and the ping-pong turns carry over from one item to the next,
 // so the producer loads the next item's query and first key tiles while the consumers finish
 // and store the previous one.
-template <typename T, int kHeadDim, int kConsumerCount, bool kPingPong>
+//
+// T is the input element type (__half, __nv_bfloat16, or __nv_fp8_e4m3 for the e4m3 kernel of
+// flash_hopper_fp8.cu), TOut the output's (T but for e4m3: __half or __nv_bfloat16).
+template <typename T, int kHeadDim, int kConsumerCount, bool kPingPong, typename TOut = T>
 __global__ void __launch_bounds__(threads(kConsumerCount), 1) flash_hopper_kernel(const __grid_constant__ HopperArgs args) {
 #ifdef DJL_HOPPER_DEVICE_CODE
-  using L = Layout<kHeadDim, kConsumerCount>;
+  using L = Layout<kHeadDim, kConsumerCount, static_cast<int>(sizeof(T))>;
   // Every "empty" barrier (query tile, key and value stages, work-item slots) takes one arrival
   // per consumer warp.
   constexpr uint32_t kConsumerWarps = 4 * L::kConsumers;
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(threads(kConsumerCount), 1) flash_hopper_kerne
 
   // ---- consumers ----
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs(L::kConsumers)));
-  compute_items<T, L, kPingPong>(args, sm, warpgroup - 1);
+  compute_items<T, TOut, L, kPingPong>(args, sm, warpgroup - 1);
 #endif  // DJL_HOPPER_DEVICE_CODE
 }
 

@@ -92,7 +92,7 @@ __device__ __forceinline__ void load_items(const HopperArgs& args, const Smem<L>
     if (lane == 0) {
       mbar_expect_tx(sm.q_full(), L::kQBytes);
       for (int pn = 0; pn < kPanels; ++pn) {
-        tma_load_4d(sm.q_s + pn * kBlockM * kRowBytes, &args.q_map, sm.q_full(), pn * kPanelCols, w.m0,
+        tma_load_4d(sm.q_s + pn * kBlockM * kRowBytes, &args.q_map, sm.q_full(), pn * L::kPanelElems, w.m0,
                     w.h, w.b);
       }
     }
@@ -107,11 +107,18 @@ __device__ __forceinline__ void load_items(const HopperArgs& args, const Smem<L>
         mbar_expect_tx(sm.k_full(s), L::kKvBytes);
         for (int pn = 0; pn < kPanels; ++pn) {
           tma_load_4d(sm.k_s + s * L::kKvBytes + pn * kBlockN * kRowBytes, &args.k_map, sm.k_full(s),
-                      pn * kPanelCols, n0, w.h_kv, w.b);
+                      pn * L::kPanelElems, n0, w.h_kv, w.b);
         }
       }
       if (use > 0) mbar_wait(sm.v_empty(s), (use - 1) & 1);
-      if (n0 + kBlockN > w.kv_len && w.kv_len < seqlen_k) {
+      if constexpr (L::kFp8) {
+        // The transposed copy of v: a [D][block_n keys] box, zero past each row's valid keys
+        // already (flash_hopper_fp8.cu).
+        if (lane == 0) {
+          mbar_expect_tx(sm.v_full(s), L::kKvBytes);
+          tma_load_4d(sm.v_s + s * L::kKvBytes, &args.v_map, sm.v_full(s), n0, 0, w.h_kv, w.b);
+        }
+      } else if (n0 + kBlockN > w.kv_len && w.kv_len < seqlen_k) {
         // The tile that holds this row's last valid key, with real rows of the tensor after
         // it: zero-filled past the valid keys with cp.async, which TMA cannot do there.
         const uint32_t dst = sm.v_s + s * L::kKvBytes;
@@ -144,12 +151,18 @@ __device__ __forceinline__ void load_items(const HopperArgs& args, const Smem<L>
   }
 }
 
+// The dequantization factor of work item w's (batch, key/value head) (flash_fp8_params.h).
+__device__ __forceinline__ float descale(const Fp8Descale& d, const Work& w) {
+  return d.data == nullptr ? 1.f : d.data[w.b * d.batch_stride + w.h_kv * d.head_stride];
+}
+
 // Consumer warpgroup `cw` (which 64 rows of each item's query tile): its items' attention, each
 // finished one stored by store_item.
-template <typename T, typename L, bool kPingPong>
+// T is the input element type, TOut the output's (T but for the e4m3 kernel).
+template <typename T, typename TOut, typename L, bool kPingPong>
 __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem<L>& sm, int cw) {
   constexpr int kHeadDim = L::kHeadDim;
-  constexpr int kPanels = L::kPanels;
+  constexpr int kPanels = L::kOutPanels;
   constexpr int kConsumers = L::kConsumers;
   constexpr int kBlockM = L::kBlockM;
   constexpr int kBlockN = L::kBlockN;
@@ -159,7 +172,8 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
   const int wtid = threadIdx.x % 128;
   const int warp = wtid / 32, lane = wtid % 32;
   const int g = lane / 4, t = lane % 4;
-  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const float base_scale_log2 = p.scale * 1.4426950408889634f;
+  float scale_log2 = base_scale_log2;
   const uint32_t q_rows = sm.q_s + cw * 64 * kRowBytes;
   auto release = [&](uint32_t bar) {
     if (lane == 0) mbar_arrive(bar);
@@ -196,6 +210,11 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
     if (idx >= total) break;
     const Work w = work_item<kBlockM, kBlockN>(args, idx);
     const int row_base = w.m0 + cw * 64 + warp * 16 + g;  // rows row_base and row_base + 8
+    float v_descale = 1.f;
+    if constexpr (L::kFp8) {
+      scale_log2 = base_scale_log2 * descale(args.q_descale, w) * descale(args.k_descale, w);
+      v_descale = descale(args.v_descale, w);
+    }
     float o[kPanels][32];
 #pragma unroll
     for (int pn = 0; pn < kPanels; ++pn)
@@ -206,7 +225,7 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
 
     if (w.n_tiles > 0) {
       float s_acc[kBlockN / 2];
-      uint32_t p_frag[kBlockN / 16][4];
+      uint32_t p_frag[kBlockN / L::kPvStep][4];
       float corr[2];
       auto stage = [&](int i) { return static_cast<int>((kv_iter + i) % kStages); };
       auto parity = [&](int i) { return ((kv_iter + i) / kStages) & 1u; };
@@ -214,8 +233,9 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
       auto issue_qk = [&](int st) {
         const uint32_t k_tile = sm.k_s + st * L::kKvBytes;
         wgmma_fence();
+        // 32 bytes of the head dim per wgmma: 16 two-byte or 32 one-byte elements.
 #pragma unroll
-        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        for (int kk = 0; kk < kHeadDim * L::kElementBytes / 32; ++kk) {
           const uint32_t panel = kk / 4, within = (kk % 4) * 32;
           const uint64_t da = smem_desc(q_rows + panel * kBlockM * kRowBytes + within, 16, 1024);
           const uint64_t db = smem_desc(k_tile + panel * kBlockN * kRowBytes + within, 16, 1024);
@@ -226,14 +246,26 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
       auto issue_pv = [&](int st) {
         const uint32_t v_tile = sm.v_s + st * L::kKvBytes;
         wgmma_fence();
+        if constexpr (L::kFp8) {
+          // V^T [D][block_n keys], K-major: 64 of its rows (output columns) per wgmma, 32 keys
+          // (bytes) of them per step.
 #pragma unroll
-        for (int kk = 0; kk < kBlockN / 16; ++kk)
+          for (int kk = 0; kk < kBlockN / 32; ++kk)
 #pragma unroll
-          for (int pn = 0; pn < kPanels; ++pn) {
-            const uint64_t db =
-                smem_desc(v_tile + pn * kBlockN * kRowBytes + kk * 16 * kRowBytes, 1024, 1024);
-            mma_pv<T>(o[pn], p_frag[kk], db);
-          }
+            for (int pn = 0; pn < kPanels; ++pn) {
+              const uint64_t db = smem_desc(v_tile + pn * 64 * kRowBytes + kk * 32, 16, 1024);
+              wgmma_rs_m64n64k32_e4m3(o[pn], p_frag[kk], db, 1);
+            }
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+            for (int pn = 0; pn < kPanels; ++pn) {
+              const uint64_t db =
+                  smem_desc(v_tile + pn * kBlockN * kRowBytes + kk * 16 * kRowBytes, 1024, 1024);
+              mma_pv<T>(o[pn], p_frag[kk], db);
+            }
+        }
         wgmma_commit();
       };
       // Masks tile i's scores, updates the running max and sum, and turns the scores into
@@ -270,10 +302,12 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
           corr[hf] = fast_exp2(row_max[hf] - base_v);
           row_max[hf] = mx;
           float sum = row_sum[hf] * corr[hf];
+          float p_base = base_v;
+          if constexpr (L::kFp8) p_base -= kFp8ProbLog2;
 #pragma unroll
           for (int j = 0; j < kBlockN / 8; ++j) {
-            const float p0 = fast_exp2(fmaf(s_acc[4 * j + 2 * hf], scale_log2, -base_v));
-            const float p1 = fast_exp2(fmaf(s_acc[4 * j + 2 * hf + 1], scale_log2, -base_v));
+            const float p0 = fast_exp2(fmaf(s_acc[4 * j + 2 * hf], scale_log2, -p_base));
+            const float p1 = fast_exp2(fmaf(s_acc[4 * j + 2 * hf + 1], scale_log2, -p_base));
             s_acc[4 * j + 2 * hf] = p0;
             s_acc[4 * j + 2 * hf + 1] = p1;
             sum += p0 + p1;
@@ -282,12 +316,29 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
         }
       };
       auto pack_p = [&]() {
+        if constexpr (L::kFp8) {
+          // Each register of the e4m3 A fragment holds four keys of one row, bytes in key
+          // order 4t .. 4t + 3 (16 + 4t .. for the second pair) as the wgmma reads them; the
+          // accumulator gave this thread keys 2t, 2t + 1, 8 + 2t, 9 + 2t (and 16 + ..) of
+          // each 32. They are packed as they lie: the transposed copy of v holds its keys in
+          // the same order (fp8_key_of_column, flash_hopper_fp8.cu), so P V sums the
+          // right pairs with no shuffle.
 #pragma unroll
-        for (int kk = 0; kk < kBlockN / 16; ++kk) {
-          p_frag[kk][0] = pack2<T>(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);
-          p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);
-          p_frag[kk][2] = pack2<T>(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);
-          p_frag[kk][3] = pack2<T>(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
+          for (int kk = 0; kk < kBlockN / 32; ++kk) {
+            const float* const a = s_acc + 16 * kk;
+            p_frag[kk][0] = pack4_e4m3(a[0], a[1], a[4], a[5]);
+            p_frag[kk][1] = pack4_e4m3(a[2], a[3], a[6], a[7]);
+            p_frag[kk][2] = pack4_e4m3(a[8], a[9], a[12], a[13]);
+            p_frag[kk][3] = pack4_e4m3(a[10], a[11], a[14], a[15]);
+          }
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < kBlockN / 16; ++kk) {
+            p_frag[kk][0] = pack2<T>(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);
+            p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);
+            p_frag[kk][2] = pack2<T>(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);
+            p_frag[kk][3] = pack2<T>(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
+          }
         }
       };
 
@@ -349,7 +400,7 @@ __device__ __forceinline__ void compute_items(const HopperArgs& args, const Smem
       ++q_uses;
       kv_iter += w.n_tiles;
     }
-    store_item<T, L>(p, w, o, row_max, row_sum, row_base, seqlen_q, t);
+    store_item<TOut, L>(p, w, o, row_max, row_sum, row_base, seqlen_q, t, v_descale);
   }
   if constexpr (kPingPong) {
     if (cw == 0) named_bar_sync(1);  // the last consumer's final hand-over

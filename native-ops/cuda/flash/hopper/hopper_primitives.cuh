@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -99,11 +100,15 @@ using cuda::ptx::cp_async_wait_all;
 using cuda::ptx::fast_exp2;
 using cuda::ptx::pack2;
 
-// S (+)= Q K^T for one 16-column step: a 64 x kN score tile, kN / 2 floats per thread.
+// S (+)= Q K^T for one 32-byte step of the head dim (16 two-byte or 32 e4m3 elements): a
+// 64 x kN score tile, kN / 2 floats per thread.
 template <typename T, int kN>
 __device__ __forceinline__ void mma_qk(float (&s)[kN / 2], uint64_t da, uint64_t db, int scale_d) {
   static_assert(kN == 64 || kN == 128, "the score tile widths of block_n");
-  if constexpr (kN == 128) {
+  if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
+    static_assert(kN == 128, "the e4m3 kernel's block_n");
+    wgmma_ss_m64n128k32_e4m3(s, da, db, scale_d);
+  } else if constexpr (kN == 128) {
     if constexpr (std::is_same_v<T, __half>) {
       wgmma_ss_m64n128k16_f16(s, da, db, scale_d);
     } else {
@@ -117,6 +122,14 @@ __device__ __forceinline__ void mma_qk(float (&s)[kN / 2], uint64_t da, uint64_t
     }
   }
 }
+// Four probabilities as one register of the e4m3 A fragment, `a` in the lowest byte, each rounded
+// to nearest and saturated at 448.
+__device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
 template <typename T>
 __device__ __forceinline__ void mma_pv(float (&o)[32], const uint32_t (&a)[4], uint64_t db) {
   if constexpr (std::is_same_v<T, __half>) {
