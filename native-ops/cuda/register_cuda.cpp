@@ -29,7 +29,7 @@ void launch_causal_dot_product(const linear::CausalDotProductParams& params) {
 // The CUDA backend's device functions; operator_kernels.h makes the boxed kernels from them.
 // bert_attention runs the flash launcher on strided views into the fused projection.
 const OperatorBackends kCudaBackends{
-    {flash::launch_flash_attention_cuda, copy_to_host},
+    {flash::launch_flash_attention_cuda, copy_to_host, flash::launch_flash_attention_fp8_cuda},
     {launch_causal_dot_product},
     {bert::run_layernorm_cuda, bert::run_elementwise_cuda, bert::run_remove_padding_cuda,
      bert::run_restore_padding_cuda, copy_to_host, bert::copy_from_host_cuda},

@@ -279,7 +279,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, causal, w
     return out, lse
 
 
-# ---- FP8 (e4m3fn) KV caches -----------------------------------------------------------------------
+# ---- FP8: e4m3fn and e5m2 KV caches, flash_attention_fp8 ----------------------------------------
 
 FP8_MAX = 448.0  # torch.finfo(torch.float8_e4m3fn).max
 FP8_E5M2_MAX = 57344.0  # torch.finfo(torch.float8_e5m2).max
@@ -309,6 +309,56 @@ def fp8_dequantise(cache, scale, e5m2=False):
     e5m2 = e5m2 or cache.dtype == torch.float8_e5m2
     values = cache.view(torch.float8_e5m2 if e5m2 else torch.float8_e4m3fn).double()
     return values * _head_scale(scale, cache.shape[-2], cache.device).double()
+
+
+def fp8_descaled(x, descale):
+    """The values of flash_attention_fp8's q, k or v: e4m3fn bytes x [B, S, H, D]
+    (float8_e4m3fn or uint8) times the descale of each row's (batch row, key/value head), in
+    float64 (exact). descale: None (1), [1], or [B, Hkv], where query head h of Hq takes the factor
+    of key/value head h // (Hq // Hkv)."""
+    values = x.view(torch.float8_e4m3fn).double()
+    if descale is None:
+        return values
+    d = descale.double().to(x.device)
+    if d.dim() == 1:
+        return values * d[0]
+    group = x.shape[2] // d.shape[1]
+    return values * d.repeat_interleave(group, dim=1)[:, None, :, None]
+
+
+FP8_P_SCALE = 256.0  # 2^8: P in [0, 1] is scaled into e4m3's range before it is rounded
+
+
+def flash_attention_fp8(q, k, v, kv_lens, scale, causal, q_descale=None, k_descale=None,
+                        v_descale=None, round_p=False):
+    """Reference for djl_attn.flash_attention_fp8: (out [B,Sq,Hq,D] float64, lse [B,Hq,Sq]
+    float64), the attention of the dequantized inputs (fp8_descaled) as flash_attention's.
+
+    round_p: P rounded to e4m3 as FlashAttention-3's FP8 kernel does it: P = exp(s - rowmax)
+    times FP8_P_SCALE, rounded through torch.float8_e4m3fn before P @ V, the product divided by
+    FP8_P_SCALE * rowsum, the row sum taken over the unrounded P. The lse is the same either way.
+    """
+    qd = fp8_descaled(q, q_descale)
+    kd = fp8_descaled(k, k_descale)
+    vd = fp8_descaled(v, v_descale)
+    out, lse = flash_attention(qd, kd, vd, kv_lens, scale, causal)
+    if not round_p:
+        return out, lse
+    batch, seqlen_q, heads_q, _ = q.shape
+    seqlen_k, heads_kv = k.shape[1], k.shape[2]
+    group = heads_q // heads_kv
+    qh = qd.transpose(1, 2)
+    kh = kd.transpose(1, 2).repeat_interleave(group, dim=1)
+    vh = vd.transpose(1, 2).repeat_interleave(group, dim=1)
+    scores = qh @ kh.transpose(-1, -2) * scale
+    mask = attention_mask(batch, seqlen_q, seqlen_k, causal, kv_lens, q.device)
+    scores = scores.masked_fill(~mask, -math.inf)
+    row_max = scores.amax(dim=-1, keepdim=True)
+    p = torch.exp(scores - row_max).nan_to_num(0.0)  # rows without keys: 0
+    row_sum = p.sum(dim=-1, keepdim=True)
+    p_rounded = (p * FP8_P_SCALE).to(torch.float8_e4m3fn).double()
+    out_pq = (p_rounded @ vh) / (FP8_P_SCALE * row_sum)
+    return out_pq.nan_to_num(0.0).transpose(1, 2), lse
 
 
 # ---- decoder_layer --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // (fp8x2 <-> f16x2 and f32 pairs -> fp8x2); on sm_80 cuda_fp8.h emulates them with integer
 // arithmetic, which is correct there but not fast. Both keep NaN and round to nearest even,
 // saturating at the largest finite value (__NV_SATFINITE: +-448 in e4m3fn, +-57344 in e5m2),
-// as the CPU reference (src/paged/fp8.h) and vLLM's conversions do.
+// as the CPU reference (src/common/fp8.h) and vLLM's conversions do.
 #pragma once
 
 #include <cuda_fp16.h>

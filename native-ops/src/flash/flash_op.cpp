@@ -16,28 +16,10 @@ namespace {
 constexpr const char* kOp = "flash_attention";
 constexpr const char* kVarlenOp = "flash_attention_varlen";
 
-void check_kv_lens(const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
-                   const FlashBackend& backend) {
-  const ArgName name{kOp, "kv_lens"};
-  check_dim(kv_lens, name, 1, "[B]");
-  check_size(kv_lens, name, 0, "B", q.size(0), "the batch of q");
-  check_dtype(kv_lens, name, DType::kInt32);
-  check_same_device(kv_lens, name, q, {kOp, "q"});
-  check_contiguous(kv_lens, name);
-  const int64_t batch = kv_lens.size(0);
-  const std::vector<int32_t> values = read_int32(kv_lens, batch, backend.copy_to_host);
-  for (int64_t b = 0; b < batch; ++b) {
-    if (values[b] < 0 || values[b] > seqlen_k) {
-      fail_invalid(name.prefix(), ": expected values in [0, Sk = ", seqlen_k, "], got ", values[b],
-                   " at index ", b);
-    }
-  }
-}
-
 // The rules q, k and v share in both layouts: heads, head dim, dtype, device, last dim
 // contiguous. `dim_axis` and `head_axis` locate D and H (3 and 2 batched, 2 and 1 varlen).
 void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int head_axis,
-               int dim_axis) {
+               int dim_axis, QueryDTypeCheck check_q_dtype) {
   const ArgName q_name{op, "q"}, k_name{op, "k"}, v_name{op, "v"};
   const int64_t heads_q = q.size(head_axis), dim = q.size(dim_axis);
   const int64_t heads_kv = k.size(head_axis);
@@ -53,7 +35,7 @@ void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   if (dim < 1 || dim > kMaxHeadDim) {
     fail_invalid(q_name.prefix(), ": expected a head dim D in [1, ", kMaxHeadDim, "], got ", dim);
   }
-  check_kernel_dtype(q, q_name);
+  check_q_dtype(q, q_name);
   check_same_dtype(k, k_name, q, q_name);
   check_same_dtype(v, v_name, q, q_name);
   check_supported_device(q, q_name);
@@ -221,6 +203,42 @@ void check_query_tiles(ArgName name, int64_t batch, int64_t seqlen_q, int64_t he
   }
 }
 
+void check_kv_lens(const char* op, const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
+                   CopyToHost copy_to_host) {
+  const ArgName name{op, "kv_lens"};
+  check_dim(kv_lens, name, 1, "[B]");
+  check_size(kv_lens, name, 0, "B", q.size(0), "the batch of q");
+  check_dtype(kv_lens, name, DType::kInt32);
+  check_same_device(kv_lens, name, q, {op, "q"});
+  check_contiguous(kv_lens, name);
+  const int64_t batch = kv_lens.size(0);
+  const std::vector<int32_t> values = read_int32(kv_lens, batch, copy_to_host);
+  for (int64_t b = 0; b < batch; ++b) {
+    if (values[b] < 0 || values[b] > seqlen_k) {
+      fail_invalid(name.prefix(), ": expected values in [0, Sk = ", seqlen_k, "], got ", values[b],
+                   " at index ", b);
+    }
+  }
+}
+
+void check_batched_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                       QueryDTypeCheck check_q_dtype) {
+  const ArgName q_name{op, "q"}, k_name{op, "k"}, v_name{op, "v"};
+  check_dim(q, q_name, 4, "[B, Sq, Hq, D]");
+  check_dim(k, k_name, 4, "[B, Sk, Hkv, D]");
+  check_dim(v, v_name, 4, "[B, Sk, Hkv, D]");
+  check_size(k, k_name, 0, "B", q.size(0), "the batch of q");
+  check_size(v, v_name, 0, "B", q.size(0), "the batch of q");
+  check_qkv(op, q, k, v, 2, 3, check_q_dtype);
+  if (q.size(1) > kMaxSeqLen) {
+    fail_invalid(q_name.prefix(), ": expected Sq <= 2^30, got ", q.size(1));
+  }
+  if (k.size(1) > kMaxSeqLen) {
+    fail_invalid(k_name.prefix(), ": expected Sk <= 2^30, got ", k.size(1));
+  }
+  check_query_tiles(q_name, q.size(0), q.size(1), q.size(2));
+}
+
 void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backend) {
   // Take ownership of every argument first, so that each handle is freed however we leave.
   Tensor q = take_tensor(stack, 0);
@@ -231,28 +249,15 @@ void flash_attention_boxed(shim::StableIValue* stack, const FlashBackend& backen
   const bool causal = read_bool(stack, 5);
   const FeatureArgs features = take_features(stack, 6);
 
-  const ArgName q_name{kOp, "q"}, k_name{kOp, "k"}, v_name{kOp, "v"};
-  check_dim(q, q_name, 4, "[B, Sq, Hq, D]");
-  check_dim(k, k_name, 4, "[B, Sk, Hkv, D]");
-  check_dim(v, v_name, 4, "[B, Sk, Hkv, D]");
+  check_batched_qkv(kOp, q, k, v, check_kernel_dtype);
   const int64_t batch = q.size(0), seqlen_q = q.size(1), heads_q = q.size(2), dim = q.size(3);
   const int64_t seqlen_k = k.size(1), heads_kv = k.size(2);
-  check_size(k, k_name, 0, "B", batch, "the batch of q");
-  check_size(v, v_name, 0, "B", batch, "the batch of q");
-  check_qkv(kOp, q, k, v, 2, 3);
-  if (seqlen_q > kMaxSeqLen) {
-    fail_invalid(q_name.prefix(), ": expected Sq <= 2^30, got ", seqlen_q);
-  }
-  if (seqlen_k > kMaxSeqLen) {
-    fail_invalid(k_name.prefix(), ": expected Sk <= 2^30, got ", seqlen_k);
-  }
-  check_query_tiles(q_name, batch, seqlen_q, heads_q);
   check_qk_scale(kOp, scale);
   // The features (alibi_slopes' device among them) before kv_lens' values are read: a call
   // with the slopes on another device than q reaches that device's backend, whose copy to the
   // host must not meet a pointer it cannot read.
   check_features(kOp, features, q, batch, heads_q);
-  if (kv_lens) check_kv_lens(*kv_lens, q, seqlen_k, backend);
+  if (kv_lens) check_kv_lens(kOp, *kv_lens, q, seqlen_k, backend.copy_to_host);
 
   const Device device = q.device();
   Tensor out = Tensor::empty({batch, seqlen_q, heads_q, dim}, q.dtype(), device);
@@ -288,7 +293,7 @@ void flash_attention_varlen_boxed(shim::StableIValue* stack, const FlashBackend&
   check_dim(q, q_name, 3, "[total_q, Hq, D]");
   check_dim(k, k_name, 3, "[total_k, Hkv, D]");
   check_dim(v, v_name, 3, "[total_k, Hkv, D]");
-  check_qkv(kVarlenOp, q, k, v, 1, 2);
+  check_qkv(kVarlenOp, q, k, v, 1, 2, check_kernel_dtype);
   const int64_t total_q = q.size(0), heads_q = q.size(1), dim = q.size(2);
   const int64_t total_k = k.size(0), heads_kv = k.size(1);
   if (max_seqlen_q < 0 || max_seqlen_q > total_q) {

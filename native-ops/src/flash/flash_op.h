@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/binding.h"
 #include "common/check.h"
 #include "common/tensor.h"
+#include "flash/flash_fp8_params.h"
 #include "flash/flash_params.h"
 #include "shim/torch_shim.h"
 
@@ -49,12 +51,30 @@ void set_features(FlashParams& p, int64_t window_left, int64_t window_right, flo
 // of 64 rows fit one CUDA grid (kMaxQueryTiles). `name` is the argument that carries Sq.
 void check_query_tiles(ArgName name, int64_t batch, int64_t seqlen_q, int64_t heads_q);
 
+// Checks the dtype of q (k and v are then held to q's).
+using QueryDTypeCheck = void (*)(const Tensor& q, ArgName name);
+
+// The rules of a batched call's q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D], shared by
+// flash_attention and flash_attention_fp8: ranks and sizes, Hkv >= 1 dividing Hq, D in
+// [1, kMaxHeadDim], q's dtype by `check_q_dtype` and k's and v's equal to it, one supported
+// device, last dims contiguous, Sq and Sk <= 2^30, the query tiles of one CUDA grid.
+void check_batched_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                       QueryDTypeCheck check_q_dtype);
+
+// kv_lens of a batched call: int32 [B] (B of q), on q's device, contiguous, values in [0, Sk]
+// (read on the host through `copy_to_host`, null for host memory).
+void check_kv_lens(const char* op, const Tensor& kv_lens, const Tensor& q, int64_t seqlen_k,
+                   CopyToHost copy_to_host);
+
 struct FlashBackend {
   // Runs the forward pass; outputs are allocated and the problem is non-empty.
   void (*launch)(const FlashParams& params);
   // Copies `bytes` of device memory to the host (to range-check kv_lens), or null when the
   // backend's memory is host memory.
   void (*copy_to_host)(void* dst, const void* src, size_t bytes);
+  // Runs flash_attention_fp8's forward pass (flash/flash_fp8_op.h); outputs are allocated and
+  // the problem is non-empty (B, Sq and Hq > 0; Sk may be 0).
+  void (*launch_fp8)(const FlashFp8Params& params);
 };
 
 // flash_attention(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal,

@@ -7,9 +7,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/fp8.h"
 #include "common/half.h"
 #include "common/thread_pool.h"
-#include "paged/fp8.h"
 
 namespace djl_attn::paged {
 namespace {

@@ -6,7 +6,7 @@
 namespace djl_attn::paged {
 
 // Copies each token's key and value rows into its slot (an fp8 cache: quantised with the
-// scales, paged/fp8.h); parallel over tokens.
+// scales, common/fp8.h); parallel over tokens.
 void run_reshape_and_cache_cpu(const ReshapeAndCacheParams& params);
 
 // Decode attention through the block tables: parallel over (sequence, kv head); each task walks

@@ -96,10 +96,10 @@ inline bool is_supported_block_size(int64_t b) {
 
 // What the key and value caches store.
 //   kQuery    elements of the dtype of the query (of key/value for reshape_and_cache)
-//   kFp8E4M3  OCP e4m3fn bytes (paged/fp8.h), from a uint8 or float8_e4m3fn tensor: a cached
+//   kFp8E4M3  OCP e4m3fn bytes (common/fp8.h), from a uint8 or float8_e4m3fn tensor: a cached
 //             value is byte * scale, the scale of its kv head; reshape_and_cache writes
 //             sat(round_to_nearest_even(x / scale)).
-//   kFp8E5M2  OCP e5m2 bytes (paged/fp8.h), from a float8_e5m2 tensor or a uint8 one with
+//   kFp8E5M2  OCP e5m2 bytes (common/fp8.h), from a float8_e5m2 tensor or a uint8 one with
 //             fp8_e5m2=True (vLLM's kv_cache_dtype fp8_e5m2); scaled and written as kFp8E4M3.
 enum class CacheType { kQuery, kFp8E4M3, kFp8E5M2 };
 

@@ -11,6 +11,7 @@
 #include "bert/bert_ops.h"
 #include "decoder/decoder_layer_op.h"
 #include "encoder/encoder_layer_op.h"
+#include "flash/flash_fp8_op.h"
 #include "flash/flash_op.h"
 #include "graph/graph_ops.h"
 #include "linear/causal_dot_product_op.h"
@@ -23,7 +24,7 @@ namespace djl_attn {
 
 // A backend's device functions, one struct per kernel family.
 struct OperatorBackends {
-  flash::FlashBackend flash;  // flash_attention, flash_attention_varlen, bert_attention
+  flash::FlashBackend flash;  // flash_attention(_varlen, _fp8), bert_attention
   linear::CausalDotProductBackend linear;
   bert::BertBackend bert;
   paged::PagedBackend paged;
@@ -62,6 +63,8 @@ constexpr KernelEntry operator_kernels[] = {
      boxed_kernel<b, &OperatorBackends::flash, flash::flash_attention_boxed>},
     {"flash_attention_varlen",
      boxed_kernel<b, &OperatorBackends::flash, flash::flash_attention_varlen_boxed>},
+    {"flash_attention_fp8",
+     boxed_kernel<b, &OperatorBackends::flash, flash::flash_attention_fp8_boxed>},
     {"bert_attention", boxed_kernel<b, &OperatorBackends::flash, bert::bert_attention_boxed>},
     {"causal_dot_product",
      boxed_kernel<b, &OperatorBackends::linear, linear::causal_dot_product_boxed>},

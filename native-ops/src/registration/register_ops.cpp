@@ -15,6 +15,7 @@
 #include "encoder/encoder_layer_cpu.h"
 #include "djl_attn/c_api.h"
 #include "flash/flash_cpu.h"
+#include "flash/flash_fp8_cpu.h"
 #include "linear/causal_dot_product_cpu.h"
 #include "paged/paged_cpu.h"
 #include "registration/operator_kernels.h"
@@ -34,6 +35,10 @@ constexpr const char* kSchemas[] = {
     " Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float scale, bool causal,"
     " int window_left=-1, int window_right=-1, float softcap=0., Tensor? alibi_slopes=None)"
     " -> (Tensor, Tensor)",
+    // FlashAttention-3's FP8 forward: e4m3fn q, k, v (float8_e4m3fn or uint8) with descales.
+    "flash_attention_fp8(Tensor q, Tensor k, Tensor v, Tensor? kv_lens, float scale, bool causal,"
+    " Tensor? q_descale=None, Tensor? k_descale=None, Tensor? v_descale=None,"
+    " bool out_float16=False) -> (Tensor, Tensor)",
     "bert_attention(Tensor qkv, Tensor? qkv_bias, Tensor? kv_lens, int num_heads, float scale)"
     " -> Tensor",
     "add_bias_residual_layernorm(Tensor x, Tensor? bias, Tensor residual, Tensor gamma,"
@@ -98,7 +103,7 @@ constexpr const char* kSchemas[] = {
 
 // The CPU backend's device functions; operator_kernels.h makes the boxed kernels from them.
 const OperatorBackends kCpuBackends{
-    {flash::run_flash_attention_cpu, nullptr},
+    {flash::run_flash_attention_cpu, nullptr, flash::run_flash_attention_fp8_cpu},
     {linear::run_causal_dot_product_cpu},
     {bert::run_layernorm_cpu, bert::run_elementwise_cpu, bert::run_remove_padding_cpu,
      bert::run_restore_padding_cpu, nullptr, nullptr},

@@ -1,5 +1,5 @@
-// The FP8 formats of an FP8 KV cache, on the host: OCP e4m3fn (the format of
-// torch.float8_e4m3fn and of vLLM's fp8 / fp8_e4m3 caches) and OCP e5m2 (torch.float8_e5m2,
+// The FP8 formats on the host: OCP e4m3fn (the format of torch.float8_e4m3fn, of vLLM's fp8 /
+// fp8_e4m3 caches and of flash_attention_fp8's q, k and v) and OCP e5m2 (torch.float8_e5m2,
 // vLLM's fp8_e5m2 caches).
 //   e4m3fn: one sign bit, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 holds the
 //           subnormals m/8 * 2^-6; the one NaN pattern per sign is S.1111.111; there are no
@@ -11,15 +11,17 @@
 // included) the largest finite value of that sign, as vLLM's __NV_SATFINITE conversions and
 // torch's cast after a clamp give; NaN stays NaN.
 //
-// The CPU kernels convert with these functions; they are written to be checked by eye rather
-// than to be fast (a cache row is converted once per block for all the query rows that read
-// it). The CUDA kernels use cuda_fp8.h, and the tests hold both against torch's own casts.
+// The CPU kernels (the paged family's fp8 caches, flash_attention_fp8) convert with these
+// functions; they are written to be checked by eye rather than to be fast (a cache row is
+// converted once per block for all the query rows that read it; flash_attention_fp8 converts
+// each input element once). The CUDA kernels use cuda_fp8.h, and the tests hold both against
+// torch's own casts.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace djl_attn::paged {
+namespace djl_attn {
 
 constexpr float kFp8Max = 448.f;
 constexpr uint8_t kFp8NaN = 0x7f;
@@ -109,4 +111,4 @@ inline uint8_t float_to_fp8_e5m2(float x) {
   return sign | static_cast<uint8_t>(((exponent + 14) << 2) | mantissa);
 }
 
-}  // namespace djl_attn::paged
+}  // namespace djl_attn
