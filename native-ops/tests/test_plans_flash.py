@@ -483,3 +483,58 @@ def test_features_run_their_own_instantiation():
     # (which decides and never throws; the launcher reports it), not one of them dropped.
     assert flash_plan(2, 300, 300, 4, 4, 64, bias=True, softcap=True).startswith(
         "refused: q/k/v bias together with a sliding window")
+
+
+# --- flash_attention_fp8 (cuda/flash/flash_fp8_plan.h) ------------------------------------------
+
+_fp8 = lib.djl_attn_test_flash_fp8_plan
+_fp8.restype = ctypes.c_char_p
+_fp8.argtypes = ([ctypes.c_int64] * 6 + [ctypes.c_int32, ctypes.c_int32, ctypes.c_int64,
+                                         ctypes.c_int32, ctypes.c_int32])
+
+
+def fp8_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, gpu=H200, hopper_built=True,
+             **flags):
+    bits = FLAGS["hopper_built"] if hopper_built else 0
+    for name, on in flags.items():
+        bits |= FLAGS[name] if on else 0
+    sms, smem, major, minor = gpu
+    return _fp8(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim, bits, sms, smem, major,
+                minor).decode()
+
+
+@pytest.mark.parametrize("batch, seqlen_q, seqlen_k, heads_q, heads_kv", [
+    (16, 1024, 1024, 16, 16), (1, 16384, 16384, 16, 16), (3, 1, 129, 8, 2), (2, 300, 333, 4, 2),
+    (1, 77, 0, 2, 1), (5, 129, 1, 3, 3)])
+def test_fp8_plan_grid_and_scratch(batch, seqlen_q, seqlen_k, heads_q, heads_kv):
+    # 128-row work items per (batch, head), at most one persistent block per SM, and v^T padded
+    # to 128-key tiles (one tile when there are no keys: the kernel then reads none of it).
+    m_blocks = -(-seqlen_q // 128)
+    items = m_blocks * batch * heads_q
+    keys = max(-(-seqlen_k // 128), 1) * 128
+    assert fp8_plan(batch, seqlen_q, seqlen_k, heads_q, heads_kv, 128) == (
+        "grid %d items %d m_blocks %d keys %d vt %d"
+        % (min(items, H200[0]), items, m_blocks, keys, batch * heads_kv * 128 * keys))
+
+
+@pytest.mark.parametrize("dim", [32, 64, 80, 96, 256])
+def test_fp8_plan_refuses_other_head_dims_naming_q(dim):
+    assert fp8_plan(2, 64, 64, 4, 4, dim) == (
+        "refused: q: the CUDA FP8 kernel takes head dim 128, got %d" % dim)
+
+
+def test_fp8_plan_refuses_what_the_kernel_cannot_run():
+    shape = (2, 256, 256, 4, 2, 128)
+    assert fp8_plan(*shape).startswith("grid ")
+    assert fp8_plan(*shape, hopper_built=False).startswith(
+        "refused: q: the CUDA FP8 kernel is compiled only for sm_90")
+    for gpu, name in ((A100, "8.0"), (ADA, "8.9"), ((132, 227 * 1024, 10, 0), "10.0")):
+        assert fp8_plan(*shape, gpu=gpu) == (
+            "refused: q: the CUDA FP8 kernel runs on Hopper GPUs (compute capability 9.0), this "
+            "one is %s (the CPU backend runs any device's tensors copied to the host)" % name)
+    # k and v shared by the batch rows (batch stride 0) and q off a 16-byte boundary: not TMA's.
+    for flag in ("broadcast_kv", "unaligned"):
+        assert fp8_plan(*shape, **{flag: True}).startswith("refused: q, k, v: the CUDA FP8 kernel")
+    # Less shared memory than the kernel's 80 KiB of tiles.
+    assert fp8_plan(*shape, gpu=(132, 64 * 1024, 9, 0)).startswith(
+        "refused: q: the CUDA FP8 kernel needs ")

@@ -53,10 +53,13 @@ FlashFp8Plan plan_flash_fp8(const FlashFp8Params& params, const cuda::DeviceFact
   }
   // Batch strides of 0 (k and v broadcast over the batch) are valid arguments TMA cannot
   // describe, as are rows that are not 16-byte aligned.
+  // A call without keys reads neither k nor v (flash_hopper_fp8.cu maps q in k's place).
+  const bool keys = p.seqlen_k > 0;
   if (!tma_byte_strides(p.q_batch_stride, p.q_seq_stride, p.q_head_stride) ||
-      !tma_byte_strides(p.k_batch_stride, p.k_seq_stride, p.k_head_stride) ||
-      !aligned_rows(p.v, p.v_batch_stride, p.v_seq_stride, p.v_head_stride) ||
-      reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || reinterpret_cast<uintptr_t>(p.k) % 16 != 0) {
+      reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
+      (keys && (!tma_byte_strides(p.k_batch_stride, p.k_seq_stride, p.k_head_stride) ||
+                reinterpret_cast<uintptr_t>(p.k) % 16 != 0 ||
+                !aligned_rows(p.v, p.v_batch_stride, p.v_seq_stride, p.v_head_stride)))) {
     plan.refusal = "q, k, v: the CUDA FP8 kernel reads rows of 16-byte aligned chunks (q and k "
                    "through TMA), which needs 16-byte aligned data and strides that are "
                    "multiples of 16 elements, positive for q and k (copy the tensors "

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "cuda/flash/flash_fp8_plan.h"
 #include "cuda/flash/flash_plan.h"
 #include "tests/native/plan_exports.h"
 
@@ -115,6 +116,35 @@ extern "C" const char* djl_attn_test_flash_plan(
     std::string text = describe(plan);
     if (plan.split.scratch_bytes > 0) text += "/scratch" + std::to_string(plan.split.scratch_bytes);
     return keep(text);
+  } catch (const std::exception& e) {
+    return keep(std::string("error: ") + e.what());
+  }
+}
+
+// flash_attention_fp8's plan (cuda/flash/flash_fp8_plan.h) for contiguous e4m3 q, k, v [B, S, H,
+// D] (flags: kHopperBuilt, kUnaligned, kBroadcastKv as above): "refused: <reason>", or "grid G
+// items I m_blocks M keys K vt V". "error: ..." on failure.
+extern "C" const char* djl_attn_test_flash_fp8_plan(int64_t batch, int64_t seqlen_q,
+                                                    int64_t seqlen_k, int64_t heads_q,
+                                                    int64_t heads_kv, int64_t head_dim,
+                                                    int32_t flags, int32_t sm_count,
+                                                    int64_t smem_optin, int32_t cc_major,
+                                                    int32_t cc_minor) {
+  try {
+    // One-byte elements: the stand-in's element strides are byte strides.
+    FlashCallShape call{batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
+                        ElementType::kBFloat16};
+    call.scale = 1.f;
+    call.broadcast_kv = (flags & kBroadcastKv) != 0;
+    call.q_offset_bytes = (flags & kUnaligned) != 0 ? 2 : 0;
+    FlashFp8Params params;
+    params.attn = stand_in_flash_params(call);
+    const djl_attn::cuda::DeviceFacts device{sm_count, smem_optin, cc_major, cc_minor};
+    const FlashFp8Plan plan = plan_flash_fp8(params, device, (flags & kHopperBuilt) != 0);
+    if (!plan.refusal.empty()) return keep("refused: " + plan.refusal);
+    return keep("grid " + std::to_string(plan.grid) + " items " + std::to_string(plan.items) +
+                " m_blocks " + std::to_string(plan.m_blocks) + " keys " +
+                std::to_string(plan.keys_padded) + " vt " + std::to_string(plan.vt_bytes));
   } catch (const std::exception& e) {
     return keep(std::string("error: ") + e.what());
   }

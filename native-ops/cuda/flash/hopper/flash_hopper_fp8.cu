@@ -140,8 +140,8 @@ void run_fp8(const FlashFp8Params& fp, const FlashFp8Plan& plan, uint8_t* vt, in
   args.q_descale = fp.q_descale;
   args.k_descale = fp.k_descale;
   args.v_descale = fp.v_descale;
-  // A call without keys loads nothing (every item has no key tiles); the maps still need
-  // non-empty dims.
+  // A call without keys loads nothing (every item has no key tiles), but its maps must still be
+  // valid ones: k's is q's then (k may have a batch stride of 0, which TMA cannot describe).
   const auto u64 = [](int64_t x) { return static_cast<cuuint64_t>(std::max<int64_t>(x, 1)); };
   const cuuint64_t q_dims[4] = {u64(p.head_dim), u64(p.seqlen_q), u64(p.heads_q), u64(p.batch)};
   const cuuint64_t q_strides[3] = {u64(p.q_seq_stride), u64(p.q_head_stride), u64(p.q_batch_stride)};
@@ -153,7 +153,10 @@ void run_fp8(const FlashFp8Params& fp, const FlashFp8Plan& plan, uint8_t* vt, in
                                     u64(p.heads_kv * p.head_dim * plan.keys_padded)};
   constexpr CUtensorMapDataType kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (!make_tiled_map(&args.q_map, kBytes, p.q, q_dims, q_strides, kRowBytes, Fp8Layout::kBlockM) ||
-      !make_tiled_map(&args.k_map, kBytes, p.k, k_dims, k_strides, kRowBytes, Fp8Layout::kBlockN) ||
+      (p.seqlen_k > 0 ? !make_tiled_map(&args.k_map, kBytes, p.k, k_dims, k_strides, kRowBytes,
+                                         Fp8Layout::kBlockN)
+                      : !make_tiled_map(&args.k_map, kBytes, p.q, q_dims, q_strides, kRowBytes,
+                                         Fp8Layout::kBlockN)) ||
       !make_tiled_map(&args.v_map, kBytes, vt, vt_dims, vt_strides, kKeyTile, kHeadDim)) {
     fail_native("flash_attention_fp8: cuTensorMapEncodeTiled refused a tensor map the plan "
                 "accepted (or the CUDA driver has no cuTensorMapEncodeTiled)");
