@@ -38,6 +38,7 @@ import reference
 from conftest import DEVICES, _find, supported_ints, supported_values
 from reference import assert_close
 from test_c_api import INVALID_ARGUMENT, call as c_call
+from test_flash_fp8 import assert_matches as fp8_matches
 
 lib = ctypes.CDLL(str(_find("libdjl_attn.so")))
 lib.djl_attn_operator_count.restype = ctypes.c_int32
@@ -123,6 +124,26 @@ def good_flash_attention_varlen(d, dtype=torch.float32, lens_q=(3, 0, 4), lens_k
                 max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k), scale=0.25, causal=True,
                 window_left=2, window_right=-1, softcap=3.0,
                 alibi_slopes=randn(len(lens_q), heads_q, device=d).abs())
+
+
+def good_flash_attention_fp8(d, batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=2, dim=128,
+                             kv_lens=(7, 3)):
+    """e4m3fn bytes as uint8 (how DJL passes them), descales of both shapes; D = 128, the CUDA
+    kernel's one head dim."""
+    fp8 = lambda *shape: randn(*shape, device=d).to(torch.float8_e4m3fn).view(torch.uint8)
+    return dict(q=fp8(batch, seqlen_q, heads_q, dim), k=fp8(batch, seqlen_k, heads_kv, dim),
+                v=fp8(batch, seqlen_k, heads_kv, dim),
+                kv_lens=None if kv_lens is None else ints(list(kv_lens), d), scale=0.1,
+                causal=True, q_descale=torch.rand(1, device=d) + 0.5,
+                k_descale=torch.rand(batch, heads_kv, device=d) + 0.5,
+                v_descale=torch.rand(batch, heads_kv, device=d) + 0.5, out_float16=False)
+
+
+def check_flash_attention_fp8(a, outputs):
+    out, lse = outputs
+    assert out.dtype == (torch.float16 if a["out_float16"] else torch.bfloat16)
+    fp8_matches(out, lse, a["q"], a["k"], a["v"], a["kv_lens"], a["scale"], a["causal"],
+                [a["q_descale"], a["k_descale"], a["v_descale"]])
 
 
 def good_bert_attention(d, dtype=torch.float32, batch=2, seqlen=5, heads=2, dim=12):
@@ -488,6 +509,7 @@ OPS = {
                                                    a["cu_seqlens_k"], a["scale"], a["causal"],
                                                    a["window_left"], a["window_right"],
                                                    a["softcap"], a["alibi_slopes"]))),
+    "flash_attention_fp8": Operator(good_flash_attention_fp8, check_flash_attention_fp8),
     "bert_attention": Operator(good_bert_attention, _compare(
         lambda a: reference.bert_attention(a["qkv"], a["qkv_bias"], a["kv_lens"], a["num_heads"],
                                            a["scale"]))),
@@ -534,6 +556,12 @@ CUDA_ONLY = {"cuda_graph_measure_begin", "cuda_graph_measure_end", "cuda_graph_c
 # Operators with a CPU kernel only: on another device their calls are refused, naming it.
 CPU_ONLY = {"encoder_layer": "expected a tensor on a device with an encoder_layer kernel",
             "gemm_pack_weight": "expected a cpu tensor"}
+
+
+# Operators whose CUDA kernel runs on Hopper (compute capability 9.0) only: on another GPU every
+# CUDA call is refused naming q (test_flash_fp8.py has the kernel's own refusals).
+HOPPER_ONLY = {"flash_attention_fp8"}
+IS_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
 # ---- changes a row makes to a good call ---------------------------------------------------------
@@ -839,6 +867,75 @@ BAD_CALLS += rows_for(VARLEN, "q", [
     row("cu-seqlens-q-end", set_arg("cu_seqlens_q", set_item(3, 6)),
         "expected a last value equal to total_q = 7, got 6", arg="cu_seqlens_q"),
 ] + FEATURE_ROWS(heads_q=4, batch=3, batch_name="B"))
+
+FP8_ATTN = "flash_attention_fp8"
+FP8_DTYPES = "expected dtype in {float8_e4m3fn, uint8}"
+BAD_CALLS += rows_for(FP8_ATTN, "q", [
+    row("q-rank", set_arg("q", drop_dim), "expected 4 dims [B, Sq, Hq, D], got 3 dims"),
+    row("k-rank", set_arg("k", add_dim), "expected 4 dims [B, Sk, Hkv, D], got 5 dims", arg="k"),
+    row("v-batch", set_arg("v", resize(0, 1)), "expected size 2 for B (the batch of q)", arg="v"),
+    row("v-seqlen", set_arg("v", resize(1, 6)), "expected size 7 for Sk (the sequence length of k)",
+        arg="v"),
+    row("k-head-dim", set_arg("k", resize(3, 64)), "expected size 128 for D (the head dim of q)",
+        arg="k"),
+    row("heads-not-dividing", set_args(k=resize(2, 3), v=resize(2, 3)),
+        "expected a number of heads Hkv >= 1 that divides the query heads Hq = 4, got Hkv = 3",
+        arg="k"),
+    row("head-dim-zero", set_args(q=resize(3, 0), k=resize(3, 0), v=resize(3, 0)),
+        "expected a head dim D in [1, %d], got 0" % FLASH_MAX_HEAD_DIM),
+    row("head-dim-300", set_args(q=resize(3, 300), k=resize(3, 300), v=resize(3, 300)),
+        "expected a head dim D in [1, %d], got 300" % FLASH_MAX_HEAD_DIM),
+    # Float inputs are refused, not quantized: the caller owns the scales.
+    row("q-float16", set_arg("q", to_dtype(torch.float16)), FP8_DTYPES + ", got float16"),
+    row("q-float32", set_args(q=to_dtype(torch.float32), k=to_dtype(torch.float32),
+                              v=to_dtype(torch.float32)), FP8_DTYPES + ", got float32"),
+    row("q-e5m2", set_args(q=lambda t, d: t.view(torch.float8_e5m2),
+                           k=lambda t, d: t.view(torch.float8_e5m2),
+                           v=lambda t, d: t.view(torch.float8_e5m2)),
+        FP8_DTYPES + ", got float8_e5m2"),
+    row("k-float8-of-uint8-q", set_arg("k", lambda t, d: t.view(torch.float8_e4m3fn)),
+        "expected the dtype of q (uint8), got float8_e4m3fn", arg="k"),
+    row("v-float16", set_arg("v", to_dtype(torch.float16)),
+        "expected the dtype of q (uint8), got float16", arg="v"),
+    device_row("k-device", "k"),
+    device_row("v-device", "v"),
+    row("q-strided-last-dim", set_arg("q", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2"),
+    row("v-strided-last-dim", set_arg("v", strided_last_dim),
+        "expected a contiguous last dim (stride 1), got stride 2", arg="v"),
+    row("q-seqlen-past-2^30", set_arg("q", expand_to(1, BIG, 4, 128)), "expected Sq <= 2^30",
+        base=dict(batch=1, kv_lens=None)),
+    row("scale-zero", set_arg("scale", value(0.0)), "expected a finite value > 0, got 0",
+        arg="scale"),
+    row("scale-negative", set_arg("scale", value(-0.5)), "expected a finite value > 0, got -0.5",
+        arg="scale"),
+    row("scale-nan", set_arg("scale", value(float("nan"))), "expected a finite value, got nan",
+        arg="scale"),
+    row("kv-lens-past-sk", set_arg("kv_lens", set_item(1, 8)),
+        "expected values in [0, Sk = 7], got 8 at index 1", arg="kv_lens"),
+    row("kv-lens-negative", set_arg("kv_lens", set_item(0, -1)),
+        "expected values in [0, Sk = 7], got -1 at index 0", arg="kv_lens"),
+    row("kv-lens-int64", set_arg("kv_lens", to_dtype(torch.int64)),
+        "expected dtype int32, got int64", arg="kv_lens"),
+    device_row("kv-lens-device", "kv_lens"),
+    row("q-descale-float64", set_arg("q_descale", to_dtype(torch.float64)),
+        "expected dtype float32, got float64", arg="q_descale"),
+    row("q-descale-size", set_arg("q_descale", lambda t, d: torch.ones(3, device=d)),
+        "expected shape [1] (per tensor) or [B, Hkv], got [3]", arg="q_descale"),
+    row("k-descale-batch", set_arg("k_descale", lambda t, d: torch.ones(3, 2, device=d)),
+        "expected size 2 for B (the batch of q)", arg="k_descale"),
+    row("k-descale-heads", set_arg("k_descale", lambda t, d: torch.ones(2, 4, device=d)),
+        "expected size 2 for Hkv (the heads of k)", arg="k_descale"),
+    row("v-descale-rank", set_arg("v_descale", add_dim),
+        "expected 1 dim [1] or 2 dims [B, Hkv], got 3", arg="v_descale"),
+    row("v-descale-float16", set_arg("v_descale", to_dtype(torch.float16)),
+        "expected dtype float32, got float16", arg="v_descale"),
+    row("v-descale-transposed", set_arg("v_descale", lambda t, d: t.t().contiguous().t()),
+        "expected a contiguous tensor", arg="v_descale"),
+    device_row("q-descale-device", "q_descale"),
+    device_row("k-descale-device", "k_descale"),
+    device_row("v-descale-device", "v_descale"),
+])
 
 BERT = "bert_attention"
 BAD_CALLS += rows_for(BERT, "qkv", [
@@ -1619,6 +1716,17 @@ ACCEPTED_CALLS = [
     _accepted(FLASH, "empty-batch", lambda a, d: None, batch=0, kv_lens=()),
     _accepted(FLASH, "no-queries", lambda a, d: None, seqlen_q=0),
     _accepted(FLASH, "no-keys", lambda a, d: None, seqlen_k=0, kv_lens=(0, 0)),
+    _accepted(FP8_ATTN, "float8-e4m3fn", set_args(q=lambda t, d: t.view(torch.float8_e4m3fn),
+                                                  k=lambda t, d: t.view(torch.float8_e4m3fn),
+                                                  v=lambda t, d: t.view(torch.float8_e4m3fn))),
+    _accepted(FP8_ATTN, "no-descales", set_args(q_descale=value(None), k_descale=value(None),
+                                                v_descale=value(None))),
+    _accepted(FP8_ATTN, "out-float16-no-kv-lens", set_args(out_float16=value(True),
+                                                           kv_lens=value(None))),
+    _accepted(FP8_ATTN, "odd-strides", set_args(q=strided, k=strided, v=strided)),
+    _accepted(FP8_ATTN, "empty-batch", lambda a, d: None, batch=0, kv_lens=()),
+    _accepted(FP8_ATTN, "no-queries", lambda a, d: None, seqlen_q=0),
+    _accepted(FP8_ATTN, "no-keys", lambda a, d: None, seqlen_k=0, kv_lens=(0, 0)),
     _accepted(VARLEN, "unaligned-views", set_args(q=unaligned, k=unaligned, v=unaligned),
               dtype=torch.bfloat16),
     _accepted(VARLEN, "odd-head-dim", lambda a, d: None, dim=7),
@@ -1821,6 +1929,10 @@ def test_every_operator_has_a_good_call_and_bad_rows():
 
 def refused_off_the_cpu(op, device, args):
     """True (after checking the refusal) when `op` has no kernel on `device`."""
+    if device != "cpu" and op in HOPPER_ONLY and not IS_HOPPER:
+        with pytest.raises(ValueError, match="%s: q: " % op):
+            run(op, args)
+        return True
     if device == "cpu" or op not in CPU_ONLY:
         return False
     with pytest.raises(ValueError, match=CPU_ONLY[op]):
@@ -1882,4 +1994,6 @@ def test_cpu_and_cuda_reject_alike(r):
 
 @pytest.mark.parametrize("op,change,base,check", ACCEPTED_CALLS)
 def test_accepted_call(device, op, change, base, check):
+    if refused_off_the_cpu(op, device, good_args(op, device, base)):
+        return
     run_good(op, device, base, change, check)

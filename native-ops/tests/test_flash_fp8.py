@@ -89,6 +89,32 @@ def check_lse(lse, ref_lse):
         assert err.item() <= LSE_TOLERANCE, "lse: max relative error %.3g" % err.item()
 
 
+def assert_matches(out, lse, q, k, v, kv_lens, scale, causal, descales):
+    """Holds a call's out and lse to the float64 reference at the tolerance of q's device (this
+    file's docstring); test_bad_inputs.py checks its good calls with it too."""
+    ref, ref_lse = reference.flash_attention_fp8(q, k, v, kv_lens, scale, causal, *descales)
+    ours = out.cpu().double()
+    ref = ref.cpu()
+    assert ours.shape == ref.shape, (ours.shape, ref.shape)
+    assert not torch.isnan(ours).any(), "out has NaN (unwritten or bad) elements"
+    err = (ours - ref).abs()
+    if q.device.type == "cpu":
+        # The output's rounding (half an ulp of each element) and float32 accumulation (a few
+        # ulps of float32 of the largest value of v).
+        v_max = reference.fp8_descaled(v, descales[2]).abs().max().item() if v.numel() else 0.0
+        bound = 0.5 * eps(out.dtype) * ref.abs() + 1e-5 * max(1.0, v_max)
+        worst = (err - bound).max().item() if err.numel() else 0.0
+        assert worst <= 0, "out: error %.3g past the output's rounding" % worst
+    else:
+        ref_pq, _ = reference.flash_attention_fp8(q, k, v, kv_lens, scale, causal, *descales,
+                                                  round_p=True)
+        p_error = (ref_pq.cpu() - ref).abs().max().item() if ref.numel() else 0.0
+        bound = 2.5 * p_error + 4 * eps(out.dtype) * (ref.abs().max().item() if ref.numel() else 0)
+        assert err.max().item() <= bound, "out: max error %.3g > %.3g (P's e4m3 error %.3g)" % (
+            err.max().item(), bound, p_error)
+    check_lse(lse, ref_lse)
+
+
 def check(q, k, v, kv_lens, scale, causal, descales, out_float16):
     """Runs the operator and holds out and lse to the reference at the device's tolerance."""
     batch, seqlen_q, heads_q, dim = q.shape
@@ -99,26 +125,7 @@ def check(q, k, v, kv_lens, scale, causal, descales, out_float16):
     assert out.dtype == out_dtype and lse.dtype == torch.float32
     assert out.shape == (batch, seqlen_q, heads_q, dim) and lse.shape == (batch, heads_q, seqlen_q)
     assert out.device == q.device and lse.device == q.device
-    ref, ref_lse = reference.flash_attention_fp8(q, k, v, kv_lens, scale, causal, *descales)
-    ours = out.cpu().double()
-    ref = ref.cpu()
-    assert not torch.isnan(ours).any(), "out has NaN (unwritten or bad) elements"
-    err = (ours - ref).abs()
-    if q.device.type == "cpu":
-        # The output's rounding (half an ulp of each element) and float32 accumulation (a few
-        # ulps of float32 of the largest value of v).
-        v_max = reference.fp8_descaled(v, descales[2]).abs().max().item() if v.numel() else 0.0
-        bound = 0.5 * eps(out_dtype) * ref.abs() + 1e-5 * max(1.0, v_max)
-        worst = (err - bound).max().item() if err.numel() else 0.0
-        assert worst <= 0, "out: error %.3g past the output's rounding" % worst
-    else:
-        ref_pq, _ = reference.flash_attention_fp8(q, k, v, kv_lens, scale, causal, *descales,
-                                                  round_p=True)
-        p_error = (ref_pq.cpu() - ref).abs().max().item() if ref.numel() else 0.0
-        bound = 2.5 * p_error + 4 * eps(out_dtype) * (ref.abs().max().item() if ref.numel() else 0)
-        assert err.max().item() <= bound, "out: max error %.3g > %.3g (P's e4m3 error %.3g)" % (
-            err.max().item(), bound, p_error)
-    check_lse(lse, ref_lse)
+    assert_matches(out, lse, q, k, v, kv_lens, scale, causal, descales)
     return out, lse
 
 

@@ -112,6 +112,69 @@ public final class AttentionOps {
     }
 
     /**
+     * Computes {@link #flashAttention} over FP8 inputs (FlashAttention-3's FP8 forward): {@code
+     * q}, {@code k} and {@code v} hold OCP e4m3fn bytes ({@code torch.float8_e4m3fn}'s format,
+     * in a UINT8 array: DJL has no FP8 data type), and the value of an element is its e4m3fn
+     * value times the descale of its batch row and key/value head ({@code null}: 1). Query head
+     * {@code h} takes the factor of key/value head {@code h / (Hq / Hkv)}. The scale multiplies
+     * the dequantized {@code q·k}.
+     *
+     * <p>On the CPU the result is exact attention of the dequantized inputs (float32
+     * accumulation, the output rounded once). On CUDA it runs a Hopper kernel: compute
+     * capability 9.0 and {@code D = 128} only (any other call is refused, naming {@code q}); it
+     * rounds the softmax probabilities to e4m3 before multiplying them with {@code v}, as
+     * FlashAttention-3 does (on random inputs the float64 attention with that rounding differs
+     * from the exact one by about 1% of the output's largest value).
+     *
+     * @param q queries {@code [B, Sq, Hq, D]}, UINT8 (e4m3fn bytes), last dim contiguous
+     * @param k keys {@code [B, Sk, Hkv, D]}, UINT8, {@code Hq % Hkv == 0}
+     * @param v values {@code [B, Sk, Hkv, D]}, UINT8
+     * @param qDescale float32 {@code [1]} (per tensor) or {@code [B, Hkv]}, or {@code null} for 1
+     * @param kDescale the same for {@code k}
+     * @param vDescale the same for {@code v}
+     * @param options scale (default {@code 1/sqrt(D)}, must be {@code > 0}), causal mask and
+     *     valid key lengths; no sliding window, soft-cap or ALiBi
+     * @return the output {@code [B, Sq, Hq, D]}, float16
+     */
+    public static NDArray flashAttentionFp8(
+            NDArray q,
+            NDArray k,
+            NDArray v,
+            NDArray qDescale,
+            NDArray kDescale,
+            NDArray vDescale,
+            AttentionOptions options) {
+        return FlashOps.flashAttentionFp8(q, k, v, qDescale, kDescale, vDescale, options);
+    }
+
+    /**
+     * Computes {@link #flashAttentionFp8} and also returns the logsumexp of each row's scaled,
+     * masked scores (natural log, from the dequantized inputs); a row that sees no key has
+     * output 0 and logsumexp {@code -inf}.
+     *
+     * @param q queries {@code [B, Sq, Hq, D]}, UINT8 (e4m3fn bytes)
+     * @param k keys {@code [B, Sk, Hkv, D]}, UINT8
+     * @param v values {@code [B, Sk, Hkv, D]}, UINT8
+     * @param qDescale float32 {@code [1]} or {@code [B, Hkv]}, or {@code null} for 1
+     * @param kDescale the same for {@code k}
+     * @param vDescale the same for {@code v}
+     * @param options scale, causal mask and valid key lengths
+     * @return the output {@code [B, Sq, Hq, D]} float16 and the logsumexp {@code [B, Hq, Sq]}
+     *     float32
+     */
+    public static NDList flashAttentionFp8WithLogSumExp(
+            NDArray q,
+            NDArray k,
+            NDArray v,
+            NDArray qDescale,
+            NDArray kDescale,
+            NDArray vDescale,
+            AttentionOptions options) {
+        return FlashOps.flashAttentionFp8WithLogSumExp(
+                q, k, v, qDescale, kDescale, vDescale, options);
+    }
+
+    /**
      * The default {@code eps} of {@link #causalLinearAttention} and {@link #linearAttention}, as
      * in fast-transformers' {@code LinearAttention} and {@code CausalLinearAttention}.
      */

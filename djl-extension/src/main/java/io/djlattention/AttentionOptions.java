@@ -7,9 +7,10 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.DataType;
 
 /**
- * Options of {@link AttentionOps#flashAttention} and {@link AttentionOps#flashAttentionVarlen}:
- * causal masking, the softmax scale, the valid key lengths of a right-padded batch, and
- * FlashAttention-2's sliding window (local attention), logit soft-capping and ALiBi slopes.
+ * Options of {@link AttentionOps#flashAttention}, {@link AttentionOps#flashAttentionVarlen} and
+ * {@link AttentionOps#flashAttentionFp8}: causal masking, the softmax scale, the valid key lengths
+ * of a right-padded batch, and FlashAttention-2's sliding window (local attention), logit
+ * soft-capping and ALiBi slopes (not taken by the FP8 operator).
  * Immutable; build with {@link #builder()}.
  *
  * <p>With {@code L} valid keys and {@code Sq} query rows, {@code o = L - Sq} (bottom-right

@@ -37,6 +37,14 @@ enum Operator {
             "flash_attention_varlen", 2, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR,
             ARG_TENSOR, ARG_INT, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INT, ARG_INT, ARG_FLOAT,
             ARG_OPTIONAL_TENSOR),
+    /**
+     * {@code flash_attention_fp8(q, k, v, kv_lens?, scale, causal, q_descale?, k_descale?,
+     * v_descale?, out_float16) -> (out, lse)}.
+     */
+    FLASH_ATTENTION_FP8(
+            "flash_attention_fp8", 2, ARG_TENSOR, ARG_TENSOR, ARG_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_FLOAT, ARG_BOOL, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR,
+            ARG_BOOL),
     /** {@code bert_attention(qkv, qkv_bias?, kv_lens?, num_heads, scale) -> out}. */
     BERT_ATTENTION(
             "bert_attention", 1, ARG_TENSOR, ARG_OPTIONAL_TENSOR, ARG_OPTIONAL_TENSOR, ARG_INT,

@@ -25,8 +25,10 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
+import java.nio.ByteBuffer;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Random;
 import java.util.Set;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
@@ -63,6 +65,16 @@ class OperatorBadInputTest {
 
     private static NDArray randn(NDManager m, long... shape) {
         return m.randomNormal(new Shape(shape));
+    }
+
+    /** UINT8 e4m3fn bytes of values in [-1.75, 1.75] (exponent fields 0 .. 7). */
+    private static NDArray e4m3(NDManager m, long... shape) {
+        byte[] bytes = new byte[(int) new Shape(shape).size()];
+        Random random = new Random(bytes.length);
+        for (int i = 0; i < bytes.length; ++i) {
+            bytes[i] = (byte) (random.nextInt(64) | (random.nextBoolean() ? 0x80 : 0));
+        }
+        return m.create(ByteBuffer.wrap(bytes), new Shape(shape), DataType.UINT8);
     }
 
     private static NDArray ints(NDManager m, int... values) {
@@ -171,6 +183,14 @@ class OperatorBadInputTest {
                         "expected sequence lengths <= max_seqlen_k = 3, got 5 for sequence 0",
                         (m, good) -> varlen(m, randn(m, 7, 4, 32), ints(m, 0, 3, 3, 7),
                                 ints(m, 0, 5, 7, 11), 4, good ? 5 : 3)),
+                new Row(Operator.FLASH_ATTENTION_FP8, "k_descale",
+                        "expected size 2 for Hkv (the heads of k), got 3",
+                        // D = 128: the CUDA kernel's head dim, so the row runs on a Hopper GPU too.
+                        (m, good) -> AttentionOps.flashAttentionFp8(
+                                e4m3(m, 2, 5, 4, 128), e4m3(m, 2, 7, 2, 128),
+                                e4m3(m, 2, 7, 2, 128), null,
+                                m.ones(new Shape(2, good ? 2 : 3)), null,
+                                AttentionOptions.defaults())),
                 new Row(Operator.BERT_ATTENTION, "qkv",
                         "expected a last dim 3 * H * D divisible by 3 * num_heads (num_heads = 5),"
                                 + " got 72",
