@@ -9,6 +9,8 @@
 #   prefill  the 24 prefill cells against cuDNN (bench_flash.py --quick, S 1k/4k/16k, D 64/128)
 #   ncu      Nsight Compute: prefill D 128 fp16 (ours and cuDNN, causal and not), the fp16 and
 #            FP8 paged decode kernels at batch 32 · 4k, the dense decode at batch 1 · 4k
+#   fp8      Nsight Compute: the e4m3 prefill kernel and its v transpose beside the bfloat16
+#            kernel, S = 1k causal and 4k not (not in the default PARTS)
 # Usage (from the repository root): OUT=... PARTS="step graph" bash native-ops/bench/profile_targets.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -42,6 +44,14 @@ for part in $PARTS; do
         --section MemoryWorkloadAnalysis python3 bench/paged_fp8_profile.py >"$OUT/ncu-paged.txt" 2>&1
       timeout 120 ncu --clock-control none -k regex:"decode|combine" -c 4 $ncu_sections \
         --section MemoryWorkloadAnalysis python3 bench/bench_decode_kernels.py >"$OUT/ncu-decode.txt" 2>&1
+      ;;
+    fp8)  # the e4m3 prefill kernel and its v transpose beside the bfloat16 kernel, S = 1k and 4k
+      for cell in "1024 yes" "4096 no"; do
+        set -- $cell
+        timeout 150 ncu --clock-control none -k regex:"flash_hopper|transpose_v" $ncu_sections \
+          --section ComputeWorkloadAnalysis python3 bench/hopper_profile.py --dims 128 \
+          --seqlen "$1" --causal "$2" --dtype bfloat16 --fp8 >"$OUT/ncu-fp8-$1.txt" 2>&1
+      done
       ;;
     *) echo "unknown part $part"; continue ;;
   esac
