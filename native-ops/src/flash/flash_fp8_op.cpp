@@ -65,8 +65,9 @@ void flash_attention_fp8_boxed(shim::StableIValue* stack, const FlashBackend& ba
   const int64_t batch = q.size(0), seqlen_q = q.size(1), heads_q = q.size(2), dim = q.size(3);
   const int64_t seqlen_k = k.size(1), heads_kv = k.size(2);
   check_qk_scale(kOp, scale);
-  // FlashAttention-3's FP8 kernel takes each row's maximum over the scores before the scale
-  // multiplies them, which is the maximum of the scaled scores only for a positive scale.
+  // The Hopper e4m3 kernel (like its 16-bit forms) takes each row's maximum over the raw scores
+  // before the scale multiplies them, which is the maximum of the scaled scores only for a
+  // positive scale; both backends accept the same calls.
   if (scale <= 0) fail_invalid(kOp, ": scale: expected a finite value > 0, got ", scale);
   // Every device check (the descales') before kv_lens' values are read: a call with one of them
   // on another device than q reaches that device's backend, whose copy to the host must not
