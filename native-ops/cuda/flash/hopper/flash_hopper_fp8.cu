@@ -53,18 +53,35 @@ constexpr bool is_permutation_of_32() {
 }
 static_assert(is_permutation_of_32(), "every key of a group exactly once");
 
+// Rows of the transpose's shared tile: 128 bytes of one key's head dim plus 4 bytes of padding,
+// and 32 bytes more per group of 32 keys, so that the word reads below (one word of 4 head-dim
+// bytes from each of 16 keys per half-warp) fall on distinct banks but for 2-way conflicts.
+__device__ __forceinline__ int tile_offset(int key) { return key * (kHeadDim + 4) + key / 32 * 32; }
+constexpr int kTileBytes = (kKeyTile - 1) * (kHeadDim + 4) + (kKeyTile - 1) / 32 * 32 + kHeadDim;
+
+// The transpose of a 4 x 4 block of bytes: rows r[0..3] (a byte per column) to columns.
+__device__ __forceinline__ void transpose_4x4(const uint32_t (&r)[4], uint32_t (&c)[4]) {
+  const uint32_t t0 = __byte_perm(r[0], r[1], 0x5140), t1 = __byte_perm(r[2], r[3], 0x5140);
+  const uint32_t t2 = __byte_perm(r[0], r[1], 0x7362), t3 = __byte_perm(r[2], r[3], 0x7362);
+  c[0] = __byte_perm(t0, t1, 0x5410);
+  c[1] = __byte_perm(t0, t1, 0x7632);
+  c[2] = __byte_perm(t2, t3, 0x5410);
+  c[3] = __byte_perm(t2, t3, 0x7632);
+}
+
 // v [B, Sk, Hkv, D] e4m3 -> vt [B, Hkv, D, keys_padded], keys permuted within each group of 32
 // (fp8_key_of_column) and zero from each row's valid length (kv_lens) on: the kernel then needs
-// no masking of v. One block per 128-key tile of one (batch, kv head), 256 threads: the tile
-// read in 16-byte rows into shared memory, written out in 16-byte runs of keys.
+// no masking of v. One block per 128-key tile of one (batch, kv head), 256 threads: the tile read
+// in 16-byte rows into shared memory; then each thread takes 4 head-dim rows x 8 keys of the
+// output: 8 word reads (4 bytes of d for one key each), two 4 x 4 byte transposes in registers,
+// and 4 stores of 8 bytes, a half-warp writing 128 contiguous bytes of one row of vt.
 __global__ void __launch_bounds__(256) transpose_v_fp8(const uint8_t* __restrict__ v,
                                                        int64_t batch_stride, int64_t seq_stride,
                                                        int64_t head_stride,
                                                        const int32_t* __restrict__ kv_lens,
                                                        int seqlen_k, int heads_kv, int key_tiles,
                                                        int64_t keys_padded, uint8_t* __restrict__ vt) {
-  // 4 bytes of padding per row: the gathers below read one byte from each of 16 rows.
-  __shared__ __align__(16) uint8_t tile[kKeyTile][kHeadDim + 4];
+  __shared__ __align__(16) uint8_t tile[kTileBytes];
   const int tile_idx = blockIdx.x % key_tiles;
   const int bh = blockIdx.x / key_tiles;
   const int b = bh / heads_kv, h = bh % heads_kv;
@@ -76,7 +93,7 @@ __global__ void __launch_bounds__(256) transpose_v_fp8(const uint8_t* __restrict
     const int r = c / kChunksPerRow, col = c % kChunksPerRow * 16;
     uint4 x = make_uint4(0, 0, 0, 0);
     if (n0 + r < kv_len) x = *reinterpret_cast<const uint4*>(src + (n0 + r) * seq_stride + col);
-    uint32_t* to = reinterpret_cast<uint32_t*>(&tile[r][col]);
+    uint32_t* to = reinterpret_cast<uint32_t*>(tile + tile_offset(r) + col);
     to[0] = x.x;
     to[1] = x.y;
     to[2] = x.z;
@@ -84,23 +101,22 @@ __global__ void __launch_bounds__(256) transpose_v_fp8(const uint8_t* __restrict
   }
   __syncthreads();
   uint8_t* dst = vt + (static_cast<int64_t>(b) * heads_kv + h) * kHeadDim * keys_padded + n0;
-  constexpr int kRunsPerRow = kKeyTile / 16;
-  for (int c = threadIdx.x; c < kHeadDim * kRunsPerRow; c += blockDim.x) {
-    const int d = c / kRunsPerRow, l0 = c % kRunsPerRow * 16;
-    uint32_t words[4];
+  constexpr int kRuns = kKeyTile / 8;  // 8-key runs per output row
+  for (int c = threadIdx.x; c < kHeadDim / 4 * kRuns; c += blockDim.x) {
+    const int l0 = c % kRuns * 8, d0 = c / kRuns * 4;
+    uint32_t rows[2][4], cols[2][4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int l = l0 + 4 * q + i;
-        const int key = l / 32 * 32 + fp8_key_of_column(l % 32);
-        word |= static_cast<uint32_t>(tile[key][d]) << (8 * i);
-      }
-      words[q] = word;
+    for (int j = 0; j < 8; ++j) {
+      const int l = l0 + j;
+      const int key = l / 32 * 32 + fp8_key_of_column(l % 32);
+      rows[j / 4][j % 4] = *reinterpret_cast<const uint32_t*>(tile + tile_offset(key) + d0);
     }
-    *reinterpret_cast<uint4*>(dst + d * keys_padded + l0) =
-        make_uint4(words[0], words[1], words[2], words[3]);
+    transpose_4x4(rows[0], cols[0]);
+    transpose_4x4(rows[1], cols[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      *reinterpret_cast<uint2*>(dst + (d0 + e) * keys_padded + l0) = make_uint2(cols[0][e], cols[1][e]);
+    }
   }
 }
 
