@@ -538,3 +538,78 @@ def test_fp8_plan_refuses_what_the_kernel_cannot_run():
     # Less shared memory than the kernel's 80 KiB of tiles.
     assert fp8_plan(*shape, gpu=(132, 64 * 1024, 9, 0)).startswith(
         "refused: q: the CUDA FP8 kernel needs ")
+
+# --- the plan names only what the build compiled (issue 27: launchers only launch) ----------------
+
+NATIVE = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _compiled_tile_configs():
+    """{(head dim, configuration name)} of the shipped build and of a tuning build, read from the
+    instantiation files themselves (flash_fwd_hdim*_cfg_*.cu): the lines before their
+    `#if defined(DJL_ATTN_TUNING)` are the shipped build's. Names by kFwdConfigs index
+    (flash_shapes.h)."""
+    shapes = (NATIVE / "cuda/flash/flash_shapes.h").read_text()
+    table = shapes[shapes.index("kFwdConfigs[] = {"):]
+    table = table[:table.index("};")]
+    names = re.findall(r'\{"([a-z0-9]+)"', table)
+    shipped, tuning = set(), set()
+    for path in sorted((NATIVE / "cuda/flash").glob("flash_fwd_hdim*_cfg_*.cu")):
+        text = path.read_text()
+        cut = text.index("#if defined(DJL_ATTN_TUNING)")
+        for at, (dim, cfg) in ((m.start(), m.groups()) for m in re.finditer(
+                r"DJL_FLASH_INSTANTIATE_FWD_CFG\(\w+, (\d+), (\d+)\)", text)):
+            pair = (int(dim), names[int(cfg)])
+            (shipped if at < cut else tuning).add(pair)
+    return names, shipped, shipped | tuning
+
+
+CONFIG_NAMES, SHIPPED_CONFIGS, TUNING_CONFIGS = _compiled_tile_configs()
+
+
+def test_the_instantiation_files_hold_the_tuned_defaults_only_outside_tuning():
+    assert SHIPPED_CONFIGS == {(64, "m128n128w4s2for"), (128, "m128n64w4s2for")}
+    assert len(TUNING_CONFIGS) == 23  # 14 at D = 64, 9 at D = 128 (the kFwdConfigs masks)
+
+
+@pytest.mark.parametrize("tuning_build", [False, True])
+@pytest.mark.parametrize("hopper_built", [False, True])
+@pytest.mark.parametrize("config", ["auto"] + CONFIG_NAMES)
+def test_every_switch_value_and_head_dim_plans_a_compiled_kernel(config, hopper_built,
+                                                                 tuning_build):
+    # Every DJL_ATTN_FLASH_CONFIG value (the plans library takes every name; a shipped build's
+    # switch lists only its own) at every head dim, on a GPU with and without the Hopper kernel
+    # compiled: a tile configuration the plan names is one the build instantiated, and the
+    # Hopper path appears only where the build has it. The launchers have no case to refuse
+    # (flash_launch.cu's switch over fwd::TiledConfig, FlashPath without kHopper there).
+    compiled = TUNING_CONFIGS if tuning_build else SHIPPED_CONFIGS
+    seen = set()
+    for dim in (8, 16, 24, 40, 56, 64, 72, 96, 104, 128, 160, 200, 256):
+        for dtype in ("float16", "bfloat16"):
+            for seqlen, hopper in ((2048, "auto"), (2048, "off"), (300, "on"), (48, "auto")):
+                plan = flash_plan(2, seqlen, seqlen, 8, 8, dim, dtype=dtype, config=config,
+                                  hopper=hopper, hopper_built=hopper_built,
+                                  tuning_build=tuning_build)
+                assert not plan.startswith(("refused", "error")), plan
+                assert hopper_built or "hopper" not in plan, plan
+                tiled = re.search(r"tiled/D(\d+)/([a-z0-9]+)/", plan)
+                if tiled:
+                    pair = (int(tiled.group(1)), tiled.group(2))
+                    assert pair[1] == "base" or pair in compiled, (dim, plan)
+                    seen.add(pair[1])
+    # The check above met the requested configuration wherever the build has it.
+    if config not in ("auto", "base") and any(name == config for _, name in compiled):
+        assert config in seen, (config, seen)
+
+
+@pytest.mark.parametrize("tuning_build", [False, True])
+@pytest.mark.parametrize("feature", FEATURES)
+def test_float32_feature_calls_plan_the_one_feature_tile(feature, tuning_build):
+    # The sliding window, soft-capping and ALiBi have one float32 tile per head dim (4 warps,
+    # 3xTF32, no bias: fp32::Fp32Kernel has no other with the features), whatever the grid. A
+    # window of 16 keys cuts keys of the 100-key calls too (a wider one is dropped).
+    for dim in (8, 32, 50, 64, 96, 128, 200, 256):
+        for shape in ((8, 2048, 2048, 16, 16), (1, 100, 100, 2, 2)):
+            plan = flash_plan(*shape, dim, dtype="float32", tuning_build=tuning_build,
+                              window=16, **{feature: True})
+            assert re.fullmatch(r"fp32/3xtf32/d\d+/4w/features(/scalar)?", plan), plan

@@ -7,6 +7,7 @@ block): 8-warp tiles at D = 96..256 where their 128-row grid fills the SMs once 
 causal mask, within 5% without) and for small grids."""
 
 import ctypes
+import re
 
 import pytest
 
@@ -106,3 +107,33 @@ def test_smaller_gpus():
     assert fp32_plan(4, 2048, 2048, 16, 16, 96, gpu=ADA) == "simple"
     # Before sm_80: no tf32 tensor cores.
     assert fp32_plan(4, 2048, 2048, 16, 16, 64, gpu=TURING) == "simple"
+
+
+def compiled_fp32_tile(dim, warps, precision, features, tuning):
+    """An independent statement of what a build compiles (flash_fp32.h): the shipped build the
+    3xTF32 tiles of 4 warps, and of 8 warps above D = 64; a tuning build every (warps, precision)
+    pair; the sliding window, soft-cap and ALiBi one 4-warp 3xTF32 tile per head dim."""
+    if features:
+        return warps == 4 and precision == "3xtf32"
+    return tuning or (precision == "3xtf32" and (warps == 4 or dim > 64))
+
+
+@pytest.mark.parametrize("tuning", [False, True])
+@pytest.mark.parametrize("mode", ["auto", "tf32", "4w", "8w"])
+def test_every_mode_and_head_dim_plans_a_compiled_tile(mode, tuning):
+    # Every DJL_ATTN_FLASH_FP32 value that plans a tile, every head dim up to 256, with and without
+    # bias: the tile the plan names (fp32::Fp32Kernel, whose enumerators are
+    # the build's tiles, so the launcher has no case to refuse) is one the build compiled.
+    for dim in range(1, 257, 3):
+        for shape in ((8, 2048, 2048, 16, 16), (1, 100, 100, 2, 2)):
+            for flags in ({}, {"bias": True}, {"causal": True, "kv_lens": True}):
+                plan = fp32_plan(*shape, dim, mode=mode, tuning=tuning, **flags)
+                m = re.fullmatch(r"fp32/(3xtf32|tf32)/d(\d+)/(\d)w(/bias)?(/features)?(/scalar)?",
+                                 plan)
+                assert m, plan
+                padded = int(m.group(2))
+                assert padded >= dim and padded in (32, 64, 96, 128, 256), plan
+                assert compiled_fp32_tile(padded, int(m.group(3)), m.group(1),
+                                          m.group(5) is not None, tuning), plan
+                assert (m.group(4) is not None) == bool(flags.get("bias")), plan
+

@@ -406,3 +406,26 @@ def test_fp8_decode_window_sizes_the_split_by_its_span():
     assert whole["kernel"] == windowed["kernel"] == "flash_fp8"
     assert (windowed["partition_size"], windowed["partitions"]) == ("64", "65")
     assert int(whole["partitions"]) * int(whole["partition_size"]) >= 32768
+
+
+STREAM_CONFIGS = ["default", "smem4", "w8l2", "smem8", "pf", "w8l2pf"]
+
+
+@pytest.mark.parametrize("config", STREAM_CONFIGS)
+@pytest.mark.parametrize("kernel", ["auto", "v1", "v2"])
+def test_every_config_and_head_dim_plans_a_compiled_kernel(kernel, config):
+    # v1/v2's launcher (paged_attention_launch.cuh) instantiates the stream configurations for
+    # float16/bfloat16 query and caches at (kernel) head dims 64 and 128 only, the register
+    # default elsewhere: for every switch value, head dim of the list and off it (padded up),
+    # dtype and cache, the plan names a configuration only where it is compiled. (The tuning
+    # configurations exist in a shipped build's StreamConfig not at all.)
+    for dim in (16, 32, 48, 64, 72, 80, 96, 112, 128, 192, 256):
+        for element_size, fp8 in ((2, False), (4, False), (2, True), (4, True)):
+            plan = decode_plan(32, 4096, kernel, config, dim=dim, element_size=element_size,
+                               fp8=fp8)
+            if plan["kernel"] not in ("v1", "v2"):
+                continue
+            runs = int(plan.get("padded_head_dim", dim))
+            assert runs in (64, 80, 96, 128, 256) and runs >= dim, plan
+            streams = element_size == 2 and not fp8 and runs in (64, 128)
+            assert plan["config"] == (config if streams else "default"), (dim, plan)

@@ -114,7 +114,7 @@ void run_elementwise_cuda(const ElementwiseParams& params) {
   const int device = pointer_device(params.x);
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::current_stream(device);
-  DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype, "bert elementwise",
+  DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype,
                           [&] { run_typed<T, P>(params, plan, stream); });
 }
 

@@ -182,7 +182,7 @@ void run_layernorm_cuda(const LayerNormParams& params) {
   cuda::DeviceGuard guard(device);
   const LayerNormPlan plan = plan_layernorm(params, cuda::device_facts(device));
   cudaStream_t stream = cuda::current_stream(device);
-  DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype, "add_bias_residual_layernorm",
+  DJL_BERT_DISPATCH_TYPES(params.dtype, params.param_dtype,
                           [&] { run_typed<T, P>(params, plan, stream); });
 }
 

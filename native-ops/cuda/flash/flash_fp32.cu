@@ -1,5 +1,5 @@
-// The launcher of the float32 tensor-core flash attention forward: one compiled head dim per
-// instantiation file (flash_fp32_hdim*.cu), chosen here by the tile's head dim.
+// The launcher of the float32 tensor-core flash attention forward: the plan's compiled tile
+// (Fp32Kernel), instantiated in the file of its head dim (flash_fp32_hdim*.cu).
 
 #include <cassert>
 
@@ -11,12 +11,12 @@ void launch_flash_fp32(const FlashParams& params, const Fp32Tile& tile, cudaStre
   // What plan_flash_fp32 guarantees (held by tests/test_plans_fp32.py): float32, and a tile whose
   // compiled head dim the problem's is padded to. Asserted in debug builds only.
   assert(params.dtype == ElementType::kFloat32);
-  assert(params.head_dim <= static_cast<int>(tile.head_dim));
-  switch (tile.head_dim) {  // every Fp32HeadDim
-#define DJL_FLASH_FP32_CASE_(D) \
-  case Fp32HeadDim::k##D:       \
-    return launch_flash_fp32_hdim<D>(params, tile, stream);
-    DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(DJL_FLASH_FP32_CASE_)
+  assert(params.head_dim <= facts_of(tile.kernel).head_dim);
+  switch (tile.kernel) {  // every Fp32Kernel: the tiles this build compiled
+#define DJL_FLASH_FP32_CASE_(D, W, SPLIT, BIAS, FEATURES)                  \
+  case Fp32Kernel::DJL_FLASH_FP32_NAME_(D, W, SPLIT, BIAS, FEATURES):       \
+    return launch_flash_fp32_tile<D, W, SPLIT, BIAS, FEATURES>(params, tile.vectorized, stream);
+    DJL_FLASH_FP32_TILES(DJL_FLASH_FP32_CASE_)
 #undef DJL_FLASH_FP32_CASE_
   }
 }

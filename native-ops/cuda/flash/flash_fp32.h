@@ -31,16 +31,87 @@ enum class Fp32HeadDim {
 #undef DJL_FLASH_FP32_ENUMERATOR_
 };
 
-// The warps per block the kernel is compiled for: each warp owns 16 query rows, so a block owns
-// 16 * warps rows. The value is the warp count.
-enum class Fp32Warps { k4 = 4, k8 = 8 };
+// The tiles a build compiles, per head dim, as X(D, warps, 3xTF32, bias, features): the shipped
+// build (DJL_ATTN_TUNING off) holds what the default plan can pick, the 3xTF32 kernels with
+// 4-warp tiles and, at D > 64, 8-warp tiles, each with and without bias, and the one 4-warp
+// 3xTF32 kernel without bias for the sliding window, soft-capping and ALiBi. The opt-in 1xTF32
+// kernels and 8-warp tiles at D <= 64 (within 5% of 4 warps, docs/benchmarks.md) are a tuning
+// build's: they doubled the float32 kernels' share of the library. Each warp owns 16 query rows,
+// so a block owns 16 * warps rows. fp32_tile_compiled says the same (static_assert below).
+#define DJL_FLASH_FP32_PAIR_(X, D, W, SPLIT) \
+  X(D, W, SPLIT, false, false) X(D, W, SPLIT, true, false)
+#define DJL_FLASH_FP32_FEATURES_(X, D) X(D, 4, true, false, true)
+#if defined(DJL_ATTN_TUNING)
+#define DJL_FLASH_FP32_TUNING_(X, D, NARROW_8W)                                       \
+  NARROW_8W DJL_FLASH_FP32_PAIR_(X, D, 4, false) DJL_FLASH_FP32_PAIR_(X, D, 8, false)
+#define DJL_FLASH_FP32_NARROW_8W_(X, D) DJL_FLASH_FP32_PAIR_(X, D, 8, true)
+#else
+#define DJL_FLASH_FP32_TUNING_(X, D, NARROW_8W)
+#define DJL_FLASH_FP32_NARROW_8W_(X, D)
+#endif
+#define DJL_FLASH_FP32_NARROW_(X, D)                                     \
+  DJL_FLASH_FP32_PAIR_(X, D, 4, true) DJL_FLASH_FP32_FEATURES_(X, D)     \
+  DJL_FLASH_FP32_TUNING_(X, D, DJL_FLASH_FP32_NARROW_8W_(X, D))
+#define DJL_FLASH_FP32_WIDE_(X, D)                                       \
+  DJL_FLASH_FP32_PAIR_(X, D, 4, true) DJL_FLASH_FP32_PAIR_(X, D, 8, true) \
+  DJL_FLASH_FP32_FEATURES_(X, D) DJL_FLASH_FP32_TUNING_(X, D, )
+#define DJL_FLASH_FP32_TILES_32(X) DJL_FLASH_FP32_NARROW_(X, 32)
+#define DJL_FLASH_FP32_TILES_64(X) DJL_FLASH_FP32_NARROW_(X, 64)
+#define DJL_FLASH_FP32_TILES_96(X) DJL_FLASH_FP32_WIDE_(X, 96)
+#define DJL_FLASH_FP32_TILES_128(X) DJL_FLASH_FP32_WIDE_(X, 128)
+#define DJL_FLASH_FP32_TILES_256(X) DJL_FLASH_FP32_WIDE_(X, 256)
+#define DJL_FLASH_FP32_TILES(X)                                                       \
+  DJL_FLASH_FP32_TILES_32(X) DJL_FLASH_FP32_TILES_64(X) DJL_FLASH_FP32_TILES_96(X) \
+  DJL_FLASH_FP32_TILES_128(X) DJL_FLASH_FP32_TILES_256(X)
 
-struct Fp32Tile {
-  Fp32HeadDim head_dim = Fp32HeadDim::k32;  // compiled head dim the problem's D is padded to
-  Fp32Warps warps = Fp32Warps::k4;
+// One compiled kernel, as the plan names it to the launcher (flash_fp32.cu), whose switch names
+// every enumerator: a build without DJL_ATTN_TUNING has none for a tuning tile, so neither its
+// plan nor its launcher can meet one. libdjl_attn_plans.so is built with every enumerator; its
+// tests choose the build through plan_flash_fp32's `tuning_build`.
+#define DJL_FLASH_FP32_NAME_(D, W, SPLIT, BIAS, FEATURES) \
+  kD##D##W##W##_split##SPLIT##_bias##BIAS##_features##FEATURES
+enum class Fp32Kernel {
+#define DJL_FLASH_FP32_ENUMERATOR_(D, W, SPLIT, BIAS, FEATURES) \
+  DJL_FLASH_FP32_NAME_(D, W, SPLIT, BIAS, FEATURES),
+  DJL_FLASH_FP32_TILES(DJL_FLASH_FP32_ENUMERATOR_)
+#undef DJL_FLASH_FP32_ENUMERATOR_
+};
+
+// What an Fp32Kernel is.
+struct Fp32KernelFacts {
+  int head_dim;      // a compiled head dim (Fp32HeadDim)
+  int warps;         // 4 or 8
   bool split_tf32;   // true: 3xTF32 (float32 accuracy); false: 1xTF32 (opt-in, ~1e-3)
   bool bias;         // q/k/v bias added in shared memory (the fused BERT path)
   bool features;     // sliding window, soft-capping or ALiBi: 4 warps, 3xTF32, no bias
+};
+constexpr Fp32KernelFacts facts_of(Fp32Kernel kernel) {
+#define DJL_FLASH_FP32_FACTS_(D, W, SPLIT, BIAS, FEATURES)               \
+  if (kernel == Fp32Kernel::DJL_FLASH_FP32_NAME_(D, W, SPLIT, BIAS, FEATURES)) { \
+    return Fp32KernelFacts{D, W, SPLIT, BIAS, FEATURES};                    \
+  }
+  DJL_FLASH_FP32_TILES(DJL_FLASH_FP32_FACTS_)
+#undef DJL_FLASH_FP32_FACTS_
+  return Fp32KernelFacts{0, 0, false, false, false};
+}
+
+// The enumerator of a tile, and false where this build lists none.
+constexpr bool find_fp32_kernel(const Fp32KernelFacts& want, Fp32Kernel* out) {
+#define DJL_FLASH_FP32_FIND_(D, W, SPLIT, BIAS, FEATURES)                             \
+  if (want.head_dim == D && want.warps == W && want.split_tf32 == SPLIT &&             \
+      want.bias == BIAS && want.features == FEATURES) {                                \
+    *out = Fp32Kernel::DJL_FLASH_FP32_NAME_(D, W, SPLIT, BIAS, FEATURES);              \
+    return true;                                                                       \
+  }
+  DJL_FLASH_FP32_TILES(DJL_FLASH_FP32_FIND_)
+#undef DJL_FLASH_FP32_FIND_
+  return false;
+}
+
+struct Fp32Tile {
+  // The instantiation that runs: its head dim (facts_of) is the compiled one the problem's D is
+  // padded to.
+  Fp32Kernel kernel{};
   bool vectorized;   // 16-byte copies and stores: D % 4 == 0, 16-byte aligned bases and strides
 };
 
@@ -64,13 +135,39 @@ constexpr int64_t fp32_smem_bytes(int head_dim, int warps) {
                   (fp32_qk_pitch(head_dim) + fp32_v_pitch(head_dim)));
 }
 
-// Whether a build compiles the tile: the shipped build (DJL_ATTN_TUNING off) holds what the
-// default plan can pick, the 3xTF32 kernels with 4-warp tiles and, at D > 64, 8-warp tiles. The
-// opt-in 1xTF32 kernels and 8-warp tiles at D <= 64 (within 5% of 4 warps, docs/benchmarks.md)
-// are a tuning build's: they doubled the float32 kernels' share of the library.
+// Whether a build with (`tuning_build`) or without DJL_ATTN_TUNING compiles the (non-feature)
+// tile: the plan asks this before it names one (DJL_FLASH_FP32_TILES lists the same).
 constexpr bool fp32_tile_compiled(int head_dim, int warps, bool split_tf32, bool tuning_build) {
   return tuning_build || (split_tf32 && (warps == 4 || head_dim > 64));
 }
+
+#if defined(DJL_ATTN_TUNING)
+inline constexpr bool kListsFp32TuningTiles = true;
+#else
+inline constexpr bool kListsFp32TuningTiles = false;
+#endif
+// The list names exactly the tiles fp32_tile_compiled accepts in this build.
+constexpr bool fp32_tiles_listed_exactly() {
+  for (int d : {32, 64, 96, 128, 256}) {
+    for (int w : {4, 8}) {
+      for (bool split : {false, true}) {
+        for (bool bias : {false, true}) {
+          Fp32Kernel k{};
+          if (find_fp32_kernel(Fp32KernelFacts{d, w, split, bias, false}, &k) !=
+              fp32_tile_compiled(d, w, split, kListsFp32TuningTiles)) {
+            return false;
+          }
+          const bool feature_tile = w == 4 && split && !bias;
+          if (find_fp32_kernel(Fp32KernelFacts{d, w, split, bias, true}, &k) != feature_tile) {
+            return false;
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+static_assert(fp32_tiles_listed_exactly(), "DJL_FLASH_FP32_TILES lists the compiled tiles");
 
 // DJL_ATTN_FLASH_FP32, the float32 path: "auto" (the default) is the 3xTF32 kernel with the
 // plan's tiles; "tf32" opts into 1xTF32 (faster, ~1e-3 relative error) in a DJL_ATTN_TUNING

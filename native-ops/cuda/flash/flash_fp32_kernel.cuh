@@ -33,7 +33,6 @@
 #include <cstdint>
 
 #include "common/error.h"
-#include "cuda/common/build_flags.h"
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma.cuh"
@@ -483,8 +482,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
 // Launches one instantiation, opting it into its shared memory on the current device first (a
 // kernel needs that above 48 KiB, once per device).
-template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures = false>
-void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures>
+void launch_flash_fp32_tile(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   using Sh = Shape<kHeadDim, kWarps>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> prepared[kMaxDevices];
@@ -506,45 +505,11 @@ void launch(const FlashParams& p, bool vectorized, cudaStream_t stream) {
   DJL_ATTN_CUDA_CHECK_LAUNCH("flash_fp32_kernel");
 }
 
-// One instantiation where the build compiles it (fp32_tile_compiled; the plan picks no other).
-template <int kHeadDim, int kWarps, bool kSplit, bool kBias>
-void launch_compiled(const FlashParams& p, bool vectorized, cudaStream_t stream) {
-  if constexpr (fp32_tile_compiled(kHeadDim, kWarps, kSplit, ::djl_attn::cuda::kTuningBuild)) {
-    launch<kHeadDim, kWarps, kSplit, kBias>(p, vectorized, stream);
-  } else {
-    fail_native("flash_fp32: the ", kSplit ? "3xtf32" : "tf32", "/d", kHeadDim, "/", kWarps,
-                "w tile is not compiled in this build (DJL_ATTN_TUNING)");
-  }
-}
-
-template <int kHeadDim, int kWarps>
-void launch_warps(const FlashParams& p, const Fp32Tile& tile, cudaStream_t stream) {
-  if (tile.split_tf32) {
-    if (tile.bias) return launch_compiled<kHeadDim, kWarps, true, true>(p, tile.vectorized, stream);
-    return launch_compiled<kHeadDim, kWarps, true, false>(p, tile.vectorized, stream);
-  }
-  if (tile.bias) return launch_compiled<kHeadDim, kWarps, false, true>(p, tile.vectorized, stream);
-  return launch_compiled<kHeadDim, kWarps, false, false>(p, tile.vectorized, stream);
-}
-
-template <int kHeadDim>
-void launch_flash_fp32_hdim(const FlashParams& p, const Fp32Tile& tile, cudaStream_t stream) {
-  if (tile.features) {
-    // The plan gives feature calls 4-warp 3xTF32 tiles without bias (plan_flash_fp32).
-    if (tile.warps != Fp32Warps::k4 || !tile.split_tf32 || tile.bias) {
-      fail_native("flash_fp32: the sliding window, soft-capping and ALiBi run only in 4-warp ",
-                  "3xTF32 tiles without bias, got ", describe(tile));
-    }
-    return launch<kHeadDim, 4, true, false, true>(p, tile.vectorized, stream);
-  }
-  switch (tile.warps) {
-    case Fp32Warps::k8: return launch_warps<kHeadDim, 8>(p, tile, stream);
-    case Fp32Warps::k4: return launch_warps<kHeadDim, 4>(p, tile, stream);
-  }
-}
-
 }  // namespace djl_attn::flash::fp32
 
-#define DJL_FLASH_FP32_INSTANTIATE(HEAD_DIM)                                 \
-  template void djl_attn::flash::fp32::launch_flash_fp32_hdim<HEAD_DIM>(     \
-      const djl_attn::flash::FlashParams&, const djl_attn::flash::fp32::Fp32Tile&, cudaStream_t);
+// The tiles of one head dim that this build lists (DJL_FLASH_FP32_TILES_<D>, flash_fp32.h).
+#define DJL_FLASH_FP32_INSTANTIATE_TILE_(D, W, SPLIT, BIAS, FEATURES)                   \
+  template void djl_attn::flash::fp32::launch_flash_fp32_tile<D, W, SPLIT, BIAS, FEATURES>( \
+      const djl_attn::flash::FlashParams&, bool, cudaStream_t);
+#define DJL_FLASH_FP32_INSTANTIATE(HEAD_DIM) \
+  DJL_FLASH_FP32_TILES_##HEAD_DIM(DJL_FLASH_FP32_INSTANTIATE_TILE_)

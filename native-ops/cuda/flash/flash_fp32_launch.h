@@ -15,8 +15,9 @@ namespace djl_attn::flash::fp32 {
 // 16-byte alignment when vectorized).
 void launch_flash_fp32(const FlashParams& params, const Fp32Tile& tile, cudaStream_t stream);
 
-// The instantiation of one compiled head dim (flash_fp32_hdim*.cu).
-template <int kHeadDim>
-void launch_flash_fp32_hdim(const FlashParams& params, const Fp32Tile& tile, cudaStream_t stream);
+// One compiled tile (an Fp32Kernel), instantiated with the other tiles of its head dim in
+// flash_fp32_hdim<D>.cu.
+template <int kHeadDim, int kWarps, bool kSplit, bool kBias, bool kFeatures>
+void launch_flash_fp32_tile(const FlashParams& params, bool vectorized, cudaStream_t stream);
 
 }  // namespace djl_attn::flash::fp32

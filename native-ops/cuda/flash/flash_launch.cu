@@ -47,68 +47,37 @@ struct TiledInstance {
   }
 };
 
-// Calls visit(TiledInstance<...>{}) for a tuning configuration; the plan only names compiled ones.
-template <typename T, int kHeadDim, int kCfg, typename Visit>
-int visit_config(Visit& visit) {
-  if constexpr (fwd::config_compiled(kCfg, kHeadDim)) {
-    return visit(TiledInstance<T, kHeadDim, false, false, kCfg>{});
-  } else {
-    fail_native("flash tile kernel: configuration ", kCfg, " is not compiled for head dim ",
-                kHeadDim);
+// visit_tiled for element type T.
+template <typename T, typename Visit>
+int visit_tiled_typed(const TiledKernel& kernel, Visit& visit) {
+  switch (kernel.config) {  // every fwd::TiledConfig: the configurations this build compiled
+#define DJL_FLASH_CONFIG_CASE_(D, C)   \
+  case fwd::TiledConfig::kD##D##Cfg##C: \
+    return visit(TiledInstance<T, D, false, false, C>{});
+    DJL_FLASH_COMPILED_CONFIGS(DJL_FLASH_CONFIG_CASE_)
+#undef DJL_FLASH_CONFIG_CASE_
+    case fwd::TiledConfig::kBase:
+      break;
   }
-}
-
-template <typename T, int kHeadDim, typename Visit>
-int visit_selected_config(int cfg, Visit& visit) {
-  static_assert(fwd::kNumFwdConfigs == 21, "one case per configuration");
-  switch (cfg) {
-    case 1: return visit_config<T, kHeadDim, 1>(visit);
-    case 2: return visit_config<T, kHeadDim, 2>(visit);
-    case 3: return visit_config<T, kHeadDim, 3>(visit);
-    case 4: return visit_config<T, kHeadDim, 4>(visit);
-    case 5: return visit_config<T, kHeadDim, 5>(visit);
-    case 6: return visit_config<T, kHeadDim, 6>(visit);
-    case 7: return visit_config<T, kHeadDim, 7>(visit);
-    case 8: return visit_config<T, kHeadDim, 8>(visit);
-    case 9: return visit_config<T, kHeadDim, 9>(visit);
-    case 10: return visit_config<T, kHeadDim, 10>(visit);
-    case 11: return visit_config<T, kHeadDim, 11>(visit);
-    case 12: return visit_config<T, kHeadDim, 12>(visit);
-    case 13: return visit_config<T, kHeadDim, 13>(visit);
-    case 14: return visit_config<T, kHeadDim, 14>(visit);
-    case 15: return visit_config<T, kHeadDim, 15>(visit);
-    case 16: return visit_config<T, kHeadDim, 16>(visit);
-    case 17: return visit_config<T, kHeadDim, 17>(visit);
-    case 18: return visit_config<T, kHeadDim, 18>(visit);
-    case 19: return visit_config<T, kHeadDim, 19>(visit);
-    case 20: return visit_config<T, kHeadDim, 20>(visit);
-    default: fail_native("flash tile kernel: no configuration ", cfg);
-  }
+  return DJL_FLASH_HEAD_DIM_SWITCH(kernel.head_dim, kHeadDim, [&]() -> int {
+    if (kernel.features) {  // base tiles without bias only (the plan's rule)
+      return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
+        return visit(TiledInstance<T, kHeadDim, false, kSmallM, 0, true>{});
+      });
+    }
+    return DJL_FLASH_BOOL_SWITCH(kernel.bias, kBias, [&]() -> int {
+      return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
+        return visit(TiledInstance<T, kHeadDim, kBias, kSmallM, 0>{});
+      });
+    });
+  });
 }
 
 // Calls visit(TiledInstance<...>{}) for the instantiation `kernel` names; returns its result.
 template <typename Visit>
 int visit_tiled(const TiledKernel& kernel, Visit visit) {
-  return DJL_FLASH_DTYPE_SWITCH(kernel.dtype, T, [&]() -> int {
-    if (kernel.config != 0) {
-      // Tuning configurations exist for D = 64 and 128 only (kFwdConfigs' head dim masks).
-      if (kernel.head_dim == 64) return visit_selected_config<T, 64>(kernel.config, visit);
-      if (kernel.head_dim == 128) return visit_selected_config<T, 128>(kernel.config, visit);
-      fail_native("flash tile kernel: no configurations for head dim ", kernel.head_dim);
-    }
-    return DJL_FLASH_HEAD_DIM_SWITCH(kernel.head_dim, kHeadDim, [&]() -> int {
-      if (kernel.features) {  // base tiles without bias only (the plan's rule)
-        return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
-          return visit(TiledInstance<T, kHeadDim, false, kSmallM, 0, true>{});
-        });
-      }
-      return DJL_FLASH_BOOL_SWITCH(kernel.bias, kBias, [&]() -> int {
-        return DJL_FLASH_BOOL_SWITCH(kernel.small_m, kSmallM, [&]() -> int {
-          return visit(TiledInstance<T, kHeadDim, kBias, kSmallM, 0>{});
-        });
-      });
-    });
-  });
+  return DJL_FLASH_DTYPE_SWITCH(kernel.dtype, T,
+                                [&]() -> int { return visit_tiled_typed<T>(kernel, visit); });
 }
 
 // The occupancy API's answers for the plan (cached per device by the kernels' prepare calls).
@@ -161,11 +130,9 @@ void run_kernel(const FlashParams& params, const FlashPlan& plan, cudaStream_t s
       return run_flash_attention_simple_cuda(p, plan.simple_row_blocks, stream);
     case FlashPath::kDecode:
       return decode::run(p, plan.fold, nullptr, plan.decode, plan.split, stream, device);
+#if defined(DJL_ATTN_HOPPER)  // a build without the kernel has no such path (flash_plan.h)
     case FlashPath::kHopper:
-#if defined(DJL_ATTN_HOPPER)
       return hopper::run(p, plan, stream, device);
-#else
-      fail_native("flash_attention: the plan chose the Hopper kernel, which this build lacks");
 #endif
     case FlashPath::kTiled:
       return run_tiled(p, plan, stream, device);

@@ -114,6 +114,7 @@ const char* decode_refusal(const FlashParams& p, bool tensor_cores,
   return nullptr;
 }
 
+#if defined(DJL_ATTN_HOPPER)  // the Hopper path's rules: a build without the kernel has no path
 // Whether TMA can describe a [B, S, H, D] operand with these element strides (16-bit elements):
 // positive, 16-byte multiples, below 2^40 bytes (cuTensorMapEncodeTiled's rules).
 bool tma_strides(int64_t batch_stride, int64_t seq_stride, int64_t head_stride) {
@@ -182,6 +183,7 @@ bool hopper_supports(const FlashParams& p, const cuda::DeviceFacts& device) {
   return device.cc_major == 9 && device.cc_minor == 0 &&
          device.smem_optin >= hopper::smem_bytes(p.head_dim, consumers);
 }
+#endif
 
 // The plan of a call the tensor-core kernels can read in place (loads_16_bytes, sm_80+).
 FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
@@ -219,6 +221,7 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   // that leaves SMs idle stays on the sm_80 kernel, whose split-KV fills them; problems of at
   // most 64 query rows keep the sm_80 kernel's 64-row tiles. A tile configuration named in
   // DJL_ATTN_FLASH_CONFIG is an sm_80-kernel measurement: "auto" leaves it there.
+#if defined(DJL_ATTN_HOPPER)
   if (sw.hopper_built && !bias && device.cc_major == 9 && sw.hopper != HopperMode::kOff &&
       !(sw.hopper == HopperMode::kAuto && sw.config != kAutoConfig) && p.seqlen_q > 64 &&
       !varlen) {
@@ -236,6 +239,7 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
       return plan;
     }
   }
+#endif
 
   // Varlen batches size their grid by the longest sequence, so that is what must fit.
   const bool small_m = p.seqlen_q <= 64;
@@ -245,9 +249,12 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
       (fwd::kFwdConfigs[cfg].fused_scale && !(p.scale > 0.f))) {
     cfg = 0;
   }
+  // A configuration config_compiled accepts is one this build lists (fwd::TiledConfig).
+  fwd::TiledConfig config = fwd::TiledConfig::kBase;
+  if (!fwd::find_tiled_config(cfg, padded, &config)) cfg = 0;
   plan.path = FlashPath::kTiled;
   // The tuning configurations are instantiated for 128-row-class problems without bias only.
-  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, cfg,
+  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, config,
                            features};
   plan.tile = fwd::tile_shape(padded, plan.tiled.small_m, cfg);
   plan.m_blocks = static_cast<int>((p.seqlen_q + plan.tile.block_m - 1) / plan.tile.block_m);
@@ -455,11 +462,13 @@ std::string describe(const FlashPlan& plan) {
       return out + "simple";
     case FlashPath::kFp32:
       return out + "fp32/" + fp32::describe(plan.fp32);
+#if defined(DJL_ATTN_HOPPER)
     case FlashPath::kHopper:
       return out + "hopper/D" + std::to_string(head_dim_of(plan.hopper.tile)) + "/consumers" +
              std::to_string(consumers_of(plan.hopper.tile)) + "/grid" +
              std::to_string(plan.hopper_grid) +
              "/" + (plan.hopper.ping_pong ? "pingpong" : "free");
+#endif
     case FlashPath::kDecode:
       return out + "decode/D" + std::to_string(static_cast<int>(plan.decode.head_dim)) +
              (plan.decode.alibi ? "/alibi" : (plan.decode.features ? "/features" : "")) +
@@ -467,7 +476,8 @@ std::string describe(const FlashPlan& plan) {
              std::to_string(plan.split.num_splits);
     case FlashPath::kTiled: {
       const TiledKernel& t = plan.tiled;
-      return out + "tiled/D" + std::to_string(t.head_dim) + "/" + fwd::kFwdConfigs[t.config].name +
+      return out + "tiled/D" + std::to_string(t.head_dim) + "/" +
+             fwd::kFwdConfigs[fwd::config_index(t.config)].name +
              "/" + std::to_string(plan.tile.block_m) + "x" + std::to_string(plan.tile.block_n) +
              (t.bias ? "/bias" : "") + (t.features ? "/features" : "") + "/splits" +
              std::to_string(plan.split.num_splits);

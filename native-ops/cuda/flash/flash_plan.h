@@ -66,16 +66,26 @@ struct FlashSwitches {
   HopperMode hopper = HopperMode::kAuto;
   int config = kAutoConfig;     // a kFwdConfigs index (flash_shapes.h), or kAutoConfig
   bool hopper_ping_pong = true;  // DJL_ATTN_FLASH_HOPPER_SCHED: pingpong (true) or free
-  bool hopper_built = false;     // the library has the sm_90a kernel (built for sm_90)
-  bool tuning_build = false;     // DJL_ATTN_TUNING: every kFwdConfigs instantiation
+  // The library has the sm_90a kernel (built for sm_90): DJL_ATTN_HOPPER in libdjl_attn_cuda.so,
+  // where a build without it has no FlashPath::kHopper; the plan tests' choice otherwise.
+  bool hopper_built = false;
+  // DJL_ATTN_TUNING: every kFwdConfigs instantiation (and fwd::TiledConfig enumerator) in
+  // libdjl_attn_cuda.so; the plan tests' choice otherwise.
+  bool tuning_build = false;
   fp32::Fp32Mode fp32 = fp32::Fp32Mode::kAuto;  // DJL_ATTN_FLASH_FP32
 };
 
+// A build without the sm_90a kernel (DJL_ATTN_HOPPER undefined: no sm_90 in its architectures)
+// has no kHopper, so neither its plan nor its launcher can name the kernel it lacks.
+// libdjl_attn_plans.so is built with it; its tests choose the build through
+// FlashSwitches::hopper_built.
 enum class FlashPath {
   kSimple,
   kTiled,
   kDecode,
+#if defined(DJL_ATTN_HOPPER)
   kHopper,
+#endif
   kFp32,
 };
 
@@ -85,7 +95,9 @@ struct TiledKernel {
   int head_dim;  // the compiled head dim the problem's D is padded to
   bool bias;
   bool small_m;  // 64-row query tiles for at most 64 query rows
-  int config;    // kFwdConfigs index, 0 = the base tiles
+  // The base tiles, or a compiled (head dim, configuration) pair: only such a pair, never a
+  // configuration this build lacks, can be named (fwd::TiledConfig).
+  fwd::TiledConfig config;
   bool features;  // sliding window, soft-capping or ALiBi (base tiles, no bias)
 };
 

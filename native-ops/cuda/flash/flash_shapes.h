@@ -104,6 +104,76 @@ constexpr bool config_compiled(int cfg, int head_dim, bool tuning_build) {
          (head_dim == 128 && (kFwdConfigs[cfg].head_dims & kCfgD128) != 0);
 }
 
+// The (head dim, configuration) pairs this build instantiates (flash_fwd_hdim{64,128}_cfg_*.cu),
+// as X(head dim, kFwdConfigs index): the measured defaults in every build, the tuning variants
+// where DJL_ATTN_TUNING is defined. The static_assert below holds them to config_compiled.
+#define DJL_FLASH_DEFAULT_CONFIGS(X) X(64, 20) X(128, 18)
+#if defined(DJL_ATTN_TUNING)
+#define DJL_FLASH_TUNING_CONFIGS(X)                                                          \
+  X(64, 1) X(64, 2) X(64, 3) X(64, 5) X(64, 6) X(64, 7) X(64, 8) X(64, 9) X(64, 11) X(64, 12) \
+  X(64, 14) X(64, 16) X(64, 19)                                                              \
+  X(128, 1) X(128, 2) X(128, 3) X(128, 4) X(128, 10) X(128, 13) X(128, 15) X(128, 17)
+inline constexpr bool kListsTuningConfigs = true;
+#else
+#define DJL_FLASH_TUNING_CONFIGS(X)
+inline constexpr bool kListsTuningConfigs = false;
+#endif
+#define DJL_FLASH_COMPILED_CONFIGS(X) DJL_FLASH_DEFAULT_CONFIGS(X) DJL_FLASH_TUNING_CONFIGS(X)
+
+// The tile kernel's tiles as a plan names them (TiledKernel::config): the base tiles (any head
+// dim of DJL_FLASH_FOR_EACH_HEAD_DIM) or one compiled (head dim, configuration) pair. A build
+// without DJL_ATTN_TUNING has no enumerator for a tuning variant, so neither its plan nor its
+// launcher (flash_launch.cu, whose switch names every enumerator) can meet one.
+// libdjl_attn_plans.so is built with every enumerator; its tests choose the build through
+// FlashSwitches::tuning_build.
+enum class TiledConfig {
+  kBase,
+#define DJL_FLASH_CONFIG_ENUMERATOR_(D, C) kD##D##Cfg##C,
+  DJL_FLASH_COMPILED_CONFIGS(DJL_FLASH_CONFIG_ENUMERATOR_)
+#undef DJL_FLASH_CONFIG_ENUMERATOR_
+};
+
+// The kFwdConfigs index of `config` (0 for the base tiles).
+constexpr int config_index(TiledConfig config) {
+#define DJL_FLASH_CONFIG_INDEX_(D, C) \
+  if (config == TiledConfig::kD##D##Cfg##C) return C;
+  DJL_FLASH_COMPILED_CONFIGS(DJL_FLASH_CONFIG_INDEX_)
+#undef DJL_FLASH_CONFIG_INDEX_
+  return 0;
+}
+
+// The enumerator of configuration `cfg` at `head_dim`: kBase for cfg 0, and false where this
+// build lists no such pair.
+constexpr bool find_tiled_config(int cfg, int head_dim, TiledConfig* out) {
+  if (cfg == 0) {
+    *out = TiledConfig::kBase;
+    return true;
+  }
+#define DJL_FLASH_CONFIG_FIND_(D, C)        \
+  if (cfg == C && head_dim == D) {          \
+    *out = TiledConfig::kD##D##Cfg##C;      \
+    return true;                            \
+  }
+  DJL_FLASH_COMPILED_CONFIGS(DJL_FLASH_CONFIG_FIND_)
+#undef DJL_FLASH_CONFIG_FIND_
+  return false;
+}
+
+// The lists above name exactly the pairs config_compiled accepts in this build.
+constexpr bool configs_listed_exactly() {
+  for (int cfg = 0; cfg < kNumFwdConfigs; ++cfg) {
+    for (int head_dim : {32, 64, 96, 128, 256}) {
+      TiledConfig found = TiledConfig::kBase;
+      if (find_tiled_config(cfg, head_dim, &found) !=
+          config_compiled(cfg, head_dim, kListsTuningConfigs)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(configs_listed_exactly(), "DJL_FLASH_*_CONFIGS list the compiled configurations");
+
 // kBlockM query rows x kBlockN keys per step, kStages cp.async buffers, kWarps warps.
 struct TileShape {
   int block_m, block_n, stages, warps;

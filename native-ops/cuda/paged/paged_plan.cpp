@@ -126,12 +126,10 @@ std::optional<PagedBlockSize> compiled_block_size(int64_t block_size) {
 
 const char* stream_config_name(StreamConfig config) {
   switch (config) {
-    case StreamConfig::kDefault: return "default";
-    case StreamConfig::kSmem4: return "smem4";
-    case StreamConfig::kW8L2: return "w8l2";
-    case StreamConfig::kSmem8: return "smem8";
-    case StreamConfig::kPf: return "pf";
-    case StreamConfig::kW8L2Pf: return "w8l2pf";
+#define DJL_PAGED_STREAM_NAME_(e, name) \
+  case StreamConfig::e: return name;
+    DJL_PAGED_STREAM_CONFIGS(DJL_PAGED_STREAM_NAME_)
+#undef DJL_PAGED_STREAM_NAME_
   }
   return "?";
 }
@@ -307,10 +305,10 @@ std::optional<DecodeRequest> decode_request_named(std::string_view name) {
 }
 
 std::optional<StreamConfig> stream_config_named(std::string_view name) {
-  for (StreamConfig c : {StreamConfig::kDefault, StreamConfig::kSmem4, StreamConfig::kW8L2,
-                         StreamConfig::kSmem8, StreamConfig::kPf, StreamConfig::kW8L2Pf}) {
-    if (name == stream_config_name(c)) return c;
-  }
+#define DJL_PAGED_STREAM_NAMED_(e, config_name) \
+  if (name == config_name) return StreamConfig::e;
+  DJL_PAGED_STREAM_CONFIGS(DJL_PAGED_STREAM_NAMED_)
+#undef DJL_PAGED_STREAM_NAMED_
   return std::nullopt;
 }
 

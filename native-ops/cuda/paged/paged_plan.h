@@ -62,10 +62,25 @@ constexpr int64_t kMaxGridYZ = 65535;
 // DJL_ATTN_PAGED_KERNEL: the decode kernel a test or benchmark forces, or kAuto.
 enum class DecodeRequest { kAuto, kV1, kV2, kFlash };
 
-// DJL_ATTN_PAGED_CONFIG: how v1/v2 stream K/V (KernelConfig in paged_attention_kernel.cuh).
-// kDefault streams through registers; kSmem4 through a cp.async ring in shared memory; the others
-// are tuning variants compiled in DJL_ATTN_TUNING builds only (paged_attention_launch.cuh).
-enum class StreamConfig { kDefault, kSmem4, kW8L2, kSmem8, kPf, kW8L2Pf };
+// DJL_ATTN_PAGED_CONFIG: how v1/v2 stream K/V (KernelConfig in paged_attention_kernel.cuh), as
+// X(enumerator, switch value). kDefault streams through registers; kSmem4 through a cp.async ring
+// in shared memory; the others are tuning variants compiled in DJL_ATTN_TUNING builds only
+// (paged_attention_launch.cuh). A build without DJL_ATTN_TUNING has no enumerator for them, so
+// neither its plan nor its launcher (whose switch names every enumerator) can meet one.
+// libdjl_attn_plans.so is built with every enumerator.
+#if defined(DJL_ATTN_TUNING)
+#define DJL_PAGED_TUNING_STREAM_CONFIGS(X) \
+  X(kW8L2, "w8l2") X(kSmem8, "smem8") X(kPf, "pf") X(kW8L2Pf, "w8l2pf")
+#else
+#define DJL_PAGED_TUNING_STREAM_CONFIGS(X)
+#endif
+#define DJL_PAGED_STREAM_CONFIGS(X) \
+  X(kDefault, "default") X(kSmem4, "smem4") DJL_PAGED_TUNING_STREAM_CONFIGS(X)
+enum class StreamConfig {
+#define DJL_PAGED_STREAM_ENUMERATOR_(e, name) e,
+  DJL_PAGED_STREAM_CONFIGS(DJL_PAGED_STREAM_ENUMERATOR_)
+#undef DJL_PAGED_STREAM_ENUMERATOR_
+};
 
 enum class DecodeKernel { kFlash, kV1, kV2, kRows, kFlashFp8 };
 
