@@ -111,6 +111,22 @@ const char* djl_attn_option_values(const char* name);
  */
 int32_t djl_attn_release_free_memory(void);
 
+/*
+ * The paged operators' rules on a batch's index values (native-ops/src/paged/paged_checks.h: the
+ * one statement of them, which paged_attention, paged_prefill_attention, reshape_and_cache and
+ * decoder_layer run on the values of their tensors), on a bridge's host arrays: a caller that
+ * builds a step's batch once (the Java PagedBatch) checks it here, so that the step's per-layer
+ * calls need not read the device back. `block_tables` [num_seqs, max_blocks] row-major,
+ * `context_lens` [num_seqs], `slot_mapping` [num_tokens]; the cache has num_blocks blocks of
+ * block_size slots. DJL_ATTN_OK when every rule holds; otherwise DJL_ATTN_INVALID_ARGUMENT with
+ * the first broken rule in this thread's last error, a message that starts with `op` and names
+ * the argument (context_lens, block_tables, slot_mapping) and the sequence or token.
+ */
+int32_t djl_attn_check_paged_indices(const char* op, const int32_t* block_tables,
+                                     const int32_t* context_lens, int64_t num_seqs,
+                                     int64_t max_blocks, const int64_t* slot_mapping,
+                                     int64_t num_tokens, int64_t block_size, int64_t num_blocks);
+
 /* This thread's last error message ("" when none). Valid until the thread's next call. */
 const char* djl_attn_last_error_message(void);
 

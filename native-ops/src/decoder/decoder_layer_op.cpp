@@ -272,13 +272,7 @@ void decoder_layer_boxed(shim::StableIValue* stack, const DecoderBackend& backen
       for (int64_t s = 0; s < num_seqs; ++s) {
         max_seqlen_q = std::max<int64_t>(max_seqlen_q, cu[s + 1] - cu[s]);
       }
-      for (int64_t t = 0; t < tokens; ++t) {
-        if (slots[t] >= num_blocks * block_size) {
-          fail_invalid(kOp, ": slot_mapping: expected slots < num_blocks * block_size = ",
-                       num_blocks * block_size, " (or negative to skip), got ", slots[t],
-                       " at index ", t);
-        }
-      }
+      paged::check_slots(kOp, slots.data(), tokens, num_blocks * block_size);
     }
   }
   if (tokens == 0) return;

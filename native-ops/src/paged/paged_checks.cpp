@@ -125,10 +125,10 @@ void check_index_tensor(const char* op, const Tensor& t, const char* arg, int64_
 
 // Context lengths within [0, max_blocks * block_size] and the blocks each sequence uses within
 // [0, num_blocks): the kernels then never read outside the caches or the table.
-void check_block_tables(const char* op, const std::vector<int32_t>& context_lens,
-                        const std::vector<int32_t>& tables, int64_t max_blocks,
-                        int64_t block_size, int64_t num_blocks) {
-  for (size_t s = 0; s < context_lens.size(); ++s) {
+void check_block_tables(const char* op, const int32_t* context_lens, int64_t num_seqs,
+                        const int32_t* tables, int64_t max_blocks, int64_t block_size,
+                        int64_t num_blocks) {
+  for (int64_t s = 0; s < num_seqs; ++s) {
     const int64_t len = context_lens[s];
     if (len < 0 || len > max_blocks * block_size) {
       fail_invalid(op, ": context_lens: expected values in [0, max_blocks * block_size = ",
@@ -146,6 +146,16 @@ void check_block_tables(const char* op, const std::vector<int32_t>& context_lens
   }
 }
 
+// The kernels skip negative slots; a slot past the caches would write outside them.
+void check_slots(const char* op, const int64_t* slot_mapping, int64_t num_tokens,
+                 int64_t num_slots) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    if (slot_mapping[t] >= num_slots) {
+      fail_invalid(op, ": slot_mapping: expected slots < num_blocks * block_size = ", num_slots,
+                   " (or negative to skip), got ", slot_mapping[t], " at index ", t);
+    }
+  }
+}
 
 void check_chunks(const char* op, const std::vector<int32_t>& cu,
                   const std::vector<int32_t>& lens, int64_t tokens, int64_t max_seqlen_q,

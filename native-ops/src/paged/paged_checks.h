@@ -69,11 +69,27 @@ void check_index_tensor(const char* op, const Tensor& t, const char* arg, int64_
                         const char* layout, DType dtype, const Tensor& ref,
                         const char* ref_arg = "query");
 
+// The rules of a batch's index values, stated once: the operators run them on the values read
+// back from their tensors (unless the caller vouches for them), and djl_attn_check_paged_indices
+// (c_api.h) runs them on a bridge's host arrays (the Java PagedBatch, once per step). Messages
+// start with `op` and name the argument and the sequence or token.
+//
 // Context lengths within [0, max_blocks * block_size] and the blocks each sequence uses within
-// [0, num_blocks).
-void check_block_tables(const char* op, const std::vector<int32_t>& context_lens,
-                        const std::vector<int32_t>& tables, int64_t max_blocks,
-                        int64_t block_size, int64_t num_blocks);
+// [0, num_blocks): context_lens [num_seqs], tables [num_seqs, max_blocks] row-major.
+void check_block_tables(const char* op, const int32_t* context_lens, int64_t num_seqs,
+                        const int32_t* tables, int64_t max_blocks, int64_t block_size,
+                        int64_t num_blocks);
+inline void check_block_tables(const char* op, const std::vector<int32_t>& context_lens,
+                               const std::vector<int32_t>& tables, int64_t max_blocks,
+                               int64_t block_size, int64_t num_blocks) {
+  check_block_tables(op, context_lens.data(), static_cast<int64_t>(context_lens.size()),
+                     tables.data(), max_blocks, block_size, num_blocks);
+}
+
+// Slots below num_blocks * block_size = `num_slots` (negative ones are skipped): slot_mapping
+// [num_tokens].
+void check_slots(const char* op, const int64_t* slot_mapping, int64_t num_tokens,
+                 int64_t num_slots);
 
 // cu_seqlens_q: 0 first, T last, non-decreasing; every chunk <= max_seqlen_q and, when
 // `chunks_cached` (decoder_layer, which caches the chunk's own keys first), held by its context

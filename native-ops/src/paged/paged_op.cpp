@@ -134,12 +134,7 @@ void reshape_and_cache_boxed(shim::StableIValue* stack, const PagedBackend& back
                   copy_scale(v_scales, v_scale)});
     check_scale_values(kCacheOp, "k_scale", k_scales);
     check_scale_values(kCacheOp, "v_scale", v_scales);
-    for (size_t t = 0; t < slot_values.size(); ++t) {
-      if (slot_values[t] >= slots) {
-        fail_invalid(sn.prefix(), ": expected slots < num_blocks * block_size = ", slots,
-                     " (or negative to skip), got ", slot_values[t], " at index ", t);
-      }
-    }
+    paged::check_slots(kCacheOp, slot_values.data(), static_cast<int64_t>(slot_values.size()), slots);
   }
   // The kernels skip negative slots.
   if (tokens == 0 || heads_kv == 0 || dim == 0) return;

@@ -19,6 +19,7 @@
 #include "common/thread_pool.h"
 #include "flash/flash_params.h"
 #include "linear/linear_params.h"
+#include "paged/paged_checks.h"
 #include "paged/paged_params.h"
 #include "registration/registration.h"
 #include "shim/torch_shim.h"
@@ -338,6 +339,33 @@ int32_t djl_attn_release_free_memory(void) {
 #else
   return -1;
 #endif
+}
+
+int32_t djl_attn_check_paged_indices(const char* op, const int32_t* block_tables,
+                                     const int32_t* context_lens, int64_t num_seqs,
+                                     int64_t max_blocks, const int64_t* slot_mapping,
+                                     int64_t num_tokens, int64_t block_size, int64_t num_blocks) {
+  djl_attn::clear_last_error();
+  try {
+    const char* who = op == nullptr ? "djl_attn_check_paged_indices" : op;
+    if (num_seqs < 0 || max_blocks < 0 || num_tokens < 0 || block_size < 1 || num_blocks < 0) {
+      djl_attn::fail_invalid(who, ": expected num_seqs, max_blocks, num_tokens, num_blocks >= 0 "
+                             "and block_size >= 1, got ", num_seqs, ", ", max_blocks, ", ",
+                             num_tokens, ", ", num_blocks, " and ", block_size);
+    }
+    const bool tables_missing =
+        num_seqs > 0 && (context_lens == nullptr || (max_blocks > 0 && block_tables == nullptr));
+    if (tables_missing || (num_tokens > 0 && slot_mapping == nullptr)) {
+      djl_attn::fail_invalid(who, ": expected arrays for the ", num_seqs, " sequences and ",
+                             num_tokens, " tokens, got a null pointer");
+    }
+    djl_attn::paged::check_block_tables(who, context_lens, num_seqs, block_tables, max_blocks,
+                                        block_size, num_blocks);
+    djl_attn::paged::check_slots(who, slot_mapping, num_tokens, num_blocks * block_size);
+    return DJL_ATTN_OK;
+  } catch (const std::exception& e) {
+    return status_of_last_error();
+  }
 }
 
 const char* djl_attn_last_error_message(void) {

@@ -23,6 +23,9 @@ final class DjlAttnLibrary {
     /** Status of {@link #registrationStatus}: the operators are registered. */
     static final int OK = 0;
 
+    /** Status: the arguments break a rule (the message says which). */
+    static final int INVALID_ARGUMENT = 1;
+
     private DjlAttnLibrary() {}
 
     @Name("djl_attn_registration_status")
@@ -52,4 +55,26 @@ final class DjlAttnLibrary {
      */
     @Name("djl_attn_release_free_memory")
     static native int releaseFreeMemory();
+
+    /**
+     * The paged operators' rules on a batch's index values, on host arrays ({@code
+     * djl_attn_check_paged_indices}: the native statement the operators run too).
+     *
+     * @return {@link #OK}, or {@link #INVALID_ARGUMENT} with the broken rule in {@link
+     *     #lastErrorMessage} (another status: a native failure, the message says which)
+     */
+    @Name("djl_attn_check_paged_indices")
+    static native int checkPagedIndices(
+            String op,
+            @Cast("const int32_t*") int[] blockTables,
+            @Cast("const int32_t*") int[] contextLens,
+            long numSeqs,
+            long maxBlocks,
+            @Cast("const int64_t*") long[] slotMapping,
+            long numTokens,
+            long blockSize,
+            long numBlocks);
+
+    @Name("djl_attn_last_error_message")
+    static native String lastErrorMessage();
 }

@@ -6,6 +6,8 @@ package io.djlattention.paged;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 
+import io.djlattention.jni.PagedIndexRules;
+
 import java.util.Arrays;
 import java.util.List;
 
@@ -198,19 +200,16 @@ public final class PagedBatch implements AutoCloseable {
     }
 
     /**
-     * The rules of the paged operators on index values, checked here once per step on the host
-     * arrays (the per-layer operator calls of a batch of the cache then skip them, and on a GPU
-     * make no device-to-host copy): every block a sequence uses in {@code [0, numBlocks)}, every
-     * context within its table ({@code <= maxBlocks * blockSize}), every slot below {@code
-     * numBlocks * blockSize}. The block manager's bookkeeping guarantees them; a failure here is
-     * a bug in it, reported before any kernel could read out of bounds.
+     * Checks a step's index values on the host, once per step, by the paged operators' own rules
+     * ({@link PagedIndexRules}: every block a sequence uses in {@code [0, numBlocks)}, every
+     * context within its table, {@code <= maxBlocks * blockSize}, every slot below {@code
+     * numBlocks * blockSize}), so that the step's per-layer operator calls skip them
+     * ({@code check_indices = false}, the fused decoder layer too) and on a GPU read nothing back
+     * from the device. The block manager's bookkeeping guarantees them; a failure here is a bug in
+     * it, reported before any kernel could read out of bounds.
      *
-     * <p>The operators' own statement of these rules ({@code check_block_tables} and the slot
-     * check of {@code reshape_and_cache}, native-ops/src/paged/) is the authority, which every
-     * caller keeping its own tables meets; this copy exists so that a batch is checked without
-     * reading the device back (the per-layer calls pass {@code check_indices = false}, the fused
-     * decoder layer too). {@code BlockTableRulesAgreeTest} holds the two to the same verdict on
-     * random tables, valid and not.
+     * @throws IllegalStateException naming the argument ({@code context_lens}, {@code
+     *     block_tables}, {@code slot_mapping}) and the sequence or token, if a rule is broken
      */
     static void checkIndices(
             int[] tables,
@@ -219,32 +218,11 @@ public final class PagedBatch implements AutoCloseable {
             int maxBlocks,
             int numBlocks,
             int blockSize) {
-        for (int s = 0; s < contexts.length; ++s) {
-            if (contexts[s] < 0 || contexts[s] > (long) maxBlocks * blockSize) {
-                throw new IllegalStateException(
-                        String.format(
-                                "PagedBatch: context length %d of sequence %d exceeds its %d"
-                                        + " blocks",
-                                contexts[s], s, maxBlocks));
-            }
-            int used = (contexts[s] + blockSize - 1) / blockSize;
-            for (int i = 0; i < used; ++i) {
-                int id = tables[s * maxBlocks + i];
-                if (id < 0 || id >= numBlocks) {
-                    throw new IllegalStateException(
-                            String.format(
-                                    "PagedBatch: block id %d of sequence %d outside [0, %d)",
-                                    id, s, numBlocks));
-                }
-            }
-        }
-        for (long slot : slots) {
-            if (slot >= (long) numBlocks * blockSize) {
-                throw new IllegalStateException(
-                        String.format(
-                                "PagedBatch: slot %d outside the cache's %d slots",
-                                slot, (long) numBlocks * blockSize));
-            }
+        String violation =
+                PagedIndexRules.violation(
+                        "PagedBatch", tables, maxBlocks, contexts, slots, blockSize, numBlocks);
+        if (violation != null) {
+            throw new IllegalStateException(violation);
         }
     }
 
