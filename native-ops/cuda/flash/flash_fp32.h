@@ -23,8 +23,8 @@ namespace djl_attn::flash::fp32 {
 // only (output columns in groups of 32), one flash_fp32_hdim*.cu file each.
 #define DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(X) X(32) X(64) X(96) X(128) X(256)
 
-// The same list as a tile names it: only a compiled head dim, so the launcher (flash_fp32.cu) has
-// none to refuse. The value is the head dim.
+// The same list as the plan pads a head dim to it (the compiled head dim of its Fp32Kernel). The
+// value is the head dim.
 enum class Fp32HeadDim {
 #define DJL_FLASH_FP32_ENUMERATOR_(D) k##D = D,
   DJL_FLASH_FP32_FOR_EACH_HEAD_DIM(DJL_FLASH_FP32_ENUMERATOR_)
@@ -38,23 +38,24 @@ enum class Fp32HeadDim {
 // kernels and 8-warp tiles at D <= 64 (within 5% of 4 warps, docs/benchmarks.md) are a tuning
 // build's: they doubled the float32 kernels' share of the library. Each warp owns 16 query rows,
 // so a block owns 16 * warps rows. fp32_tile_compiled says the same (static_assert below).
+// (Listed in the order the launcher instantiated them before the list existed: features, 8 warps,
+// 4 warps, bias first, so that the shipped objects' machine code stayed byte for byte the same.)
 #define DJL_FLASH_FP32_PAIR_(X, D, W, SPLIT) \
-  X(D, W, SPLIT, false, false) X(D, W, SPLIT, true, false)
+  X(D, W, SPLIT, true, false) X(D, W, SPLIT, false, false)
 #define DJL_FLASH_FP32_FEATURES_(X, D) X(D, 4, true, false, true)
 #if defined(DJL_ATTN_TUNING)
-#define DJL_FLASH_FP32_TUNING_(X, D, NARROW_8W)                                       \
-  NARROW_8W DJL_FLASH_FP32_PAIR_(X, D, 4, false) DJL_FLASH_FP32_PAIR_(X, D, 8, false)
 #define DJL_FLASH_FP32_NARROW_8W_(X, D) DJL_FLASH_FP32_PAIR_(X, D, 8, true)
+#define DJL_FLASH_FP32_TF32_(X, D, W) DJL_FLASH_FP32_PAIR_(X, D, W, false)
 #else
-#define DJL_FLASH_FP32_TUNING_(X, D, NARROW_8W)
 #define DJL_FLASH_FP32_NARROW_8W_(X, D)
+#define DJL_FLASH_FP32_TF32_(X, D, W)
 #endif
-#define DJL_FLASH_FP32_NARROW_(X, D)                                     \
-  DJL_FLASH_FP32_PAIR_(X, D, 4, true) DJL_FLASH_FP32_FEATURES_(X, D)     \
-  DJL_FLASH_FP32_TUNING_(X, D, DJL_FLASH_FP32_NARROW_8W_(X, D))
-#define DJL_FLASH_FP32_WIDE_(X, D)                                       \
-  DJL_FLASH_FP32_PAIR_(X, D, 4, true) DJL_FLASH_FP32_PAIR_(X, D, 8, true) \
-  DJL_FLASH_FP32_FEATURES_(X, D) DJL_FLASH_FP32_TUNING_(X, D, )
+#define DJL_FLASH_FP32_NARROW_(X, D)                                                 \
+  DJL_FLASH_FP32_FEATURES_(X, D) DJL_FLASH_FP32_NARROW_8W_(X, D)                    \
+  DJL_FLASH_FP32_TF32_(X, D, 8) DJL_FLASH_FP32_PAIR_(X, D, 4, true) DJL_FLASH_FP32_TF32_(X, D, 4)
+#define DJL_FLASH_FP32_WIDE_(X, D)                                                  \
+  DJL_FLASH_FP32_FEATURES_(X, D) DJL_FLASH_FP32_PAIR_(X, D, 8, true)                \
+  DJL_FLASH_FP32_TF32_(X, D, 8) DJL_FLASH_FP32_PAIR_(X, D, 4, true) DJL_FLASH_FP32_TF32_(X, D, 4)
 #define DJL_FLASH_FP32_TILES_32(X) DJL_FLASH_FP32_NARROW_(X, 32)
 #define DJL_FLASH_FP32_TILES_64(X) DJL_FLASH_FP32_NARROW_(X, 64)
 #define DJL_FLASH_FP32_TILES_96(X) DJL_FLASH_FP32_WIDE_(X, 96)
