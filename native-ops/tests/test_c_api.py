@@ -337,3 +337,69 @@ def test_release_free_memory_hands_the_heaps_free_pages_back(tmp_path):
     assert freed > before - 16 * 1024, "glibc returned the freed blocks by itself: nothing to test"
     assert status == 1
     assert after < freed - 100 * 1024, (before, freed, after)
+
+
+lib.djl_attn_check_paged_indices.restype = ctypes.c_int32
+lib.djl_attn_check_paged_indices.argtypes = [
+    ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+    ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+    ctypes.c_int64, ctypes.c_int64]
+
+
+def check_paged_indices(tables, lens, slots, max_blocks, block_size, num_blocks):
+    t = (ctypes.c_int32 * max(1, len(tables)))(*tables)
+    c = (ctypes.c_int32 * max(1, len(lens)))(*lens)
+    s = (ctypes.c_int64 * max(1, len(slots)))(*slots)
+    status = lib.djl_attn_check_paged_indices(b"host", t, c, len(lens), max_blocks, s, len(slots),
+                                              block_size, num_blocks)
+    return None if status == OK else (status, lib.djl_attn_last_error_message().decode())
+
+
+def test_paged_index_rules_on_host_arrays_are_the_operators():
+    # djl_attn_check_paged_indices runs the operators' own checks (paged_checks.h) on host arrays:
+    # random tables, contexts and slots, a fifth just outside a rule, get paged_attention's and
+    # reshape_and_cache's verdict and message (after the op name).
+    rng = __import__("random").Random()
+    refused = 0
+    for _ in range(150):
+        num_blocks, block_size = rng.randint(1, 6), rng.choice([8, 16, 32])
+        max_blocks, num_seqs = rng.randint(1, 4), rng.randint(1, 3)
+
+        def edge(lo, hi):
+            return rng.choice([lo - 1, hi + 1]) if rng.random() < 0.05 else rng.randint(lo, hi)
+
+        lens = [edge(0, max_blocks * block_size) for _ in range(num_seqs)]
+        tables = [edge(0, num_blocks - 1) for _ in range(num_seqs * max_blocks)]
+        slots = [edge(-1, num_blocks * block_size - 1) for _ in range(rng.randint(1, 4))]
+        host_tables = check_paged_indices(tables, lens, [], max_blocks, block_size, num_blocks)
+        host_slots = check_paged_indices([], [], slots, max_blocks, block_size, num_blocks)
+        cache = torch.zeros(num_blocks, block_size, 1, 64)
+        try:
+            torch.ops.djl_attn.paged_attention(
+                torch.zeros(num_seqs, 1, 64), cache, cache,
+                torch.tensor(tables, dtype=torch.int32).view(num_seqs, max_blocks),
+                torch.tensor(lens, dtype=torch.int32), 0.125, max(1, max(lens)), None)
+            op_tables = None
+        except ValueError as e:  # the invalid-argument error of the bindings
+            op_tables = str(e)
+        try:
+            key = torch.zeros(len(slots), 1, 64)
+            torch.ops.djl_attn.reshape_and_cache(key, key, cache, cache,
+                                                 torch.tensor(slots, dtype=torch.int64))
+            op_slots = None
+        except ValueError as e:
+            op_slots = str(e)
+        for host, op in ((host_tables, op_tables), (host_slots, op_slots)):
+            assert (host is None) == (op is None), (host, op, tables, lens, slots)
+            if host is not None:
+                refused += 1
+                assert host[0] == INVALID_ARGUMENT
+                assert host[1].startswith("host: ") and host[1][len("host"):] in op, (host, op)
+    assert 10 < refused < 290, refused
+
+
+def test_paged_index_rules_refuse_malformed_sizes():
+    assert check_paged_indices([], [], [], 1, 0, 4)[1].startswith("host: expected num_seqs")
+    status = lib.djl_attn_check_paged_indices(b"host", None, None, 2, 3, None, 0, 16, 4)
+    assert status == INVALID_ARGUMENT
+    assert "null pointer" in lib.djl_attn_last_error_message().decode()

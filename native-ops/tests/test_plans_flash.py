@@ -539,6 +539,7 @@ def test_fp8_plan_refuses_what_the_kernel_cannot_run():
     assert fp8_plan(*shape, gpu=(132, 64 * 1024, 9, 0)).startswith(
         "refused: q: the CUDA FP8 kernel needs ")
 
+
 # --- the plan names only what the build compiled (issue 27: launchers only launch) ----------------
 
 NATIVE = __import__("pathlib").Path(__file__).resolve().parents[1]
