@@ -140,7 +140,7 @@ void launch_flash_combine(const fwd::FwdArgs& args, cudaStream_t stream, int dev
   // bindings hold D to kMaxHeadDim (static_assert above).
   const int64_t rows = p.heads_q * args.accum_rows;
   if (rows == 0) return;
-  DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+  DJL_FLASH_DTYPE_SWITCH(tile_type(p.dtype), T, [&] {
     cuda::launch_after_prerequisite<flash_combine_kernel<T>>(
         "flash_combine_kernel", dim3(static_cast<unsigned>(rows)), dim3(kCombineThreads), 0,
         stream, device, args);

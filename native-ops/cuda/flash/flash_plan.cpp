@@ -254,8 +254,9 @@ FlashPlan plan_tensor_core(const FlashParams& params, const FlashSwitches& sw,
   if (!fwd::find_tiled_config(cfg, padded, &config)) cfg = 0;
   plan.path = FlashPath::kTiled;
   // The tuning configurations are instantiated for 128-row-class problems without bias only.
-  plan.tiled = TiledKernel{p.dtype, padded, cfg == 0 && bias, cfg == 0 && small_m, config,
-                           features};
+  // padded is one of the compiled head dims: tensor-core calls have padded_head_dim(D) != 0.
+  plan.tiled = TiledKernel{tile_type(p.dtype), static_cast<TileHeadDim>(padded), cfg == 0 && bias,
+                           cfg == 0 && small_m, config, features};
   plan.tile = fwd::tile_shape(padded, plan.tiled.small_m, cfg);
   plan.m_blocks = static_cast<int>((p.seqlen_q + plan.tile.block_m - 1) / plan.tile.block_m);
   int n_blocks = static_cast<int>((p.seqlen_k + plan.tile.block_n - 1) / plan.tile.block_n);
@@ -476,7 +477,7 @@ std::string describe(const FlashPlan& plan) {
              std::to_string(plan.split.num_splits);
     case FlashPath::kTiled: {
       const TiledKernel& t = plan.tiled;
-      return out + "tiled/D" + std::to_string(t.head_dim) + "/" +
+      return out + "tiled/D" + std::to_string(static_cast<int>(t.head_dim)) + "/" +
              fwd::kFwdConfigs[fwd::config_index(t.config)].name +
              "/" + std::to_string(plan.tile.block_m) + "x" + std::to_string(plan.tile.block_n) +
              (t.bias ? "/bias" : "") + (t.features ? "/features" : "") + "/splits" +

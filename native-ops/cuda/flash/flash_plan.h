@@ -90,9 +90,23 @@ enum class FlashPath {
 };
 
 // One instantiation of the tile kernel (flash_fwd_hdim*.cu).
+// The element types and head dims the tile kernel is compiled for (flash_fwd_hdim*.cu, the list
+// DJL_FLASH_FOR_EACH_HEAD_DIM): a TiledKernel can name only an instantiation that exists, so its
+// launcher (flash_launch.cu) has no value to refuse.
+enum class TileType { kFloat16, kBFloat16 };
+#define DJL_FLASH_TILE_HEAD_DIM_(D) k##D = D,
+enum class TileHeadDim { DJL_FLASH_FOR_EACH_HEAD_DIM(DJL_FLASH_TILE_HEAD_DIM_) };
+#undef DJL_FLASH_TILE_HEAD_DIM_
+
+// The 16-bit type of a call the tensor-core kernels run: float16, or else bfloat16 (the plans
+// give them, and the combine and staging passes around them, no float32 call).
+constexpr TileType tile_type(ElementType dtype) {
+  return dtype == ElementType::kFloat16 ? TileType::kFloat16 : TileType::kBFloat16;
+}
+
 struct TiledKernel {
-  ElementType dtype;
-  int head_dim;  // the compiled head dim the problem's D is padded to
+  TileType dtype;
+  TileHeadDim head_dim;  // the compiled head dim the problem's D is padded to
   bool bias;
   bool small_m;  // 64-row query tiles for at most 64 query rows
   // The base tiles, or a compiled (head dim, configuration) pair: only such a pair, never a

@@ -93,7 +93,7 @@ StagedCopies stage_inputs(const FlashParams& p, cudaStream_t stream, int device)
   const RowView q_view{n0, rows_q, p.heads_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride};
   const RowView k_view{n0, rows_k, p.heads_kv, p.k_batch_stride, p.k_seq_stride, p.k_head_stride};
   const RowView v_view{n0, rows_k, p.heads_kv, p.v_batch_stride, p.v_seq_stride, p.v_head_stride};
-  DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+  DJL_FLASH_DTYPE_SWITCH(tile_type(p.dtype), T, [&] {
     auto pad = [&](const void* src, const RowView& view, void* dst) {
       const int64_t elements = view.n0 * view.n1 * view.n2 * padded;
       if (elements == 0) return;
@@ -116,7 +116,7 @@ void unstage_output(const StagedCopies& copies, const FlashParams& p, cudaStream
   const int64_t rows_q = varlen ? p.total_q : p.seqlen_q;
   const RowView out_view{n0, rows_q, p.heads_q, p.out_batch_stride, p.out_seq_stride,
                          p.out_head_stride};
-  DJL_FLASH_DTYPE_SWITCH(p.dtype, T, [&] {
+  DJL_FLASH_DTYPE_SWITCH(tile_type(p.dtype), T, [&] {
     const int64_t elements = out_view.n0 * out_view.n1 * out_view.n2 * dim;
     if (elements == 0) return;
     unpad_rows_kernel<T><<<blocks_for(elements), kThreads, 0, stream>>>(
