@@ -27,14 +27,11 @@ __device__ __forceinline__ Work work_item(const HopperArgs& args, int idx) {
   w.h = bh % static_cast<int>(p.heads_q);
   w.h_kv = w.h / static_cast<int>(p.heads_q / p.heads_kv);
   w.m0 = m_block * kBlockM;
-  // SeqExtent's batched rule (flash_params.h) written out: spelled through the helper, ptxas
-  // reorders all 16 instantiations' machine code (sm_90a cubins compared), which this kernel's
-  // measured schedule does not get without a GPU timing. Batched calls only (the plan gives this
-  // kernel no varlen call).
-  const int seqlen_q = static_cast<int>(p.seqlen_q);
-  const int seqlen_k = static_cast<int>(p.seqlen_k);
-  int kv_len = p.kv_lens != nullptr ? p.kv_lens[w.b] : seqlen_k;
-  w.kv_len = min(max(kv_len, 0), seqlen_k);
+  // Batched calls only (the plan gives this kernel no varlen call): the extent without its
+  // varlen branches (flash_params.h).
+  const SeqExtent<int, /*kVarlen=*/false> seq(p, w.b);
+  const int seqlen_q = seq.seqlen_q;
+  w.kv_len = seq.kv_len(p, w.b);
   w.diagonal = w.kv_len - seqlen_q;  // row i sees key j iff j <= i + diagonal
   int key_end = w.kv_len;
   if (p.causal) key_end = min(max(min(w.m0 + kBlockM, seqlen_q) + w.diagonal, 0), w.kv_len);
