@@ -3,7 +3,8 @@
 # the pytest suite on CPU and CUDA, runs the GPU benchmarks, and prints a summary last.
 #
 # Usage (from the repository root, on a machine with nvcc, a GPU and a CUDA PyTorch):
-#   bash native-ops/scripts/gpu-check.sh [pytest args...]
+#   bash native-ops/scripts/gpu-check.sh [pytest args...]   (the whole suite, or the tests/...
+#   files and folders the arguments name)
 # Environment:
 #   OUT        where logs and benchmark tables go (default /tmp/gpu-check)
 #   ARCHS      CMAKE_CUDA_ARCHITECTURES (default: 80-real;90, as shipped)
@@ -48,7 +49,10 @@ build_s=$(( $(date +%s) - start ))
 
 tests_line="not run"
 if [ "$status_build" = OK ]; then
-  DJL_ATTN_LIB_DIR=$PWD/build "$PYTHON" -m pytest -q -p no:cacheprovider tests "$@" 2>&1 | tee "$OUT/pytest.log"
+  # The whole suite, unless the arguments name test files or folders (tests/...) themselves.
+  paths=(tests)
+  for arg in "$@"; do case $arg in tests/*) paths=() ;; esac; done
+  DJL_ATTN_LIB_DIR=$PWD/build "$PYTHON" -m pytest -q -p no:cacheprovider "${paths[@]}" "$@" 2>&1 | tee "$OUT/pytest.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] && status_tests=OK
   tests_line=$(grep -E "passed|failed|error" "$OUT/pytest.log" | tail -1)
 fi
