@@ -137,3 +137,29 @@ def device(request):
 def _seed():
     # Fresh random inputs per test, reproducible per test id within a run.
     torch.manual_seed(hash(os.environ.get("PYTEST_CURRENT_TEST", "")) % (2**31))
+
+
+# ---- CPU slices of GPU grids ------------------------------------------------------------------
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "cpu_slice(predicate): on the CPU, run only the cases whose parameters (the callspec's, a "
+        "dict) the predicate accepts; the others are deselected at collection, not skipped")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselects the CPU cases a test's cpu_slice markers leave out: grids sized for the GPU's
+    several kernels, of which the CPU's one kernel needs a slice (or, for a GPU-only property,
+    none). Deselected, they are neither run nor reported as skipped: nothing is hidden."""
+    kept, dropped = [], []
+    for item in items:
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        on_cpu = params.get("device") == "cpu"
+        if on_cpu and not all(m.args[0](params) for m in item.iter_markers("cpu_slice")):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

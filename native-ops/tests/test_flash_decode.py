@@ -14,7 +14,18 @@ from reference import assert_close
 flash = torch.ops.djl_attn.flash_attention
 
 LOW_PRECISION = [torch.float16, torch.bfloat16]
-CUDA = torch.cuda.is_available()
+# The CPU's one kernel runs a slice of each grid below, sized for the GPU's kernels (conftest.py
+# deselects the rest at collection): float16 only, and where a grid varies the head dim or the
+# group, one of each. DJL_ATTN_FLASH_DECODE=off has nothing to switch on the CPU.
+pytestmark = pytest.mark.cpu_slice(lambda p: p.get("decode_mode", "on") == "on")
+CPU_FLOAT16 = pytest.mark.cpu_slice(lambda p: p["dtype"] == torch.float16)
+CPU_ONE_GROUP = pytest.mark.cpu_slice(
+    lambda p: p["dtype"] == torch.float16 and p["heads_q"] == p["heads_kv"])
+CPU_D64_SMALL_GROUPS = pytest.mark.cpu_slice(
+    lambda p: p["dtype"] == torch.float16 and p["dim"] == 64 and p["heads_q"] != 16)
+# GPU-only: 32k keys (the float64 reference and the CPU kernel would take minutes in CI; its key
+# loop is the same at 4096 keys, tested) and the switch between the CUDA kernels.
+GPU_ONLY = pytest.mark.cpu_slice(lambda p: False)
 # (Hq, Hkv): plain MHA decode (group 1) and groups of 4, 8 and 16 query heads per kv head.
 GROUPS = [(4, 4), (8, 2), (8, 1), (16, 1)]
 # The decode kernel's head dims (flash_decode.h); others take the tile kernel.
@@ -25,10 +36,8 @@ DECODE_HEAD_DIMS = [64, 128, 256]
 def decode_mode(request, device, options):
     """DJL_ATTN_FLASH_DECODE: on runs the decode kernel and fails where it cannot (every shape
     here is one it takes, so a silent fallback to the tile kernel would fail the test), off the
-    tile kernel. The CPU has one kernel and ignores it."""
+    tile kernel. The CPU has one kernel and ignores it (its "off" cases are deselected)."""
     if device == "cpu":
-        if request.param != "on":
-            pytest.skip("the CPU has one flash attention kernel")
         return request.param
     options.set("DJL_ATTN_FLASH_DECODE", request.param)
     return request.param
@@ -77,9 +86,8 @@ def lens_for(seqlen_k, batch, device):
 @pytest.mark.parametrize("dim", DECODE_HEAD_DIMS)
 @pytest.mark.parametrize("heads_q,heads_kv", GROUPS)
 @pytest.mark.parametrize("seqlen_k", [1, 7, 1000, 4096])
+@pytest.mark.cpu_slice(lambda p: p["dtype"] == torch.float16 and p["seqlen_k"] != 4096)
 def test_decode(device, decode_mode, dtype, dim, heads_q, heads_kv, seqlen_k):
-    if device == "cpu" and (dtype != torch.float16 or seqlen_k == 4096):
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(4, 1, seqlen_k, heads_q, heads_kv, dim, dtype, device)
     check(q, k, v, lens_for(seqlen_k, 4, device), False)
 
@@ -93,11 +101,8 @@ def test_decode_without_kv_lens(device, decode_mode, dtype, heads_q, heads_kv):
     check(q, k, v, None, True)
 
 
-@pytest.mark.skipif(not CUDA, reason="a long context runs on the GPU only")
+@GPU_ONLY
 def test_decode_long_context(device, decode_mode):
-    if device != "cuda":
-        pytest.skip("32k keys: the float64 reference and the CPU kernel would take minutes in CI; "
-                    "the CPU kernel's key loop is the same at 4096 keys (tested above)")
     # Batch 1 at 32k keys: many key ranges and the combine pass; a second row of 5000 keys
     # leaves most of its ranges empty.
     q, k, v = make_inputs(2, 1, 32768, 32, 8, 128, torch.float16, device)
@@ -111,9 +116,8 @@ def test_decode_long_context(device, decode_mode):
 @pytest.mark.parametrize("seqlen_q", [2, 7, 16, 17])
 @pytest.mark.parametrize("heads_q,heads_kv", [(2, 2), (4, 2)])
 @pytest.mark.parametrize("causal", [False, True])
+@CPU_ONE_GROUP
 def test_few_query_rows(device, decode_mode, dtype, seqlen_q, heads_q, heads_kv, causal):
-    if device == "cpu" and (dtype != torch.float16 or heads_q != heads_kv):
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(4, seqlen_q, 300, heads_q, heads_kv, 64, dtype, device)
     kv_lens = torch.tensor([300, 5, 0, 131], dtype=torch.int32, device=device)
     check(q, k, v, kv_lens, causal)
@@ -132,9 +136,8 @@ def test_decode_views_of_fused_qkv(device, decode_mode, dtype):
           scale=0.3)
 
 
+@GPU_ONLY
 def test_decode_switch_validation(device, options):
-    if device != "cuda":
-        pytest.skip("DJL_ATTN_FLASH_DECODE chooses between CUDA kernels")
     with pytest.raises(ValueError,
                        match=r"DJL_ATTN_FLASH_DECODE: expected one of auto, on, off, got 'fast'"):
         options.set("DJL_ATTN_FLASH_DECODE", "fast")
@@ -144,9 +147,8 @@ def test_decode_switch_validation(device, options):
     (96, torch.float16, "a head dim other than 64, 128 or 256"),
     (64, torch.float32, "float32"),
 ])
+@GPU_ONLY
 def test_decode_on_names_what_it_cannot_take(device, options, dim, dtype, reason):
-    if device != "cuda":
-        pytest.skip("DJL_ATTN_FLASH_DECODE chooses between CUDA kernels")
     options.set("DJL_ATTN_FLASH_DECODE", "on")
     q, k, v = make_inputs(1, 1, 10, 4, 2, dim, dtype, device)
     # The arguments are valid: the switch forced a kernel that cannot run them (a RuntimeError,
@@ -222,12 +224,11 @@ FEATURE_PAIRS = [(w, c) for w in WINDOWS for c in SOFTCAPS if not (w == 5000 and
 @pytest.mark.parametrize("dim", DECODE_HEAD_DIMS)
 @pytest.mark.parametrize("heads_q,heads_kv", GROUPS)
 @pytest.mark.parametrize("window_left,softcap", FEATURE_PAIRS)
+@CPU_D64_SMALL_GROUPS
 def test_decode_window_softcap(device, decode_mode, dtype, dim, heads_q, heads_kv, window_left,
                                softcap):
     # One query row (folded with GQA: the group's rows share the query's position), kv_lens
     # that are full, 1, 0, odd and inside a tile; Sk = 300 is not a multiple of 64.
-    if device == "cpu" and (dtype != torch.float16 or dim != 64 or heads_q == 16):
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(5, 1, 300, heads_q, heads_kv, dim, dtype, device)
     kv_lens = torch.tensor([300, 1, 0, 131, 77], dtype=torch.int32, device=device)
     check_features(q, k, v, kv_lens, False, window_left, -1, softcap, poisons(device, decode_mode))
@@ -241,10 +242,9 @@ def test_decode_window_softcap(device, decode_mode, dtype, dim, heads_q, heads_k
 @pytest.mark.parametrize("causal,window_right", [(True, -1), (False, -1), (False, 0), (False, 2)])
 @pytest.mark.parametrize("window_left,softcap", [(0, 0.0), (7, 0.0), (64, 5.0), (130, 0.0),
                                                  (-1, 5.0)])
+@CPU_ONE_GROUP
 def test_few_rows_window_softcap(device, decode_mode, dtype, seqlen_q, heads_q, heads_kv, causal,
                                  window_right, window_left, softcap):
-    if device == "cpu" and (dtype != torch.float16 or heads_q != heads_kv):
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(4, seqlen_q, 300, heads_q, heads_kv, 64, dtype, device)
     kv_lens = torch.tensor([300, 5, 0, 131], dtype=torch.int32, device=device)
     check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap,
@@ -254,23 +254,19 @@ def test_few_rows_window_softcap(device, decode_mode, dtype, seqlen_q, heads_q, 
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 @pytest.mark.parametrize("window_left", [0, 63, 64, 4095])
 @pytest.mark.parametrize("softcap", SOFTCAPS)
+@CPU_FLOAT16
 def test_decode_window_without_kv_lens(device, decode_mode, dtype, window_left, softcap):
     # Every row has Sk keys (a multiple of 64 here, so the window's start falls on a tile edge
     # for some windows and inside a tile for others).
-    if device == "cpu" and dtype != torch.float16:
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(2, 1, 4096, 32, 8, 128, dtype, device)
     check_features(q, k, v, None, True, window_left, -1, softcap, poisons(device, decode_mode))
 
 
-@pytest.mark.skipif(not CUDA, reason="long contexts run on the GPU only")
+@GPU_ONLY
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 @pytest.mark.parametrize("window_left", [0, 5, 64, 1000, 4095])
 @pytest.mark.parametrize("softcap", SOFTCAPS)
 def test_decode_long_context_small_window(device, decode_mode, dtype, window_left, softcap):
-    if device != "cuda":
-        pytest.skip("32k keys: the float64 reference and the CPU kernel would take minutes in CI; "
-                    "the CPU kernel's key loop is the same at 4096 keys (tested above)")
     # Batch 1 and 3 at 32k keys with Mistral's window (4095) and smaller ones: the split
     # counts tiles from the window's first, so many ranges over the window and none before it;
     # the other rows end inside a tile and at 1 key.
@@ -310,10 +306,9 @@ def alibi_slopes(kind, batch, heads_q, device):
 @pytest.mark.parametrize("heads_q,heads_kv", GROUPS)
 @pytest.mark.parametrize("slopes", ["heads", "batch"])
 @pytest.mark.parametrize("window_left,softcap", [(-1, 0.0), (7, 0.0), (100, 5.0), (-1, 5.0)])
+@CPU_D64_SMALL_GROUPS
 def test_decode_alibi(device, decode_mode, dtype, dim, heads_q, heads_kv, slopes, window_left,
                       softcap):
-    if device == "cpu" and (dtype != torch.float16 or dim != 64 or heads_q == 16):
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(5, 1, 300, heads_q, heads_kv, dim, dtype, device)
     kv_lens = torch.tensor([300, 1, 0, 131, 77], dtype=torch.int32, device=device)
     check_features(q, k, v, kv_lens, False, window_left, -1, softcap,
@@ -325,23 +320,20 @@ def test_decode_alibi(device, decode_mode, dtype, dim, heads_q, heads_kv, slopes
 @pytest.mark.parametrize("heads_q,heads_kv", [(2, 2), (4, 2)])
 @pytest.mark.parametrize("causal,window_right", [(True, -1), (False, -1), (False, 2)])
 @pytest.mark.parametrize("window_left,softcap", [(-1, 0.0), (7, 0.0), (130, 5.0)])
+@CPU_ONE_GROUP
 def test_few_rows_alibi(device, decode_mode, dtype, seqlen_q, heads_q, heads_kv, causal,
                         window_right, window_left, softcap):
     # Rows at different positions: each row's distance to a key is its own (-slope * |i + o - j|,
     # on both sides of the diagonal when not causal).
-    if device == "cpu" and (dtype != torch.float16 or heads_q != heads_kv):
-        pytest.skip("the CPU kernel has one path; a slice of the grid suffices there")
     q, k, v = make_inputs(4, seqlen_q, 300, heads_q, heads_kv, 64, dtype, device)
     kv_lens = torch.tensor([300, 5, 0, 131], dtype=torch.int32, device=device)
     check_features(q, k, v, kv_lens, causal, window_left, window_right, softcap,
                    poisons(device, decode_mode), alibi_slopes("batch", 4, heads_q, device))
 
 
-@pytest.mark.skipif(not CUDA, reason="long contexts run on the GPU only")
+@GPU_ONLY
 @pytest.mark.parametrize("window_left", [-1, 4095])
 def test_decode_alibi_long_context(device, decode_mode, window_left):
-    if device != "cuda":
-        pytest.skip("32k keys: the float64 reference and the CPU kernel would take minutes in CI")
     # Many key ranges merged by the combine pass, each scored with the rows' own slopes.
     q, k, v = make_inputs(3, 1, 32768, 32, 8, 128, torch.float16, device)
     kv_lens = torch.tensor([32768, 30001, 1], dtype=torch.int32, device=device)
