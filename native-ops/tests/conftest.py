@@ -142,21 +142,25 @@ def _seed():
 # ---- CPU slices of GPU grids ------------------------------------------------------------------
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "cpu_slice(predicate): on the CPU, run only the cases whose parameters (the callspec's, a "
-        "dict) the predicate accepts; the others are deselected at collection, not skipped")
+    for device in ("cpu", "cuda"):
+        config.addinivalue_line(
+            "markers",
+            f"{device}_slice(predicate): on {device}, run only the cases whose parameters (the "
+            "callspec's, a dict) the predicate accepts; the others are deselected at collection, "
+            "not skipped")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Deselects the CPU cases a test's cpu_slice markers leave out: grids sized for the GPU's
-    several kernels, of which the CPU's one kernel needs a slice (or, for a GPU-only property,
-    none). Deselected, they are neither run nor reported as skipped: nothing is hidden."""
+    """Deselects the cases a test's cpu_slice / cuda_slice markers leave out on that device:
+    grids sized for the GPU's several kernels, of which the CPU's one kernel needs a slice (or,
+    for a GPU-only property, none), and CPU-only grids (head dims no CUDA kernel takes).
+    Deselected, they are neither run nor reported as skipped: nothing is hidden."""
     kept, dropped = [], []
     for item in items:
         params = item.callspec.params if hasattr(item, "callspec") else {}
-        on_cpu = params.get("device") == "cpu"
-        if on_cpu and not all(m.args[0](params) for m in item.iter_markers("cpu_slice")):
+        device = params.get("device")
+        markers = item.iter_markers(f"{device}_slice") if device in ("cpu", "cuda") else ()
+        if not all(m.args[0](params) for m in markers):
             dropped.append(item)
         else:
             kept.append(item)
